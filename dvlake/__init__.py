@@ -1,0 +1,25 @@
+"""dvlake: Delta Lake tables with deletion vectors, on Apache Spark through PySpark.
+
+The Spark-facing names are imported lazily, so the Spark-free layers (``dvlake.dv``,
+``dvlake.log``, ``dvlake.txn``, ``dvlake.storage``) can be used without importing PySpark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dvlake._version import __version__
+
+__all__ = ["DeltaTable", "DeltaTableBuilder", "read", "write", "sql", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("DeltaTable", "DeltaTableBuilder", "read", "write"):
+        from dvlake import api
+
+        return getattr(api, name)
+    if name == "sql":
+        from dvlake.sql import sql
+
+        return sql
+    raise AttributeError(f"module 'dvlake' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""One module per command; each composes the log, transaction and Spark layers."""

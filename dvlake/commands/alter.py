@@ -1,0 +1,64 @@
+"""ALTER TABLE … SET / UNSET TBLPROPERTIES, with the protocol upgrades some properties imply.
+
+Setting ``delta.enableDeletionVectors=true`` upgrades the protocol to reader 3 / writer 7 with
+``deletionVectors`` in both feature lists in the same commit (delta-spark's
+FeatureAutomaticallyEnabledByMetadata); the legacy features the old versions implied become
+explicit writer features.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any, Iterable
+
+from dvlake.config import normalize_properties
+from dvlake.errors import InvalidArgumentError
+from dvlake.log import features
+from dvlake.log.schema import MODE_KEY
+from dvlake.log.snapshot import Snapshot
+from dvlake.storage.paths import normalize_table_root
+from dvlake.txn.transaction import OptimisticTransaction
+
+_AUTO_FEATURES = {
+    "delta.enableDeletionVectors": ({features.DELETION_VECTORS}, set()),
+    "delta.enableChangeDataFeed": (set(), {"changeDataFeed"}),
+    "delta.appendOnly": (set(), {"appendOnly"}),
+}
+
+
+def set_properties(path: str, properties: dict[str, Any]) -> int:
+    """Set table properties; returns the committed version."""
+    root = normalize_table_root(path)
+    snapshot = Snapshot.load(root)
+    props = normalize_properties(properties)
+    if MODE_KEY in props and props[MODE_KEY] != snapshot.configuration.get(MODE_KEY, "none"):
+        raise InvalidArgumentError(
+            f"changing {MODE_KEY} of an existing table is not supported by dvlake yet (it would need physical names "
+            "for the existing columns); create a new table with the mode instead")
+    reader: set[str] = set()
+    writer: set[str] = set()
+    for key, value in props.items():
+        if key in _AUTO_FEATURES and value == "true":
+            reader |= _AUTO_FEATURES[key][0]
+            writer |= _AUTO_FEATURES[key][1]
+    txn = OptimisticTransaction(root, snapshot)
+    txn.update_metadata(snapshot.metadata.with_configuration(**props))
+    protocol = features.with_features(snapshot.protocol, reader, writer)
+    if protocol != snapshot.protocol:
+        txn.update_protocol(protocol)
+    return txn.commit([], "SET TBLPROPERTIES", {"properties": json.dumps(props)})
+
+
+def unset_properties(path: str, keys: Iterable[str], if_exists: bool = True) -> int:
+    """Unset table properties (features stay in the protocol, as in delta-spark)."""
+    root = normalize_table_root(path)
+    snapshot = Snapshot.load(root)
+    keys = list(keys)
+    missing = [k for k in keys if k not in snapshot.configuration]
+    if missing and not if_exists:
+        raise InvalidArgumentError(f"cannot unset {missing}: not set on {root}")
+    conf = {k: v for k, v in snapshot.configuration.items() if k not in keys}
+    txn = OptimisticTransaction(root, snapshot)
+    txn.update_metadata(replace(snapshot.metadata, configuration=conf))
+    return txn.commit([], "UNSET TBLPROPERTIES", {"properties": json.dumps(keys), "ifExists": str(if_exists).lower()})

@@ -1,0 +1,193 @@
+"""DELETE: mark matching rows in deletion vectors (merge-on-read), or rewrite files (copy-on-write).
+
+With DVs enabled (and ``spark.databricks.delta.delete.deletionVectors.persistent`` not false):
+1. no condition, or one on partition columns only → whole files are removed, no data is read;
+2. otherwise the candidate files (partition pruning + data skipping) are scanned for the
+   condition's columns plus the row index, already-deleted rows excluded; matched (file, row)
+   pairs are shuffled by file and each task ORs them into the file's DV and packs its DVs into
+   one new DV file (``spark/dv_build.py``); only descriptors come back to the driver;
+3. one commit: per touched file ``remove`` (old add, old DV) + ``add`` (same path, new DV,
+   ``tightBounds: false``), or a plain ``remove`` when every row is now deleted.
+A conflict with a concurrent DELETE/UPDATE on the same files re-runs the command on the new
+snapshot (a DELETE is re-evaluated against the winner's result, which is what serial order means).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+
+from dvlake.config import DEFAULT_DV_PACKING_TARGET, DELETE_DVS_PERSISTENT, DV_PACKING_TARGET_SIZE
+from dvlake.commands.common import (
+    mode_of,
+    num_indexed_cols,
+    physical_partition_columns,
+    stats_leaf_paths,
+    tight_bounds_flag,
+)
+from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
+from dvlake.log import features
+from dvlake.log.actions import AddFile, RemoveFile, now_ms
+from dvlake.log.snapshot import Snapshot
+from dvlake.log.stats import num_records_of, with_loose_bounds
+from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
+from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
+from dvlake.spark.pruning import condition_text, references_only
+from dvlake.spark.scan import logical_frame, plan_scan
+from dvlake.spark.write import to_physical, write_data_files
+from dvlake.storage.paths import normalize_table_root
+from dvlake.txn.transaction import OptimisticTransaction
+
+RETRIES_ON_CONFLICT = 3
+
+
+def delete(spark: SparkSession, path: str, condition: str | Column | None = None) -> dict[str, Any]:
+    """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed)."""
+    root = normalize_table_root(path)
+    for attempt in range(RETRIES_ON_CONFLICT + 1):
+        try:
+            return _delete_once(spark, Snapshot.load(root), condition)
+        except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
+            if attempt == RETRIES_ON_CONFLICT:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _use_dvs(spark: SparkSession, snapshot: Snapshot) -> bool:
+    persistent = str(spark.conf.get(DELETE_DVS_PERSISTENT, "true")).lower() == "true"
+    return persistent and features.dvs_enabled(snapshot.protocol, snapshot.metadata)
+
+
+def _predicate_param(condition: str | Column | None) -> str:
+    text = condition_text(condition)
+    return json.dumps([text] if text else ["true"])
+
+
+def _dv_counts(pairs: list[tuple[bool, bool]]) -> dict[str, int]:
+    """delta-spark's DV metrics from (old has DV, new has DV) per touched file."""
+    updated = sum(1 for o, n in pairs if o and n)
+    added = sum(1 for o, n in pairs if n and not o)
+    removed = sum(1 for o, n in pairs if o and not n)
+    return {"numDeletionVectorsAdded": added + updated, "numDeletionVectorsRemoved": removed + updated,
+            "numDeletionVectorsUpdated": updated}
+
+
+def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None) -> dict[str, Any]:
+    started = time.monotonic()
+    root = snapshot.table_root
+    txn = OptimisticTransaction(root, snapshot)
+    features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    plan = plan_scan(spark, snapshot, condition)
+    adds = snapshot.add_files()
+    candidates = [adds[i] for i in plan.rows_indexes]
+    txn.read_files(candidates)
+    partition_only = condition is None or references_only(spark, condition, plan.partition_schema)
+    txn.read_whole_table()  # any data-changing append the condition could match is a conflict
+    scan_ms = 0
+    metrics: dict[str, Any]
+    if partition_only:
+        metrics, actions = _remove_whole_files(candidates, snapshot)
+    elif _use_dvs(spark, snapshot):
+        t0 = time.monotonic()
+        metrics, actions = _delete_with_dvs(spark, snapshot, plan, candidates, condition)
+        scan_ms = int((time.monotonic() - t0) * 1000)
+    else:
+        metrics, actions = _delete_copy_on_write(spark, snapshot, plan, candidates, condition)
+    if not actions:
+        return {}
+    metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
+    metrics.setdefault("scanTimeMs", scan_ms)
+    metrics.setdefault("rewriteTimeMs", 0)
+    txn.commit(actions, "DELETE", {"predicate": _predicate_param(condition)}, metrics)
+    return metrics
+
+
+def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[str, Any], list[RemoveFile]]:
+    ts = now_ms()
+    removes = [a.remove(ts) for a in files]
+    deleted = 0
+    for a in files:
+        deleted += (num_records_of(a.stats) or 0) - (a.deletion_vector.cardinality if a.deletion_vector else 0)
+    metrics = {"numRemovedFiles": len(removes), "numAddedFiles": 0, "numAddedChangeFiles": 0,
+               **_dv_counts([(a.deletion_vector is not None, False) for a in files]),
+               "numDeletedRows": deleted, "numCopiedRows": 0, "numAddedBytes": 0,
+               "numRemovedBytes": sum(a.size for a in files)}
+    return metrics, removes
+
+
+def _delete_with_dvs(spark, snapshot: Snapshot, plan, candidates: list[AddFile], condition) -> tuple[dict[str, Any], list]:
+    if not plan.files:
+        return {}, []
+    df = logical_frame(spark, snapshot, plan, include_row_index=True).filter(condition)
+    matches = df.select(FILE_INDEX_COL, ROW_INDEX_COL)
+    infos = {i: FileToMark(f.num_records, json.dumps(f.dv.to_json()) if f.dv else None) for i, f in enumerate(plan.files)}
+    target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)))
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+    tasks = max(1, min(shuffle, math.ceil(len(plan.files) / 64)))
+    fn = build_and_write_dvs(snapshot.table_root, infos, target, FILE_INDEX_COL, ROW_INDEX_COL)
+    results = matches.repartition(tasks, FILE_INDEX_COL).mapInArrow(fn, RESULT_SCHEMA).collect()
+    ts = now_ms()
+    actions: list = []
+    pairs: list[tuple[bool, bool]] = []
+    deleted_rows = removed_files = removed_bytes = 0
+    for r in results:
+        old = candidates[r.file_index]
+        deleted_rows += r.cardinality - r.previous_cardinality
+        actions.append(old.remove(ts))
+        if r.all_deleted:
+            removed_files += 1
+            removed_bytes += old.size
+            pairs.append((old.deletion_vector is not None, False))
+            continue
+        desc = DeletionVectorDescriptor.from_json(json.loads(r.dv))
+        actions.append(replace(old, deletion_vector=desc, data_change=True, stats=with_loose_bounds(old.stats)))
+        pairs.append((old.deletion_vector is not None, True))
+    metrics = {"numRemovedFiles": removed_files, "numAddedFiles": 0, "numAddedChangeFiles": 0, **_dv_counts(pairs),
+               "numDeletedRows": deleted_rows, "numCopiedRows": 0, "numAddedBytes": 0, "numRemovedBytes": removed_bytes}
+    return metrics, actions
+
+
+def _delete_copy_on_write(spark, snapshot: Snapshot, plan, candidates: list[AddFile], condition) -> tuple[dict[str, Any], list]:
+    """Rewrite every file that has a matching row, keeping the rows that do not match."""
+    if not plan.files:
+        return {}, []
+    t0 = time.monotonic()
+    df = logical_frame(spark, snapshot, plan, include_row_index=True)
+    cond = F.expr(condition) if isinstance(condition, str) else condition
+    touched_idx = sorted(r[0] for r in df.filter(cond).select(FILE_INDEX_COL).distinct().collect())
+    scan_ms = int((time.monotonic() - t0) * 1000)
+    if not touched_idx:
+        return {}, []
+    t1 = time.monotonic()
+    from dvlake.spark.scan import ScanPlan
+
+    sub = ScanPlan([plan.files[i] for i in touched_idx], plan.data_schema, plan.partition_schema, plan.logical_schema,
+                   plan.physical_to_logical, plan.rows_indexes[touched_idx])
+    kept = logical_frame(spark, snapshot, sub).filter(~F.coalesce(cond, F.lit(False)))
+    md = snapshot.metadata
+    cm = mode_of(md)
+    schema = md.schema
+    new_adds = write_data_files(
+        to_physical(kept, schema, cm), snapshot.table_root, snapshot.storage,
+        physical_partition_columns(schema, list(md.partition_columns), cm),
+        stats_leaf_paths(schema, list(md.partition_columns), cm), tight_bounds=tight_bounds_flag(snapshot.protocol),
+        num_indexed_cols=num_indexed_cols(md.configuration))
+    rewrite_ms = int((time.monotonic() - t1) * 1000)
+    ts = now_ms()
+    touched = [candidates[i] for i in touched_idx]
+    before = sum((num_records_of(a.stats) or 0) - (a.deletion_vector.cardinality if a.deletion_vector else 0)
+                 for a in touched)
+    copied = sum(num_records_of(a.stats) or 0 for a in new_adds)
+    metrics = {"numRemovedFiles": len(touched), "numAddedFiles": len(new_adds), "numAddedChangeFiles": 0,
+               **_dv_counts([(a.deletion_vector is not None, False) for a in touched]),
+               "numDeletedRows": before - copied, "numCopiedRows": copied,
+               "numAddedBytes": sum(a.size for a in new_adds), "numRemovedBytes": sum(a.size for a in touched),
+               "scanTimeMs": scan_ms, "rewriteTimeMs": rewrite_ms}
+    return metrics, [a.remove(ts) for a in touched] + new_adds

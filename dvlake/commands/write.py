@@ -1,0 +1,193 @@
+"""Creating tables and writing DataFrames into them (append / overwrite / error / ignore)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Sequence
+
+from pyspark.sql import DataFrame
+
+from dvlake.config import normalize_properties
+from dvlake.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from dvlake.log import features
+from dvlake.log.actions import Metadata, now_ms
+from dvlake.log.schema import (
+    MAX_COLUMN_ID_KEY,
+    MODE_KEY,
+    assign_column_mapping,
+    schema_json,
+    strip_column_mapping,
+)
+from dvlake.log.snapshot import Snapshot
+from dvlake.commands.common import (
+    mode_of,
+    num_indexed_cols,
+    physical_partition_columns,
+    stats_leaf_paths,
+    tight_bounds_flag,
+    try_load,
+)
+from dvlake.spark.write import to_physical, write_data_files
+from dvlake.storage.base import storage_for
+from dvlake.storage.paths import normalize_table_root
+from dvlake.txn.transaction import OptimisticTransaction
+
+MODES = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "Append", "overwrite": "Overwrite",
+         "ignore": "Ignore"}
+
+
+def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], properties: dict[str, Any] | None,
+                       name: str | None = None, description: str | None = None,
+                       session_defaults: dict[str, str] | None = None) -> tuple[Metadata, Any]:
+    """Metadata and protocol of a new table; column mapping 'name'/'id' assigns physical names."""
+    conf = dict(session_defaults or {})
+    conf.update(normalize_properties(properties))
+    _check_columns(schema, partition_by)
+    mode = conf.get(MODE_KEY, "none").lower()
+    if mode not in ("none", "name", "id"):
+        raise InvalidArgumentError(f"{MODE_KEY} must be none, name or id; got {mode!r}")
+    if mode != "none":
+        schema, max_id = assign_column_mapping(schema)
+        conf[MAX_COLUMN_ID_KEY] = str(max_id)
+    metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_json(schema), partition_columns=tuple(partition_by),
+                        configuration=conf, name=name, description=description, created_time=now_ms())
+    protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none")
+    return metadata, protocol
+
+
+def _check_columns(schema: dict[str, Any], partition_by: Sequence[str]) -> None:
+    names = [f["name"].lower() for f in schema["fields"]]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"duplicate column names in the schema: {names}")
+    for p in partition_by:
+        if p.lower() not in names:
+            raise InvalidArgumentError(f"partition column {p!r} is not in the schema (columns: {names})")
+
+
+def _same_type(a: Any, b: Any) -> bool:
+    """Types equal ignoring nullability and metadata."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.get("type") != b.get("type"):
+            return False
+        if a["type"] == "struct":
+            fa, fb = a["fields"], b["fields"]
+            return len(fa) == len(fb) and all(x["name"].lower() == y["name"].lower() and _same_type(x["type"], y["type"])
+                                              for x, y in zip(fa, fb))
+        if a["type"] == "array":
+            return _same_type(a["elementType"], b["elementType"])
+        if a["type"] == "map":
+            return _same_type(a["keyType"], b["keyType"]) and _same_type(a["valueType"], b["valueType"])
+        return True
+    return a == b
+
+
+def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str) -> DataFrame:
+    """Reorder ``df``'s columns to the table's, refusing missing, extra or differently typed ones."""
+    logical = strip_column_mapping(table_schema)
+    df_fields = {f["name"].lower(): f for f in json.loads(df.schema.json())["fields"]}
+    expected = [f["name"] for f in logical["fields"]]
+    extra = sorted(set(df_fields) - {e.lower() for e in expected})
+    missing = [e for e in expected if e.lower() not in df_fields]
+    if extra or missing:
+        raise SchemaMismatchError(
+            f"the data does not match the schema of {table}: missing columns {missing}, extra columns {extra}. "
+            f"Table columns: {expected}")
+    for f in logical["fields"]:
+        got = df_fields[f["name"].lower()]
+        if not _same_type(f["type"], got["type"]):
+            raise SchemaMismatchError(
+                f"column {f['name']!r} of {table} has type {json.dumps(f['type'])} but the data has {json.dumps(got['type'])}")
+    return df.select(*[f"`{df_fields[e.lower()]['name']}`" for e in expected]).toDF(*expected)
+
+
+def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[str] | None = None,
+          properties: dict[str, Any] | None = None, *, overwrite_schema: bool = False,
+          session_defaults: dict[str, str] | None = None) -> int | None:
+    """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored)."""
+    mode_key = mode.lower()
+    if mode_key not in MODES:
+        raise InvalidArgumentError(f"unknown save mode {mode!r}; use one of error, append, overwrite, ignore")
+    root = normalize_table_root(path)
+    snapshot = try_load(root)
+    if snapshot is not None and mode_key in ("error", "errorifexists"):
+        raise TableAlreadyExistsError(f"a Delta table already exists at {root}; use mode='append' or 'overwrite'")
+    if snapshot is not None and mode_key == "ignore":
+        return None
+    storage = snapshot.storage if snapshot else storage_for(root)
+    txn = OptimisticTransaction(root, snapshot, storage)
+    df_schema = json.loads(df.schema.json())
+    replace_schema = snapshot is None or (mode_key == "overwrite" and overwrite_schema)
+    if replace_schema:
+        parts = list(partition_by or (snapshot.partition_columns if snapshot and not partition_by else []))
+        props = dict(snapshot.configuration) if snapshot else {}
+        props.update(normalize_properties(properties))
+        metadata, protocol = new_table_metadata(df_schema, parts, props, session_defaults=session_defaults)
+        if snapshot is not None:
+            metadata = Metadata(**{**metadata.__dict__, "id": snapshot.metadata.id})
+            protocol = features.with_features(snapshot.protocol, features.reader_features(protocol),
+                                              features.writer_features(protocol))
+        txn.update_metadata(metadata)
+        txn.update_protocol(protocol)
+    else:
+        if partition_by and [p.lower() for p in partition_by] != [p.lower() for p in snapshot.partition_columns]:
+            raise InvalidArgumentError(
+                f"partitionBy {list(partition_by)} differs from the table's partitioning {snapshot.partition_columns}; "
+                "use overwrite_schema=True with mode='overwrite' to change it")
+        if properties:
+            raise InvalidArgumentError("table properties can only be set at creation or with ALTER TABLE SET TBLPROPERTIES")
+        df = align_to_table(df, snapshot.schema, root)
+    metadata, protocol = txn.metadata, txn.protocol
+    features.check_can_write(protocol, metadata, root)
+    cm = mode_of(metadata)
+    schema = metadata.schema
+    part_phys = physical_partition_columns(schema, list(metadata.partition_columns), cm)
+    physical_df = to_physical(df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df, schema, cm)
+    adds = write_data_files(physical_df, root, storage, part_phys, stats_leaf_paths(schema, list(metadata.partition_columns), cm),
+                            tight_bounds=tight_bounds_flag(protocol), num_indexed_cols=num_indexed_cols(metadata.configuration))
+    actions: list = list(adds)
+    if snapshot is not None and mode_key == "overwrite":
+        txn.read_whole_table()
+        current = snapshot.add_files()
+        txn.read_files(current)
+        ts = now_ms()
+        actions = [a.remove(ts) for a in current] + actions
+    num_rows = sum(json.loads(a.stats)["numRecords"] for a in adds if a.stats)
+    operation = "WRITE" if snapshot is not None else "CREATE TABLE AS SELECT"
+    params = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
+    metrics = {"numFiles": len(adds), "numOutputRows": num_rows, "numOutputBytes": sum(a.size for a in adds)}
+    if snapshot is None:
+        params = {"isManaged": "false", "description": None, "partitionBy": params["partitionBy"],
+                  "properties": json.dumps(metadata.configuration)}
+        params = {k: v for k, v in params.items() if v is not None}
+    return txn.commit(actions, operation, params, metrics)
+
+
+def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] = (), properties: dict[str, Any] | None = None,
+                 *, if_not_exists: bool = False, replace: bool = False, name: str | None = None,
+                 description: str | None = None, session_defaults: dict[str, str] | None = None) -> int | None:
+    """CREATE TABLE with no data (the DeltaTableBuilder's ``execute``)."""
+    root = normalize_table_root(path)
+    snapshot = try_load(root)
+    if snapshot is not None and not replace:
+        if if_not_exists:
+            return None
+        raise TableAlreadyExistsError(f"a Delta table already exists at {root}")
+    metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults)
+    txn = OptimisticTransaction(root, snapshot)
+    actions = []
+    if snapshot is not None:
+        protocol = features.with_features(snapshot.protocol, features.reader_features(protocol),
+                                          features.writer_features(protocol))
+        txn.read_whole_table()
+        actions = [a.remove() for a in snapshot.add_files()]
+    txn.update_metadata(metadata)
+    txn.update_protocol(protocol)
+    params = {"isManaged": "false", "description": description, "partitionBy": json.dumps(list(partition_by)),
+              "properties": json.dumps(metadata.configuration)}
+    return txn.commit(actions, "REPLACE TABLE" if snapshot is not None else "CREATE TABLE",
+                      {k: v for k, v in params.items() if v is not None})
+
+
+def load(path: str, version: int | None = None) -> Snapshot:
+    return Snapshot.load(normalize_table_root(path), version=version)

@@ -1,0 +1,77 @@
+"""Table properties (``delta.*``) and dvlake's session settings, typed.
+
+Session settings reuse delta-spark's configuration keys where one exists, so a Spark session
+configured for delta-spark behaves the same under dvlake (e.g.
+``spark.databricks.delta.delete.deletionVectors.persistent=false`` switches DELETE to copy-on-write).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from dvlake.errors import InvalidArgumentError
+
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
+LOG_RETENTION = "delta.logRetentionDuration"
+ENABLE_DVS = "delta.enableDeletionVectors"
+APPEND_ONLY = "delta.appendOnly"
+RANDOMIZE_PREFIXES = "delta.randomizeFilePrefixes"
+RANDOM_PREFIX_LENGTH = "delta.randomPrefixLength"
+DATA_SKIPPING_NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+
+# session settings (delta-spark names)
+DELETE_DVS_PERSISTENT = "spark.databricks.delta.delete.deletionVectors.persistent"
+DV_PACKING_TARGET_SIZE = "spark.databricks.delta.deletionVectors.packing.targetSize"
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+DEFAULT_ENABLE_DVS = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+
+DEFAULT_DV_PACKING_TARGET = 2 * 1024 * 1024
+
+_UNITS_MS = {
+    "millisecond": 1, "milliseconds": 1, "ms": 1,
+    "second": 1000, "seconds": 1000, "sec": 1000, "s": 1000,
+    "minute": 60_000, "minutes": 60_000, "min": 60_000,
+    "hour": 3_600_000, "hours": 3_600_000, "h": 3_600_000,
+    "day": 86_400_000, "days": 86_400_000, "d": 86_400_000,
+    "week": 604_800_000, "weeks": 604_800_000,
+}
+
+
+def parse_interval_ms(text: str) -> int:
+    """Delta's interval strings ('interval 1 week', '7 days', 'interval 168 hours') in milliseconds."""
+    s = text.strip().lower()
+    if s.startswith("interval"):
+        s = s[len("interval"):].strip()
+    total = 0
+    parts = re.findall(r"(-?\d+)\s*([a-z]+)", s)
+    if not parts:
+        raise InvalidArgumentError(f"cannot parse the interval {text!r}; write e.g. 'interval 7 days'")
+    for number, unit in parts:
+        if unit not in _UNITS_MS:
+            raise InvalidArgumentError(f"unknown unit {unit!r} in the interval {text!r}")
+        total += int(number) * _UNITS_MS[unit]
+    return total
+
+
+def table_bool(conf: Mapping[str, str], key: str, default: bool = False) -> bool:
+    return str(conf.get(key, str(default))).strip().lower() == "true"
+
+
+def checkpoint_interval(conf: Mapping[str, str]) -> int:
+    return int(conf.get(CHECKPOINT_INTERVAL, 10))
+
+
+def deleted_file_retention_ms(conf: Mapping[str, str]) -> int:
+    return parse_interval_ms(conf.get(DELETED_FILE_RETENTION, "interval 1 week"))
+
+
+def normalize_properties(props: Mapping[str, Any] | None) -> dict[str, str]:
+    """Table properties as strings, booleans lower-cased ('true'), as Delta stores them."""
+    out: dict[str, str] = {}
+    for k, v in (props or {}).items():
+        out[str(k)] = str(v).lower() if isinstance(v, bool) else str(v)
+        if out[k].lower() in ("true", "false"):
+            out[k] = out[k].lower()
+    return out

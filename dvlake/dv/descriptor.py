@@ -1,0 +1,109 @@
+"""DeletionVectorDescriptor: where a DV lives and what it holds, as stored in add/remove actions."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from urllib.parse import unquote, urlparse
+
+from dvlake.dv import z85
+from dvlake.errors import InvalidDescriptorError
+
+STORAGE_TYPES = ("u", "p", "i")
+UUID_CHARS = 20
+
+
+def dv_file_name(file_uuid: uuid.UUID) -> str:
+    return f"deletion_vector_{file_uuid}.bin"
+
+
+@dataclass(frozen=True)
+class DeletionVectorDescriptor:
+    """storageType ``u`` (table-relative UUID path), ``p`` (absolute URI) or ``i`` (inline Z85)."""
+
+    storage_type: str
+    path_or_inline_dv: str
+    size_in_bytes: int
+    cardinality: int
+    offset: int | None = None
+
+    EMPTY: ClassVar[DeletionVectorDescriptor]
+
+    def __post_init__(self) -> None:
+        if self.storage_type not in STORAGE_TYPES:
+            raise InvalidDescriptorError(
+                f"unknown deletion vector storageType {self.storage_type!r}; expected one of {STORAGE_TYPES}")
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> DeletionVectorDescriptor:
+        try:
+            offset = d.get("offset")
+            return cls(str(d["storageType"]), str(d["pathOrInlineDv"]), int(d["sizeInBytes"]), int(d["cardinality"]),
+                       int(offset) if offset is not None else None)
+        except KeyError as exc:
+            raise InvalidDescriptorError(f"deletion vector descriptor {d!r} lacks the field {exc}") from exc
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"storageType": self.storage_type, "pathOrInlineDv": self.path_or_inline_dv}
+        if self.offset is not None:
+            out["offset"] = self.offset
+        out["sizeInBytes"] = self.size_in_bytes
+        out["cardinality"] = self.cardinality
+        return out
+
+    @property
+    def unique_id(self) -> str:
+        base = self.storage_type + self.path_or_inline_dv
+        return base if self.offset is None else f"{base}@{self.offset}"
+
+    @property
+    def is_inline(self) -> bool:
+        return self.storage_type == "i"
+
+    @property
+    def is_on_disk(self) -> bool:
+        return self.storage_type in ("u", "p")
+
+    def relative_path(self) -> str:
+        """``<prefix>/deletion_vector_<uuid>.bin`` of a ``u`` DV."""
+        if self.storage_type != "u":
+            raise InvalidDescriptorError(f"only storageType 'u' DVs have a table-relative path (this is {self.storage_type!r})")
+        s = self.path_or_inline_dv
+        if len(s) < UUID_CHARS:
+            raise InvalidDescriptorError(f"'u' deletion vector path {s!r} is shorter than a 20-character encoded UUID")
+        prefix, token = s[: len(s) - UUID_CHARS], s[len(s) - UUID_CHARS:]
+        name = dv_file_name(z85.decode_uuid(token))
+        return f"{prefix}/{name}" if prefix else name
+
+    def absolute_path(self, table_root: str) -> str:
+        """The DV file's location, in the style of ``table_root`` (plain path or URI)."""
+        if self.storage_type == "u":
+            return table_root.rstrip("/") + "/" + self.relative_path()
+        if self.storage_type == "p":
+            parsed = urlparse(self.path_or_inline_dv)
+            if parsed.scheme in ("", "file"):
+                return unquote(parsed.path)
+            return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
+        raise InvalidDescriptorError("an inline deletion vector has no file")
+
+    def inline_bitmap_bytes(self) -> bytes:
+        if not self.is_inline:
+            raise InvalidDescriptorError(f"storageType {self.storage_type!r} is not inline")
+        data = z85.decode(self.path_or_inline_dv)
+        if len(data) < self.size_in_bytes:
+            raise InvalidDescriptorError(
+                f"inline deletion vector decodes to {len(data)} bytes, fewer than sizeInBytes {self.size_in_bytes}")
+        return data[: self.size_in_bytes]
+
+    @classmethod
+    def inline(cls, bitmap_bytes: bytes, cardinality: int) -> DeletionVectorDescriptor:
+        return cls("i", z85.encode(bitmap_bytes), len(bitmap_bytes), cardinality)
+
+    @classmethod
+    def on_disk(cls, file_uuid: uuid.UUID, offset: int, size_in_bytes: int, cardinality: int,
+                prefix: str = "") -> DeletionVectorDescriptor:
+        return cls("u", prefix + z85.encode_uuid(file_uuid), size_in_bytes, cardinality, offset)
+
+
+DeletionVectorDescriptor.EMPTY = DeletionVectorDescriptor("i", "", 0, 0)

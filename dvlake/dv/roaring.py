@@ -1,0 +1,79 @@
+"""Delta's RoaringBitmapArray serialization over CRoaring (pyroaring ``BitMap64``).
+
+Portable format: little-endian magic 1681511377, then CRoaring's portable 64-bit layout
+(u64 bucket count; per bucket u32 key + a portable 32-bit roaring bitmap), which is exactly
+what ``BitMap64.serialize()`` produces. The legacy "native" magic is read for old tables.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterable
+
+import numpy as np
+import pyroaring
+
+from dvlake.errors import CorruptDeletionVectorError
+
+MAGIC_PORTABLE = 1681511377
+MAGIC_NATIVE = 1681511376
+_MAGIC_BYTES = struct.pack("<I", MAGIC_PORTABLE)
+
+
+def serialize(bitmap: pyroaring.BitMap64) -> bytes:
+    """Magic + portable bytes; run containers chosen first, as delta-spark's aggregator does."""
+    bitmap.run_optimize()
+    return _MAGIC_BYTES + bitmap.serialize()
+
+
+def deserialize(data: bytes, where: str = "deletion vector") -> pyroaring.BitMap64:
+    """Parse a RoaringBitmapArray (portable or legacy native); CorruptDeletionVectorError otherwise."""
+    if len(data) < 4:
+        raise CorruptDeletionVectorError(f"{where}: {len(data)} bytes is too short for a bitmap (needs a 4-byte magic)")
+    (magic,) = struct.unpack_from("<I", data)
+    if magic == MAGIC_PORTABLE:
+        try:
+            bm = pyroaring.BitMap64.deserialize(bytes(data[4:]))
+        except Exception as exc:  # noqa: BLE001 - CRoaring refuses malformed input with various errors
+            raise CorruptDeletionVectorError(f"{where}: malformed portable roaring bitmap: {exc}") from exc
+        if len(bm) and bm.max() >= 1 << 63:
+            raise CorruptDeletionVectorError(f"{where}: row index {bm.max()} has the top bit set")
+        return bm
+    if magic == MAGIC_NATIVE:
+        return _deserialize_native(data, where)
+    raise CorruptDeletionVectorError(
+        f"{where}: unknown bitmap magic {magic} (expected {MAGIC_PORTABLE}, or legacy {MAGIC_NATIVE})")
+
+
+def _deserialize_native(data: bytes, where: str) -> pyroaring.BitMap64:
+    """Legacy layout: u32 count, then per bucket u32 size + a 32-bit roaring bitmap (key = position)."""
+    try:
+        (count,) = struct.unpack_from("<I", data, 4)
+        pos = 8
+        out = pyroaring.BitMap64()
+        for key in range(count):
+            (size,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            chunk = bytes(data[pos:pos + size])
+            if len(chunk) != size:
+                raise ValueError("truncated bucket")
+            pos += size
+            bm32 = pyroaring.BitMap.deserialize(chunk)
+            if len(bm32):
+                out.update((np.asarray(bm32.to_array(), dtype=np.uint64) + (np.uint64(key) << np.uint64(32))).tolist())
+        return out
+    except (struct.error, ValueError) as exc:
+        raise CorruptDeletionVectorError(f"{where}: malformed legacy native roaring bitmap: {exc}") from exc
+
+
+def from_indexes(indexes: Iterable[int] | np.ndarray) -> pyroaring.BitMap64:
+    """A bitmap of row indexes; numpy arrays take CRoaring's bulk path."""
+    if isinstance(indexes, np.ndarray):
+        arr = np.unique(indexes.astype(np.uint64, copy=False))
+        return pyroaring.BitMap64(arr)
+    return pyroaring.BitMap64(indexes)
+
+
+def to_numpy(bitmap: pyroaring.BitMap64) -> np.ndarray:
+    """All row indexes, ascending, as uint64."""
+    return np.asarray(bitmap.to_array(), dtype=np.uint64)

@@ -1,0 +1,102 @@
+"""Arrow types of file actions, shared by replay, checkpoints and the snapshot's file index.
+
+A snapshot holds its files as one Arrow table with the ``add`` struct's fields as columns,
+never one Python object per file, so a million-file table stays cheap to load and scan-plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+
+DV_TYPE = pa.struct([
+    ("storageType", pa.string()),
+    ("pathOrInlineDv", pa.string()),
+    ("offset", pa.int32()),
+    ("sizeInBytes", pa.int32()),
+    ("cardinality", pa.int64()),
+    ("maxRowIndex", pa.int64()),  # always null: delta-spark's checkpoint schema has it, JSON never does
+])
+
+ADD_TYPE = pa.struct([
+    ("path", pa.string()),
+    ("partitionValues", STRING_MAP),
+    ("size", pa.int64()),
+    ("modificationTime", pa.int64()),
+    ("dataChange", pa.bool_()),
+    ("stats", pa.string()),
+    ("tags", STRING_MAP),
+    ("deletionVector", DV_TYPE),
+    ("baseRowId", pa.int64()),
+    ("defaultRowCommitVersion", pa.int64()),
+    ("clusteringProvider", pa.string()),
+])
+
+REMOVE_TYPE = pa.struct([
+    ("path", pa.string()),
+    ("deletionTimestamp", pa.int64()),
+    ("dataChange", pa.bool_()),
+    ("extendedFileMetadata", pa.bool_()),
+    ("partitionValues", STRING_MAP),
+    ("size", pa.int64()),
+    ("stats", pa.string()),
+    ("tags", STRING_MAP),
+    ("deletionVector", DV_TYPE),
+    ("baseRowId", pa.int64()),
+    ("defaultRowCommitVersion", pa.int64()),
+])
+
+ADD_SCHEMA = pa.schema(list(ADD_TYPE))
+REMOVE_SCHEMA = pa.schema(list(REMOVE_TYPE))
+
+
+def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array:
+    """Reshape an array read from any writer's checkpoint to ``target``.
+
+    Fields are matched by name; missing ones become null and extra ones (``stats_parsed``,
+    ``partitionValues_parsed``...) are dropped, so checkpoints from other engines replay the same.
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks else pa.array([], type=array.type)
+    if array.type.equals(target):
+        return array
+    if pa.types.is_struct(target) and pa.types.is_struct(array.type):
+        names = [array.type.field(i).name for i in range(array.type.num_fields)]
+        children = []
+        for f in target:
+            if f.name in names:
+                children.append(conform(array.field(f.name), f.type))
+            else:
+                children.append(pa.nulls(len(array), type=f.type))
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    return array.cast(target)
+
+
+def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Action dicts (as in the JSON) to a table of ``schema``; unknown keys are dropped."""
+    names = schema.names
+    columns = {n: [r.get(n) for r in rows] for n in names}
+    return pa.table({n: pa.array(columns[n], type=schema.field(n).type) for n in names}, schema=schema)
+
+
+def struct_to_table(array: pa.Array, schema: pa.Schema) -> pa.Table:
+    """A conformed struct array (non-null rows) to a flat table."""
+    return pa.Table.from_struct_array(array) if len(array) else schema.empty_table()
+
+
+def dv_unique_ids(dv: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The DV unique id of every row (null where there is no DV): storageType + pathOrInlineDv [+ '@' + offset]."""
+    import pyarrow.compute as pc
+
+    if isinstance(dv, pa.ChunkedArray):
+        dv = dv.combine_chunks() if dv.num_chunks else pa.array([], type=DV_TYPE)
+    st, p, off = dv.field("storageType"), dv.field("pathOrInlineDv"), dv.field("offset")
+    base = pc.binary_join_element_wise(st, p, "")
+    with_offset = pc.binary_join_element_wise(base, pc.cast(off, pa.string()), "@")
+    out = pc.if_else(pc.is_null(off), base, with_offset)
+    # a null struct, or a struct whose fields are all null (checkpoints), means "no DV"
+    return pc.if_else(pc.or_(pc.is_null(dv), pc.is_null(st)), pa.scalar(None, pa.string()), out)

@@ -1,0 +1,160 @@
+"""Table features: what a table's protocol demands, and whether dvlake can meet it.
+
+A reader must implement every name in ``readerFeatures`` and a writer every name in
+``writerFeatures``; an unknown name means refuse, never guess (PROTOCOL.md, digest §1). Legacy
+protocols (writer < 7) imply their features by version number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable
+
+from dvlake.errors import DeltaProtocolError, UnsupportedFeatureError
+from dvlake.log.actions import Metadata, Protocol
+
+DELETION_VECTORS = "deletionVectors"
+COLUMN_MAPPING = "columnMapping"
+
+#: Reader features dvlake's scan implements.
+SUPPORTED_READER_FEATURES = frozenset({
+    DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
+})
+
+#: Writer features dvlake honours when it commits. Features whose rules we do not enforce
+#: (CHECK constraints, generated and identity columns, row tracking...) are absent on purpose.
+SUPPORTED_WRITER_FEATURES = frozenset({
+    "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
+    "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
+})
+
+#: Features a legacy writer version implies (delta-spark's LEGACY table features).
+LEGACY_WRITER_FEATURES = {
+    2: {"appendOnly", "invariants"},
+    3: {"appendOnly", "invariants", "checkConstraints"},
+    4: {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"},
+    5: {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", COLUMN_MAPPING},
+    6: {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", COLUMN_MAPPING,
+        "identityColumns"},
+}
+LEGACY_READER_FEATURES = {1: set(), 2: {COLUMN_MAPPING}}
+
+HELP = ("Upgrade dvlake, or read the table with an engine that implements the feature.")
+
+
+def reader_features(protocol: Protocol) -> set[str]:
+    """Every reader feature the protocol demands, legacy versions expanded."""
+    if protocol.min_reader_version >= 3:
+        return set(protocol.reader_features or ())
+    return set(LEGACY_READER_FEATURES.get(protocol.min_reader_version, set()))
+
+
+def writer_features(protocol: Protocol) -> set[str]:
+    """Every writer feature the protocol demands, legacy versions expanded."""
+    if protocol.min_writer_version >= 7:
+        return set(protocol.writer_features or ())
+    out: set[str] = set()
+    for v in range(2, protocol.min_writer_version + 1):
+        out |= LEGACY_WRITER_FEATURES.get(v, set())
+    return out
+
+
+def validate_protocol(protocol: Protocol) -> None:
+    """Reject protocols that are illegal on their face (digest §1)."""
+    if protocol.min_reader_version >= 3 and protocol.min_writer_version < 7:
+        raise DeltaProtocolError(
+            f"invalid protocol: reader version {protocol.min_reader_version} needs writer version 7, "
+            f"found {protocol.min_writer_version}")
+    if protocol.min_reader_version >= 3 and protocol.min_writer_version >= 7:
+        only_reader = set(protocol.reader_features or ()) - set(protocol.writer_features or ())
+        if only_reader:
+            raise DeltaProtocolError(
+                f"invalid protocol: features {sorted(only_reader)} are in readerFeatures but not in writerFeatures")
+
+
+def check_can_read(protocol: Protocol, table: str = "") -> None:
+    """Raise UnsupportedFeatureError if dvlake cannot read a table with this protocol."""
+    if protocol.min_reader_version > 3:
+        raise UnsupportedFeatureError(
+            f"table {table} needs reader version {protocol.min_reader_version}; dvlake reads up to 3. {HELP}")
+    missing = reader_features(protocol) - SUPPORTED_READER_FEATURES
+    if missing:
+        raise UnsupportedFeatureError(
+            f"DELTA_UNSUPPORTED_FEATURES_FOR_READ: table {table} needs reader feature(s) {sorted(missing)} "
+            f"that dvlake does not implement (it implements {sorted(SUPPORTED_READER_FEATURES)}). {HELP}")
+
+
+def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table: str = "") -> None:
+    """Raise UnsupportedFeatureError if dvlake cannot write this table safely."""
+    check_can_read(protocol, table)
+    if protocol.min_writer_version > 7:
+        raise UnsupportedFeatureError(
+            f"table {table} needs writer version {protocol.min_writer_version}; dvlake writes up to 7. {HELP}")
+    missing = writer_features(protocol) - SUPPORTED_WRITER_FEATURES
+    if missing:
+        raise UnsupportedFeatureError(
+            f"DELTA_UNSUPPORTED_FEATURES_FOR_WRITE: table {table} needs writer feature(s) {sorted(missing)} "
+            f"that dvlake does not implement. {HELP}")
+    if metadata is not None:
+        _check_unenforced_rules(metadata, table)
+
+
+def _check_unenforced_rules(metadata: Metadata, table: str) -> None:
+    """Refuse writes to tables that use rules dvlake cannot enforce yet (constraints, generated columns)."""
+    constraints = [k for k in metadata.configuration if k.startswith("delta.constraints.")]
+    if constraints:
+        raise UnsupportedFeatureError(
+            f"table {table} has CHECK constraints {constraints}; dvlake cannot enforce them yet, so it will not write. {HELP}")
+    text = metadata.schema_string
+    for marker, what in (("delta.generationExpression", "generated columns"), ("delta.identity.", "identity columns"),
+                         ("delta.invariants", "column invariants")):
+        if marker in text:
+            raise UnsupportedFeatureError(
+                f"table {table} has {what}; dvlake cannot enforce them yet, so it will not write. {HELP}")
+
+
+def dvs_supported(protocol: Protocol) -> bool:
+    """The protocol allows deletion vectors (reader 3 / writer 7 with the feature on both lists)."""
+    return (protocol.min_reader_version >= 3 and protocol.min_writer_version >= 7
+            and DELETION_VECTORS in (protocol.reader_features or ())
+            and DELETION_VECTORS in (protocol.writer_features or ()))
+
+
+def dvs_enabled(protocol: Protocol, metadata: Metadata) -> bool:
+    """Writers may create DVs: the feature is supported and ``delta.enableDeletionVectors`` is true."""
+    return dvs_supported(protocol) and metadata.configuration.get("delta.enableDeletionVectors", "false").lower() == "true"
+
+
+def with_features(protocol: Protocol, reader: Iterable[str] = (), writer: Iterable[str] = ()) -> Protocol:
+    """Upgrade a protocol to table features (3, 7) adding the given features.
+
+    The legacy features the old versions implied become explicit writer features, as delta-spark
+    does (e.g. (1,2) + deletionVectors → writer {appendOnly, invariants, deletionVectors}).
+    """
+    add_reader, add_writer = set(reader), set(writer) | set(reader)
+    if add_reader <= reader_features(protocol) and add_writer <= writer_features(protocol):
+        return protocol
+    new_reader = reader_features(protocol) | add_reader
+    new_writer = writer_features(protocol) | add_writer | new_reader
+    if new_reader:
+        return Protocol(3, 7, tuple(sorted(new_reader)), tuple(sorted(new_writer)))
+    return Protocol(max(protocol.min_reader_version, 1), 7, None, tuple(sorted(new_writer)))
+
+
+def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool = False) -> Protocol:
+    """The protocol delta-spark would give a new table with these properties."""
+    reader: set[str] = set()
+    writer: set[str] = set()
+    if configuration.get("delta.enableDeletionVectors", "").lower() == "true":
+        reader.add(DELETION_VECTORS)
+    if column_mapping:
+        reader.add(COLUMN_MAPPING)
+    if configuration.get("delta.enableChangeDataFeed", "").lower() == "true":
+        writer.add("changeDataFeed")
+    if configuration.get("delta.appendOnly", "").lower() == "true":
+        writer.add("appendOnly")
+    if not reader and not writer:
+        return Protocol(1, 2)
+    if not reader:
+        return Protocol(1, 7, None, tuple(sorted(writer | {"appendOnly", "invariants"})))
+    return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(reader | writer)))

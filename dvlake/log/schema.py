@@ -1,0 +1,138 @@
+"""The Delta schema (Spark's JSON struct format) and column mapping, without Spark.
+
+Delta stores the schema as Spark's JSON; the Spark layer turns it into ``StructType`` directly.
+Here we only need what the log itself needs: field names, partition column types, and the
+logical ↔ physical naming of column mapping (``delta.columnMapping.physicalName`` / ``.id``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from typing import Any
+
+from dvlake.errors import DeltaProtocolError
+from dvlake.log.actions import Metadata
+
+PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+FIELD_ID_KEY = "delta.columnMapping.id"
+PARQUET_FIELD_ID_KEY = "parquet.field.id"
+MAX_COLUMN_ID_KEY = "delta.columnMapping.maxColumnId"
+MODE_KEY = "delta.columnMapping.mode"
+
+
+def column_mapping_mode(metadata: Metadata) -> str:
+    """'none', 'name' or 'id'."""
+    mode = metadata.configuration.get(MODE_KEY, "none").lower()
+    if mode not in ("none", "name", "id"):
+        raise DeltaProtocolError(f"unknown {MODE_KEY} {mode!r}; expected none, name or id")
+    return mode
+
+
+def fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Top-level fields of a struct schema."""
+    return list(schema.get("fields", []))
+
+
+def field_by_name(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """A top-level field by logical name (case-insensitive like Spark)."""
+    for f in fields(schema):
+        if f["name"].lower() == name.lower():
+            return f
+    raise KeyError(name)
+
+
+def physical_name(field: dict[str, Any], mode: str) -> str:
+    """The name the column has in Parquet files and in partitionValues/stats keys."""
+    if mode == "none":
+        return field["name"]
+    meta = field.get("metadata", {})
+    if PHYSICAL_NAME_KEY not in meta:
+        raise DeltaProtocolError(f"column {field['name']!r} has no {PHYSICAL_NAME_KEY} under column mapping mode {mode}")
+    return meta[PHYSICAL_NAME_KEY]
+
+
+def physical_schema(schema: dict[str, Any], mode: str) -> dict[str, Any]:
+    """The schema as stored in Parquet: physical names at every level; field ids in mode 'id'.
+
+    In mode 'id', ``parquet.field.id`` lets Spark's reader match columns by id rather than name.
+    """
+    if mode == "none":
+        return schema
+
+    def convert_type(t: Any) -> Any:
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                return {"type": "struct", "fields": [convert_field(f) for f in t["fields"]]}
+            if t.get("type") == "array":
+                return {**t, "elementType": convert_type(t["elementType"])}
+            if t.get("type") == "map":
+                return {**t, "keyType": convert_type(t["keyType"]), "valueType": convert_type(t["valueType"])}
+        return t
+
+    def convert_field(f: dict[str, Any]) -> dict[str, Any]:
+        meta = {}
+        if FIELD_ID_KEY in f.get("metadata", {}):
+            meta[PARQUET_FIELD_ID_KEY] = int(f["metadata"][FIELD_ID_KEY])
+        return {"name": physical_name(f, mode), "type": convert_type(f["type"]), "nullable": f.get("nullable", True),
+                "metadata": meta}
+
+    return convert_type(schema)
+
+
+def assign_column_mapping(schema: dict[str, Any], start_id: int = 0) -> tuple[dict[str, Any], int]:
+    """Give every field (nested too) a fresh physical name and id, as delta-spark does for new tables.
+
+    Returns the new schema and the max column id used (``delta.columnMapping.maxColumnId``).
+    """
+    schema = copy.deepcopy(schema)
+    counter = [start_id]
+
+    def visit_type(t: Any) -> None:
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                for f in t["fields"]:
+                    visit_field(f)
+            elif t.get("type") == "array":
+                visit_type(t["elementType"])
+            elif t.get("type") == "map":
+                visit_type(t["keyType"])
+                visit_type(t["valueType"])
+
+    def visit_field(f: dict[str, Any]) -> None:
+        meta = f.setdefault("metadata", {})
+        if FIELD_ID_KEY not in meta:
+            counter[0] += 1
+            meta[FIELD_ID_KEY] = counter[0]
+        meta.setdefault(PHYSICAL_NAME_KEY, f"col-{uuid.uuid4()}")
+        visit_type(f["type"])
+
+    visit_type(schema)
+    return schema, counter[0]
+
+
+def strip_column_mapping(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with column-mapping metadata removed (what users see)."""
+    schema = copy.deepcopy(schema)
+
+    def visit(t: Any) -> None:
+        if isinstance(t, dict):
+            for f in t.get("fields", []):
+                meta = f.get("metadata", {})
+                for k in (PHYSICAL_NAME_KEY, FIELD_ID_KEY, "delta.columnMapping.nested.ids"):
+                    meta.pop(k, None)
+                visit(f["type"])
+            if t.get("type") == "array":
+                visit(t["elementType"])
+            if t.get("type") == "map":
+                visit(t["keyType"])
+                visit(t["valueType"])
+
+    visit(schema)
+    return schema
+
+
+def schema_json(schema: dict[str, Any]) -> str:
+    """Compact schema string as stored in ``metaData.schemaString``."""
+    return json.dumps(schema, separators=(",", ":"))

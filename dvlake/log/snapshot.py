@@ -1,0 +1,217 @@
+"""Snapshot: one version of a table — protocol, metadata, live files, tombstones.
+
+The entry point for reads, time travel and transactions. ``Snapshot.load`` lists the log once,
+replays it, and checks that dvlake may read the table's protocol.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dvlake.errors import VersionNotFoundError
+from dvlake.log import features
+from dvlake.log.actions import AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
+from dvlake.log.replay import LogState, read_commit, replay
+from dvlake.log.schema import column_mapping_mode
+from dvlake.log.segment import LogListing, commit_timestamps, earliest_version, list_log
+from dvlake.log.stats import num_records_array
+from dvlake.storage.base import Storage, storage_for
+from dvlake.storage.paths import normalize_table_root
+
+ICT_ENABLED = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+
+
+@dataclass
+class Snapshot:
+    """The state of a table at one version."""
+
+    table_root: str
+    storage: Storage
+    listing: LogListing
+    state: LogState
+    _timestamps: dict[int, int] | None = field(default=None, repr=False)
+
+    # -- loading -------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, table_root: str, version: int | None = None, timestamp: Any = None,
+             storage: Storage | None = None) -> Snapshot:
+        """Load the latest version, or time travel by ``version`` or ``timestamp`` (not both)."""
+        root = normalize_table_root(table_root)
+        storage = storage or storage_for(root)
+        listing = list_log(storage, root)
+        if version is not None and timestamp is not None:
+            raise ValueError("give either version or timestamp, not both")
+        if timestamp is not None:
+            version = version_at_timestamp(storage, root, listing, timestamp)
+        state = replay(storage, root, listing, version)
+        features.validate_protocol(state.protocol)
+        features.check_can_read(state.protocol, root)
+        return cls(root, storage, listing, state)
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.state.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        return self.state.metadata
+
+    @property
+    def files(self) -> pa.Table:
+        """Live files: one row per add, columns as the ``add`` action's fields."""
+        return self.state.files
+
+    @property
+    def tombstones(self) -> pa.Table:
+        return self.state.tombstones
+
+    @property
+    def txns(self) -> dict[str, Txn]:
+        return self.state.txns
+
+    @property
+    def domains(self) -> dict[str, DomainMetadata]:
+        return self.state.domains
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.metadata.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def column_mapping_mode(self) -> str:
+        return column_mapping_mode(self.metadata)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return self.metadata.configuration
+
+    def add_files(self) -> list[AddFile]:
+        """Live files as action objects (for commands that touch a modest number of files)."""
+        return [AddFile.from_json(_clean(r)) for r in self.files.to_pylist()]
+
+    def tombstone_files(self) -> list[RemoveFile]:
+        return [RemoveFile.from_json(_clean(r)) for r in self.tombstones.to_pylist()]
+
+    def num_records(self) -> np.ndarray:
+        """Physical row count of each live file (-1 where stats lack numRecords)."""
+        return num_records_array(self.files.column("stats"))
+
+    def dv_cardinalities(self) -> np.ndarray:
+        """Rows deleted by each live file's DV (0 without one)."""
+        col = self.files.column("deletionVector")
+        card = pc.struct_field(col, "cardinality") if self.num_files else pa.array([], pa.int64())
+        return pc.fill_null(card, 0).to_numpy() if self.num_files else np.zeros(0, dtype=np.int64)
+
+    def dv_count(self) -> int:
+        """How many live files carry a DV."""
+        return int((self.dv_cardinalities() > 0).sum()) if self.num_files else 0
+
+    # -- time ----------------------------------------------------------------------------------
+    def commit_timestamp(self, version: int | None = None) -> int:
+        """Timestamp (ms) of a commit: the in-commit timestamp when enabled, else the file's mtime."""
+        version = self.version if version is None else version
+        ict = in_commit_timestamp(self.storage, self.listing, self.metadata, version)
+        if ict is not None:
+            return ict
+        if self._timestamps is None:
+            self._timestamps = commit_timestamps(self.listing)
+        return self._timestamps.get(version, 0)
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """commitInfo of each version, newest first (as DESCRIBE HISTORY lists them)."""
+        out = []
+        for v in sorted((v for v in self.listing.commits if v <= self.version), reverse=True):
+            if limit is not None and len(out) >= limit:
+                break
+            info = next((ln["commitInfo"] for ln in read_commit(self.storage, self.listing.commits[v][0])
+                         if "commitInfo" in ln), {})
+            out.append({"version": v, "timestamp": info.get("inCommitTimestamp") or self.commit_timestamp(v), **{
+                k: val for k, val in info.items() if k not in ("version",)}})
+            out[-1]["timestamp"] = info.get("inCommitTimestamp") or self.commit_timestamp(v)
+        return out
+
+
+def _clean(row: dict[str, Any]) -> dict[str, Any]:
+    """An Arrow row back to action JSON: maps to dicts, no nulls, no null DV struct."""
+    out = {}
+    for k, v in row.items():
+        if v is None:
+            continue
+        if k in ("partitionValues", "tags") and isinstance(v, list):
+            v = dict(v)
+        if k == "deletionVector":
+            if v.get("storageType") is None:
+                continue
+            v = {dk: dv for dk, dv in v.items() if dv is not None and dk != "maxRowIndex"}
+        out[k] = v
+    out.setdefault("partitionValues", {})
+    return out
+
+
+def in_commit_timestamp(storage: Storage, listing: LogListing, metadata: Metadata, version: int) -> int | None:
+    """The in-commit timestamp of ``version`` when the feature covers it, else None."""
+    if metadata.configuration.get(ICT_ENABLED, "false").lower() != "true":
+        return None
+    since = int(metadata.configuration.get(ICT_ENABLEMENT_VERSION, 0))
+    if version < since or version not in listing.commits:
+        return None
+    for line in read_commit(storage, listing.commits[version][0]):
+        if "commitInfo" in line:
+            return line["commitInfo"].get("inCommitTimestamp")
+    return None
+
+
+def to_epoch_ms(timestamp: Any) -> int:
+    """Accept datetime, date, epoch ms (int) or an ISO string (naive = UTC)."""
+    if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
+        return int(timestamp)
+    if isinstance(timestamp, str):
+        timestamp = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    if isinstance(timestamp, dt.date) and not isinstance(timestamp, dt.datetime):
+        timestamp = dt.datetime(timestamp.year, timestamp.month, timestamp.day)
+    if isinstance(timestamp, dt.datetime):
+        if timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=dt.timezone.utc)
+        return int(timestamp.timestamp() * 1000)
+    raise ValueError(f"cannot interpret {timestamp!r} as a timestamp")
+
+
+def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing, timestamp: Any) -> int:
+    """The latest version committed at or before ``timestamp`` (delta-spark's TIMESTAMP AS OF)."""
+    ts = to_epoch_ms(timestamp)
+    latest_meta = replay(storage, table_root, listing, None).metadata
+    stamps = commit_timestamps(listing)
+    versions = sorted(stamps)
+    for v in versions:
+        ict = in_commit_timestamp(storage, listing, latest_meta, v)
+        if ict is not None:
+            stamps[v] = ict
+    first = earliest_version(listing)
+    candidates = [v for v in versions if v >= first and stamps[v] <= ts]
+    if not candidates:
+        earliest = dt.datetime.fromtimestamp(stamps[first] / 1000, dt.timezone.utc) if first in stamps else "?"
+        raise VersionNotFoundError(
+            f"the timestamp {timestamp} is before the earliest version {first} of {table_root} (committed {earliest}); "
+            f"use a later timestamp")
+    return max(candidates)

@@ -1,0 +1,94 @@
+"""Building deletion vectors on executors: (file, row index) pairs → bitmaps → packed DV files.
+
+Each task gets every matched row of its files (the rows are repartitioned by file), ORs them
+into the file's existing DV, and appends the result to *one* DV file of its own — so a DELETE
+touching hundreds of data files writes a handful of DV files, and no step ever holds all
+deleted row indexes on the driver. The task returns only descriptors.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyroaring
+
+from dvlake.dv.descriptor import DeletionVectorDescriptor
+
+RESULT_SCHEMA = ("file_index int, dv string, cardinality long, previous_cardinality long, "
+                 "all_deleted boolean, dv_file string")
+
+
+@dataclass(frozen=True)
+class FileToMark:
+    """What an executor needs about one candidate file (small: no row indexes)."""
+
+    num_records: int | None
+    old_dv: str | None  # the existing descriptor as JSON, if any
+
+
+def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_file_size: int,
+                        file_index_col: str, row_index_col: str):
+    """A ``mapInArrow`` function: matched rows in, one result row per touched file out."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dvlake.dv.store import DeletionVectorWriter, load_bitmap
+        from dvlake.dv.roaring import from_indexes
+
+        marked: dict[int, pyroaring.BitMap64] = {}
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            fidx = batch.column(file_index_col).to_numpy(zero_copy_only=False)
+            rows = batch.column(row_index_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+            order = np.argsort(fidx, kind="stable")
+            fidx, rows = fidx[order], rows[order]
+            bounds = np.flatnonzero(np.diff(fidx)) + 1
+            for chunk_f, chunk_r in zip(np.split(fidx, bounds), np.split(rows, bounds)):
+                key = int(chunk_f[0])
+                bm = from_indexes(chunk_r)
+                if key in marked:
+                    marked[key] |= bm
+                else:
+                    marked[key] = bm
+        if not marked:
+            return
+        out = {"file_index": [], "dv": [], "cardinality": [], "previous_cardinality": [], "all_deleted": [],
+               "dv_file": []}
+        writer = DeletionVectorWriter(table_root, target_file_size=target_file_size)
+        try:
+            for key in sorted(marked):
+                info = files[key]
+                bitmap = marked[key]
+                previous = 0
+                if info.old_dv:
+                    old_desc = DeletionVectorDescriptor.from_json(json.loads(info.old_dv))
+                    old = load_bitmap(old_desc, table_root)
+                    previous = len(old)
+                    bitmap |= old
+                card = len(bitmap)
+                if card == previous:
+                    continue  # nothing new (rows matched were already deleted)
+                all_deleted = info.num_records is not None and card >= info.num_records
+                desc_json, dv_file = None, None
+                if not all_deleted:
+                    bitmap.run_optimize()
+                    desc = writer.add(bitmap)
+                    desc_json = json.dumps(desc.to_json())
+                    dv_file = desc.absolute_path(table_root) if desc.is_on_disk else None
+                out["file_index"].append(key)
+                out["dv"].append(desc_json)
+                out["cardinality"].append(card)
+                out["previous_cardinality"].append(previous)
+                out["all_deleted"].append(all_deleted)
+                out["dv_file"].append(dv_file)
+        finally:
+            writer.close()
+        yield pa.RecordBatch.from_pydict(out, schema=pa.schema([
+            ("file_index", pa.int32()), ("dv", pa.string()), ("cardinality", pa.int64()),
+            ("previous_cardinality", pa.int64()), ("all_deleted", pa.bool_()), ("dv_file", pa.string())]))
+
+    return run

@@ -1,0 +1,138 @@
+"""Snapshot → Spark DataFrame of the table's logical rows.
+
+Planning (which files, their DVs, their typed partition values, pruning) happens here from
+the snapshot's Arrow file index; reading and applying DVs is ``dv_scan.scan_files``. Column
+mapping is undone on top: Parquet is read by physical names and renamed to logical ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.log.partitions import parse_partition_value
+from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
+from dvlake.log.snapshot import Snapshot
+from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL, ScanFile, scan_files
+from dvlake.spark.pruning import parse_conjunct, partition_mask, skipping_mask, split_conjuncts, condition_text
+from dvlake.storage.paths import absolute_file_location
+
+
+@dataclass
+class ScanPlan:
+    """The files a scan reads and the schemas it reads them with."""
+
+    files: list[ScanFile]
+    data_schema: StructType          # physical names, non-partition columns
+    partition_schema: StructType     # logical names
+    logical_schema: StructType       # the table's columns as users see them
+    physical_to_logical: list[tuple[str, str, Any]]  # (physical, logical, logical Spark type) for data columns
+    rows_indexes: np.ndarray         # index into snapshot.files of each planned file
+
+
+def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None = None) -> ScanPlan:
+    """Choose files (partition pruning + data skipping) and describe them for the reader."""
+    mode = snapshot.column_mapping_mode
+    schema = snapshot.schema
+    logical = StructType.fromJson(strip_column_mapping(schema))
+    parts = [p.lower() for p in snapshot.partition_columns]
+    phys = physical_schema(schema, mode)
+    data_fields = [(f, pf) for f, pf in zip(schema["fields"], phys["fields"]) if f["name"].lower() not in parts]
+    data_schema = StructType.fromJson({"type": "struct", "fields": [pf for _, pf in data_fields]})
+    part_fields = [next(f for f in schema["fields"] if f["name"].lower() == p) for p in parts]
+    partition_schema = StructType([logical[f["name"]] for f in part_fields])
+    logical_by_name = {f.name: f for f in logical.fields}
+    mapping = [(pf["name"], f["name"], logical_by_name[f["name"]].dataType) for f, pf in data_fields]
+
+    files = snapshot.files
+    n = files.num_rows
+    keep = np.ones(n, dtype=bool)
+    # partition values, typed
+    pv_column = files.column("partitionValues").to_pylist() if n else []
+    part_keys = [physical_name(f, mode) for f in part_fields]
+    partition_rows = [tuple(parse_partition_value(dict(pv or []).get(k), f["type"]) for k, f in zip(part_keys, part_fields))
+                      for pv in pv_column]
+    if condition is not None and n:
+        keep &= partition_mask(spark, condition, partition_schema, partition_rows)
+        text = condition_text(condition)
+        if text is not None:
+            conjuncts = [c for c in (parse_conjunct(t) for t in split_conjuncts(text)) if c is not None]
+            physical_paths = _physical_paths(schema, mode, parts)
+            keep &= skipping_mask(files.column("stats"), conjuncts, physical_paths)
+    num_records = snapshot.num_records()
+    cards = snapshot.dv_cardinalities()
+    keep &= ~((num_records >= 0) & (cards >= num_records) & (cards > 0))  # every row deleted: nothing to read
+    idx = np.nonzero(keep)[0]
+    paths = files.column("path").to_pylist()
+    sizes = files.column("size").to_numpy(zero_copy_only=False)
+    dvs = files.column("deletionVector").to_pylist()
+    out = []
+    for i in idx:
+        dv = dvs[i]
+        desc = DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None
+        out.append(ScanFile(path=absolute_file_location(snapshot.table_root, paths[i]), size=int(sizes[i]),
+                            num_records=int(num_records[i]) if num_records[i] >= 0 else None, dv=desc,
+                            partition_values=partition_rows[i]))
+    return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx)
+
+
+def _physical_paths(schema: dict[str, Any], mode: str, parts: list[str]) -> dict[str, str]:
+    """Logical dotted name (lower-case) → physical dotted path, for stats lookups."""
+    out: dict[str, str] = {}
+
+    def visit(fields: list[dict[str, Any]], lprefix: str, pprefix: str) -> None:
+        for f in fields:
+            lname, pname = lprefix + f["name"].lower(), pprefix + physical_name(f, mode)
+            t = f["type"]
+            if isinstance(t, dict) and t.get("type") == "struct":
+                visit(t["fields"], lname + ".", pname + ".")
+            else:
+                out[lname] = pname
+
+    visit([f for f in schema["fields"] if f["name"].lower() not in parts], "", "")
+    return out
+
+
+def logical_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, *, include_row_index: bool = False) -> DataFrame:
+    """The planned files' live rows under logical column names.
+
+    With ``include_row_index`` the frame also has ``FILE_INDEX_COL`` (position in ``plan.files``)
+    and ``ROW_INDEX_COL`` (physical row index in that file), which DML uses to build DVs.
+    """
+    df = scan_files(spark, plan.files, plan.data_schema, plan.partition_schema, snapshot.table_root,
+                    include_row_index=include_row_index)
+    renamed = {logical: F.col(f"`{phys}`").cast(dtype).alias(logical) if phys != logical else F.col(f"`{phys}`")
+               for phys, logical, dtype in plan.physical_to_logical}
+    cols = [renamed.get(f.name, F.col(f"`{f.name}`")) for f in plan.logical_schema.fields]
+    if include_row_index:
+        cols += [F.col(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
+    return df.select(*cols)
+
+
+def scan_snapshot(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None = None) -> DataFrame:
+    """The logical rows of the snapshot (deleted rows dropped), filtered by ``condition`` if given."""
+    out = logical_frame(spark, snapshot, plan_scan(spark, snapshot, condition))
+    return out.filter(condition) if condition is not None else out
+
+
+def read(spark: SparkSession, path: str, version: int | None = None, timestamp: Any = None,
+         condition: str | Column | None = None) -> DataFrame:
+    """Read a Delta table (optionally at a version or timestamp) as a DataFrame."""
+    return scan_snapshot(spark, Snapshot.load(path, version=version, timestamp=timestamp), condition)
+
+
+def count_rows(snapshot: Snapshot) -> int | None:
+    """Exact logical row count from metadata alone (numRecords − DV cardinality), or None if a file lacks stats."""
+    nr = snapshot.num_records()
+    if (nr < 0).any():
+        return None
+    return int(nr.sum() - snapshot.dv_cardinalities().sum())
+
+

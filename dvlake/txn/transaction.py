@@ -1,0 +1,256 @@
+"""Optimistic transactions: stage actions against a snapshot, commit atomically, rebase on conflict.
+
+A commit is the creation of ``_delta_log/<version>.json``; the storage layer makes that
+create-if-absent, so of two writers racing for one version exactly one wins. The loser reads
+the winning commits, applies Delta's conflict rules (``conflicts.py``), and either retries at
+the next version or raises the delta-spark-named exception. A failure before the create leaves
+the table exactly as it was (at most orphan data files, which VACUUM removes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import uuid
+from typing import Any, Iterable, Sequence
+
+from dvlake._version import __version__
+from dvlake.config import APPEND_ONLY, checkpoint_interval, deleted_file_retention_ms, table_bool
+from dvlake.errors import DeletionVectorsNotAllowedError, DeltaProtocolError, InvalidArgumentError
+from dvlake.log import features
+from dvlake.log.actions import (
+    Action,
+    AddCDCFile,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+    now_ms,
+    serialize_actions,
+)
+from dvlake.log.checkpoint import build_checkpoint_table, write_checkpoint
+from dvlake.log.replay import file_key, normalize_path, read_commit
+from dvlake.log.segment import commit_file_name, list_log, log_path
+from dvlake.log.snapshot import ICT_ENABLED, Snapshot
+from dvlake.log.stats import parse_stats
+from dvlake.storage.base import Storage, storage_for
+from dvlake.storage.paths import join, normalize_table_root
+from dvlake.txn.conflicts import FilePredicate, ReadSet, WinningCommit, check_conflicts
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 1000
+ENGINE_INFO = f"dvlake/{__version__}"
+
+
+class OptimisticTransaction:
+    """One write to one table, started from a snapshot (or from nothing, to create a table)."""
+
+    def __init__(self, table_root: str, snapshot: Snapshot | None, storage: Storage | None = None,
+                 isolation_level: str = "WriteSerializable", engine_info: str | None = None) -> None:
+        self.table_root = normalize_table_root(table_root)
+        self.storage = storage or (snapshot.storage if snapshot else storage_for(self.table_root))
+        self.snapshot = snapshot
+        self.read_version = snapshot.version if snapshot else -1
+        self.isolation_level = isolation_level
+        self.engine_info = engine_info or ENGINE_INFO
+        self.read_set = ReadSet()
+        self.new_metadata: Metadata | None = None
+        self.new_protocol: Protocol | None = None
+        self.committed_version: int | None = None
+
+    # -- what the transaction read ---------------------------------------------------------------
+    @property
+    def metadata(self) -> Metadata:
+        if self.new_metadata is not None:
+            return self.new_metadata
+        if self.snapshot is None:
+            raise InvalidArgumentError("a new table needs metadata: call update_metadata() first")
+        return self.snapshot.metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        if self.new_protocol is not None:
+            return self.new_protocol
+        if self.snapshot is None:
+            raise InvalidArgumentError("a new table needs a protocol: call update_protocol() first")
+        return self.snapshot.protocol
+
+    def read_whole_table(self) -> None:
+        """This transaction's result depends on every file (e.g. a DELETE scanning all data)."""
+        self.read_set.whole_table = True
+
+    def read_predicate(self, predicate: FilePredicate) -> None:
+        """This transaction's result depends on the files ``predicate`` accepts (a partition filter)."""
+        self.read_set.predicates.append(predicate)
+
+    def read_files(self, adds: Iterable[AddFile | dict[str, Any]]) -> None:
+        """These exact files were read; a concurrent remove of any of them is a conflict."""
+        for a in adds:
+            self.read_set.paths.add(normalize_path(a.path if isinstance(a, AddFile) else a["path"]))
+
+    def read_app_txn(self, app_id: str) -> int | None:
+        """The last version committed by ``app_id`` (idempotent writes); registers the read."""
+        self.read_set.app_ids.add(app_id)
+        if self.snapshot and app_id in self.snapshot.txns:
+            return self.snapshot.txns[app_id].version
+        return None
+
+    def update_metadata(self, metadata: Metadata) -> None:
+        self.new_metadata = metadata
+
+    def update_protocol(self, protocol: Protocol) -> None:
+        self.new_protocol = protocol
+
+    # -- commit ----------------------------------------------------------------------------------
+    def commit(self, actions: Sequence[Action], operation: str, parameters: dict[str, Any] | None = None,
+               metrics: dict[str, Any] | None = None, *, tags: dict[str, str] | None = None) -> int:
+        """Write the commit; returns the version it landed at."""
+        if self.committed_version is not None:
+            raise InvalidArgumentError("this transaction has already committed")
+        actions = list(actions)
+        self._validate(actions)
+        staged: list[Action] = []
+        if self.new_protocol is not None and (self.snapshot is None or self.new_protocol != self.snapshot.protocol):
+            staged.append(self.new_protocol)
+        if self.new_metadata is not None:
+            staged.append(self.new_metadata)
+        staged.extend(actions)
+        is_blind_append = (all(isinstance(a, (AddFile, AddCDCFile, Txn)) for a in actions)
+                           and not self.read_set.whole_table and not self.read_set.predicates
+                           and not self.read_set.paths and self.new_metadata is None)
+        info: dict[str, Any] = {
+            "timestamp": now_ms(),
+            "operation": operation,
+            "operationParameters": {k: _param(v) for k, v in (parameters or {}).items()},
+        }
+        if self.read_version >= 0:
+            info["readVersion"] = self.read_version
+        info.update({
+            "isolationLevel": self.isolation_level,
+            "isBlindAppend": is_blind_append,
+            "operationMetrics": {k: str(v) for k, v in (metrics or {}).items()},
+            "engineInfo": self.engine_info,
+            "txnId": str(uuid.uuid4()),
+        })
+        if tags:
+            info["tags"] = dict(tags)
+        our_removed = {normalize_path(a.path) for a in actions if isinstance(a, RemoveFile)}
+        attempt = self.read_version + 1
+        for _ in range(MAX_ATTEMPTS):
+            commit_info = dict(info)
+            ict = self._in_commit_timestamp(attempt)
+            if ict is not None:
+                commit_info = {"inCommitTimestamp": ict, **commit_info}
+            data = serialize_actions([CommitInfo(commit_info), *staged])
+            path = join(log_path(self.table_root), commit_file_name(attempt))
+            try:
+                self.storage.write_if_absent(path, data)
+            except FileExistsError:
+                attempt = self._rebase(attempt, our_removed)
+                continue
+            self.committed_version = attempt
+            self._post_commit(attempt)
+            return attempt
+        raise DeltaProtocolError(f"gave up committing to {self.table_root} after {MAX_ATTEMPTS} attempts")
+
+    def _rebase(self, attempt: int, our_removed: set[str]) -> int:
+        """Check every commit that won since our read version; return the next version to try."""
+        listing = list_log(self.storage, self.table_root)
+        latest = max(listing.commits)
+        for v in range(attempt, latest + 1):
+            winner = WinningCommit(v, read_commit(self.storage, listing.commits[v][0]))
+            if self.snapshot is None:
+                from dvlake.errors import TableAlreadyExistsError
+
+                raise TableAlreadyExistsError(f"a table was created concurrently at {self.table_root}")
+            check_conflicts(winner, self.read_set, our_removed, self.isolation_level, self.new_metadata is not None)
+            log.info("rebased over concurrent commit %s (%s)", v, winner.operation)
+        return latest + 1
+
+    def _in_commit_timestamp(self, version: int) -> int | None:
+        if not table_bool(self.metadata.configuration, ICT_ENABLED):
+            return None
+        now = now_ms()
+        if version > 0 and self.snapshot is not None:
+            try:
+                prev = self.snapshot.commit_timestamp(min(version - 1, self.snapshot.version))
+                now = max(now, prev + 1)
+            except Exception:  # noqa: BLE001 - the previous ICT is only a lower bound
+                pass
+        return now
+
+    def _validate(self, actions: list[Action]) -> None:
+        """Checks delta-spark makes before any commit (protocol, DVs, duplicates, append-only)."""
+        protocol, metadata = self.protocol, self.metadata
+        features.validate_protocol(protocol)
+        features.check_can_write(protocol, metadata, self.table_root)
+        if metadata.format_provider != "parquet" and any(isinstance(a, AddFile) and a.deletion_vector for a in actions):
+            raise DeltaProtocolError("deletion vectors are only allowed in Parquet tables")
+        seen_adds: set[str] = set()
+        seen_removes: set[str] = set()
+        for a in actions:
+            if isinstance(a, AddFile):
+                key = file_key(a.path, a.deletion_vector.to_json() if a.deletion_vector else None)
+                if key in seen_adds:
+                    raise DeltaProtocolError(f"the commit adds {a.path} with the same deletion vector twice")
+                seen_adds.add(key)
+                if a.deletion_vector is not None and a.deletion_vector.cardinality > 0:
+                    self._check_dv_add(a, protocol, metadata)
+            elif isinstance(a, RemoveFile):
+                key = file_key(a.path, a.deletion_vector.to_json() if a.deletion_vector else None)
+                if key in seen_removes:
+                    raise DeltaProtocolError(f"the commit removes {a.path} with the same deletion vector twice")
+                seen_removes.add(key)
+        if table_bool(metadata.configuration, APPEND_ONLY) and any(
+                isinstance(a, RemoveFile) and a.data_change for a in actions):
+            raise InvalidArgumentError(
+                f"{self.table_root} is append-only (delta.appendOnly=true): deletes and updates are not allowed. "
+                "Unset the property to allow them.")
+
+    def _check_dv_add(self, add: AddFile, protocol: Protocol, metadata: Metadata) -> None:
+        if not features.dvs_enabled(protocol, metadata):
+            raise DeletionVectorsNotAllowedError(
+                f"DELTA_ADDING_DELETION_VECTORS_DISALLOWED: cannot add a deletion vector to {add.path}: deletion vectors "
+                "are not enabled on this table. Set delta.enableDeletionVectors = true first.")
+        stats = parse_stats(add.stats)
+        if not stats or stats.get("numRecords") is None:
+            raise DeltaProtocolError(f"{add.path} gets a deletion vector but its stats lack numRecords")
+        if stats.get("tightBounds") is not False:
+            raise DeltaProtocolError(f"{add.path} gets a deletion vector but its stats do not say tightBounds: false")
+
+    def _post_commit(self, version: int) -> None:
+        """Write a checkpoint every ``delta.checkpointInterval`` commits; never fail the commit over it."""
+        interval = checkpoint_interval(self.metadata.configuration)
+        if interval <= 0 or version == 0 or version % interval != 0:
+            return
+        try:
+            checkpoint(self.table_root, version, self.storage)
+        except Exception as exc:  # noqa: BLE001 - a checkpoint is an optimisation; the commit stands
+            log.warning("commit %s succeeded but writing its checkpoint failed: %s", version, exc)
+
+
+def checkpoint(table_root: str, version: int | None = None, storage: Storage | None = None) -> str:
+    """Write a classic checkpoint of ``version`` (default: latest) with unexpired tombstones."""
+    snap = Snapshot.load(table_root, version=version, storage=storage)
+    import pyarrow.compute as pc
+
+    tombstones = snap.tombstones
+    if tombstones.num_rows:
+        horizon = now_ms() - deleted_file_retention_ms(snap.configuration)
+        tombstones = tombstones.filter(pc.fill_null(pc.greater(tombstones.column("deletionTimestamp"), horizon), True))
+    table = build_checkpoint_table(snap.protocol, snap.metadata, snap.files, tombstones, list(snap.txns.values()),
+                                   list(snap.domains.values()))
+    return write_checkpoint(snap.storage, snap.table_root, snap.version, table, snap.num_files)
+
+
+def _param(value: Any) -> str:
+    """operationParameters values are strings in delta-spark's commitInfo (JSON for lists)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
