@@ -53,10 +53,12 @@ def physical_name(field: dict[str, Any], mode: str) -> str:
     return meta[PHYSICAL_NAME_KEY]
 
 
-def physical_schema(schema: dict[str, Any], mode: str) -> dict[str, Any]:
-    """The schema as stored in Parquet: physical names at every level; field ids in mode 'id'.
+def physical_schema(schema: dict[str, Any], mode: str, with_field_ids: bool = True) -> dict[str, Any]:
+    """The schema as stored in Parquet: physical names at every level, and (for writing) field ids.
 
-    In mode 'id', ``parquet.field.id`` lets Spark's reader match columns by id rather than name.
+    Writers put ``parquet.field.id`` in the files as delta-spark does. Readers match columns by
+    physical name (delta-spark writes both), so they ask for ``with_field_ids=False``: Spark
+    refuses a read schema with ids against files written without them.
     """
     if mode == "none":
         return schema
@@ -73,7 +75,7 @@ def physical_schema(schema: dict[str, Any], mode: str) -> dict[str, Any]:
 
     def convert_field(f: dict[str, Any]) -> dict[str, Any]:
         meta = {}
-        if FIELD_ID_KEY in f.get("metadata", {}):
+        if with_field_ids and FIELD_ID_KEY in f.get("metadata", {}):
             meta[PARQUET_FIELD_ID_KEY] = int(f["metadata"][FIELD_ID_KEY])
         return {"name": physical_name(f, mode), "type": convert_type(f["type"]), "nullable": f.get("nullable", True),
                 "metadata": meta}

@@ -43,7 +43,7 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     schema = snapshot.schema
     logical = StructType.fromJson(strip_column_mapping(schema))
     parts = [p.lower() for p in snapshot.partition_columns]
-    phys = physical_schema(schema, mode)
+    phys = physical_schema(schema, mode, with_field_ids=False)
     data_fields = [(f, pf) for f, pf in zip(schema["fields"], phys["fields"]) if f["name"].lower() not in parts]
     data_schema = StructType.fromJson({"type": "struct", "fields": [pf for _, pf in data_fields]})
     part_fields = [next(f for f in schema["fields"] if f["name"].lower() == p) for p in parts]
