@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dvlake._version import __version__
+from dvlake.sql import sql  # the function shadows its module's name on the package, as users expect
 
 __all__ = ["DeltaTable", "DeltaTableBuilder", "read", "write", "sql", "__version__"]
 
@@ -18,8 +19,4 @@ def __getattr__(name: str) -> Any:
         from dvlake import api
 
         return getattr(api, name)
-    if name == "sql":
-        from dvlake.sql import sql
-
-        return sql
     raise AttributeError(f"module 'dvlake' has no attribute {name!r}")

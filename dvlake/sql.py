@@ -7,11 +7,12 @@ runs them through dvlake's commands; every other statement goes to ``spark.sql``
 from __future__ import annotations
 
 import re
-from typing import Callable
-
-from pyspark.sql import DataFrame, SparkSession
+from typing import TYPE_CHECKING, Callable
 
 from dvlake.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # PySpark is imported only when a statement runs, so ``dvlake.sql`` stays importable cheaply
+    from pyspark.sql import DataFrame, SparkSession
 
 _TABLE = r"delta\.`(?P<path>[^`]+)`"
 

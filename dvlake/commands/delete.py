@@ -40,7 +40,7 @@ from dvlake.log.stats import num_records_of, with_loose_bounds
 from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
 from dvlake.spark.pruning import condition_text, references_only
-from dvlake.spark.scan import logical_frame, plan_scan
+from dvlake.spark.scan import all_column_names, logical_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -88,7 +88,8 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     adds = snapshot.add_files()
     candidates = [adds[i] for i in plan.rows_indexes]
     txn.read_files(candidates)
-    partition_only = condition is None or references_only(spark, condition, plan.partition_schema)
+    partition_only = condition is None or (bool(snapshot.partition_columns) and references_only(
+        condition, set(snapshot.partition_columns), all_column_names(snapshot)))
     txn.read_whole_table()  # any data-changing append the condition could match is a conflict
     scan_ms = 0
     metrics: dict[str, Any]

@@ -20,7 +20,6 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 from pyspark.sql import Column, SparkSession
 from pyspark.sql.types import StructType
-from pyspark.errors import AnalysisException
 
 _OPS = {"=": "eq", "==": "eq", "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "<=>": "eq"}
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
@@ -237,42 +236,44 @@ def skipping_mask(stats: pa.Array | pa.ChunkedArray, conjuncts: list[Conjunct], 
     return keep
 
 
+def _identifiers(text: str) -> set[str]:
+    """Lower-cased words of a SQL text outside string literals (backquoted names unquoted)."""
+    without_strings = re.sub(r"'(?:[^'\\]|\\.)*'", " ", text)
+    names = {m.lower() for m in re.findall(r"`([^`]+)`", without_strings)}
+    names |= {m.lower() for m in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"`[^`]+`", " ", without_strings))}
+    return names
+
+
+def mentions_only(text: str, allowed: set[str], all_columns: set[str]) -> bool:
+    """Whether a SQL text names no column outside ``allowed`` (conservative: any mention counts)."""
+    return not ((_identifiers(text) & all_columns) - allowed)
+
+
 def partition_mask(spark: SparkSession, condition: str | Column | None, partition_schema: StructType,
-                   partition_rows: list[tuple]) -> np.ndarray:
+                   partition_rows: list[tuple], all_columns: set[str]) -> np.ndarray:
     """True for files whose partition values may satisfy the condition's partition-only conjuncts.
 
-    Spark itself evaluates the conjuncts (so every SQL function works) on one row per distinct
-    partition tuple; conjuncts that reference data columns fail analysis and are ignored.
+    Spark itself evaluates those conjuncts (so every SQL function works) on one row per distinct
+    partition tuple. A conjunct that mentions any data column is left to the scan.
     """
     n = len(partition_rows)
     keep = np.ones(n, dtype=bool)
-    if condition is None or not partition_schema.fields or n == 0:
+    text = condition_text(condition)
+    if text is None or not partition_schema.fields or n == 0:
+        return keep
+    allowed = {f.name.lower() for f in partition_schema.fields}
+    conjuncts = [c for c in split_conjuncts(text) if mentions_only(c, allowed, all_columns)]
+    if not conjuncts:
         return keep
     distinct = list(dict.fromkeys(partition_rows))
     df = spark.createDataFrame(distinct, partition_schema)
-    text = condition_text(condition)
-    candidates: list[str | Column] = split_conjuncts(text) if text is not None and isinstance(condition, str) else [condition]
-    surviving: set[tuple] | None = None
-    for cand in candidates:
-        try:
-            rows = df.filter(cand).collect()
-        except (AnalysisException, Exception):  # noqa: BLE001 - not a partition-only conjunct
-            continue
-        got = {tuple(r) for r in rows}
-        surviving = got if surviving is None else surviving & got
-    if surviving is None:
-        return keep
+    surviving = {tuple(r) for r in df.filter(" AND ".join(f"({c})" for c in conjuncts)).collect()}
     return np.array([r in surviving for r in partition_rows], dtype=bool)
 
 
-def references_only(spark: SparkSession, condition: str | Column | None, schema: StructType) -> bool:
-    """Whether the condition can be evaluated on a frame of just ``schema``'s columns."""
+def references_only(condition: str | Column | None, allowed: set[str], all_columns: set[str]) -> bool:
+    """Whether the whole condition mentions only ``allowed`` columns (e.g. partition columns)."""
     if condition is None:
         return True
-    if not schema.fields:
-        return False
-    try:
-        spark.createDataFrame([], schema).filter(condition).schema  # analysis only
-        return True
-    except Exception:  # noqa: BLE001
-        return False
+    text = condition_text(condition)
+    return text is not None and mentions_only(text, {a.lower() for a in allowed}, {c.lower() for c in all_columns})

@@ -60,7 +60,7 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     partition_rows = [tuple(parse_partition_value(dict(pv or []).get(k), f["type"]) for k, f in zip(part_keys, part_fields))
                       for pv in pv_column]
     if condition is not None and n:
-        keep &= partition_mask(spark, condition, partition_schema, partition_rows)
+        keep &= partition_mask(spark, condition, partition_schema, partition_rows, all_column_names(snapshot))
         text = condition_text(condition)
         if text is not None:
             conjuncts = [c for c in (parse_conjunct(t) for t in split_conjuncts(text)) if c is not None]
@@ -81,6 +81,11 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
                             num_records=int(num_records[i]) if num_records[i] >= 0 else None, dv=desc,
                             partition_values=partition_rows[i]))
     return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx)
+
+
+def all_column_names(snapshot: Snapshot) -> set[str]:
+    """Lower-cased logical names of the table's top-level columns."""
+    return {f["name"].lower() for f in snapshot.schema["fields"]}
 
 
 def _physical_paths(schema: dict[str, Any], mode: str, parts: list[str]) -> dict[str, str]:

@@ -73,26 +73,30 @@ def check_conflicts(winner: WinningCommit, read: ReadSet, our_removed_paths: set
         raise MetadataChangedException(
             f"The metadata of the table (schema, properties or partitioning) was changed by a concurrent commit at "
             f"{where}. {RERUN}")
-    check_appends = isolation == "Serializable" or not winner.is_blind_append or our_changes_metadata
-    if check_appends and (read.whole_table or read.predicates):
-        for add in winner.of("add"):
-            if add.get("dataChange", True) and read.covers(add):
-                raise ConcurrentAppendException(
-                    f"Files were added to the data this operation read by a concurrent commit at {where}, "
-                    f"e.g. {add['path']}. {RERUN}")
+    winner_removed = {normalize_path(rm["path"]) for rm in winner.of("remove")}
     for rm in winner.of("remove"):
         path = normalize_path(rm["path"])
-        if path in read.paths:
-            raise ConcurrentDeleteReadException(
-                f"This transaction read {rm['path']}, which a concurrent commit at {where} removed or whose deletion "
-                f"vector it replaced. {RERUN}")
         if path in our_removed_paths:
             raise ConcurrentDeleteDeleteException(
                 f"This transaction and a concurrent commit at {where} both removed (or replaced the deletion vector "
                 f"of) {rm['path']}. {RERUN}")
-    if read.whole_table and any(rm.get("dataChange", True) for rm in winner.of("remove")):
+    for rm in winner.of("remove"):
+        if normalize_path(rm["path"]) in read.paths:
+            raise ConcurrentDeleteReadException(
+                f"This transaction read {rm['path']}, which a concurrent commit at {where} removed or whose deletion "
+                f"vector it replaced. {RERUN}")
+    if read.whole_table and any(rm.get("dataChange", True) and normalize_path(rm["path"]) not in
+                                {normalize_path(a["path"]) for a in winner.of("add")} for rm in winner.of("remove")):
         raise ConcurrentDeleteReadException(
             f"This transaction read the whole table and a concurrent commit at {where} removed data. {RERUN}")
+    check_appends = isolation == "Serializable" or not winner.is_blind_append or our_changes_metadata
+    if check_appends and (read.whole_table or read.predicates):
+        for add in winner.of("add"):
+            # an add of a path the same commit removes is a DV replacement: it only hides rows, never adds them
+            if add.get("dataChange", True) and normalize_path(add["path"]) not in winner_removed and read.covers(add):
+                raise ConcurrentAppendException(
+                    f"Files were added to the data this operation read by a concurrent commit at {where}, "
+                    f"e.g. {add['path']}. {RERUN}")
     for txn in winner.of("txn"):
         if txn["appId"] in read.app_ids:
             raise ConcurrentTransactionException(
