@@ -7,6 +7,7 @@ import uuid
 from typing import Any, Sequence
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from dvlake.config import normalize_properties
 from dvlake.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
@@ -82,8 +83,13 @@ def _same_type(a: Any, b: Any) -> bool:
     return a == b
 
 
+_WIDENING = {("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short", "integer"), ("short", "long"),
+             ("integer", "long"), ("float", "double"), ("byte", "double"), ("short", "double"), ("integer", "double")}
+
+
 def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str) -> DataFrame:
-    """Reorder ``df``'s columns to the table's, refusing missing, extra or differently typed ones."""
+    """Reorder ``df``'s columns to the table's and widen safe numeric types (int → long, float → double);
+    refuse missing, extra or otherwise differently typed columns."""
     logical = strip_column_mapping(table_schema)
     df_fields = {f["name"].lower(): f for f in json.loads(df.schema.json())["fields"]}
     expected = [f["name"] for f in logical["fields"]]
@@ -93,12 +99,18 @@ def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str) -> D
         raise SchemaMismatchError(
             f"the data does not match the schema of {table}: missing columns {missing}, extra columns {extra}. "
             f"Table columns: {expected}")
+    cols = []
     for f in logical["fields"]:
         got = df_fields[f["name"].lower()]
+        col = F.col(f"`{got['name']}`")
         if not _same_type(f["type"], got["type"]):
-            raise SchemaMismatchError(
-                f"column {f['name']!r} of {table} has type {json.dumps(f['type'])} but the data has {json.dumps(got['type'])}")
-    return df.select(*[f"`{df_fields[e.lower()]['name']}`" for e in expected]).toDF(*expected)
+            if (got["type"], f["type"]) not in _WIDENING:
+                raise SchemaMismatchError(
+                    f"column {f['name']!r} of {table} has type {json.dumps(f['type'])} but the data has "
+                    f"{json.dumps(got['type'])}; cast it, or overwrite with overwrite_schema=True")
+            col = col.cast(f["type"])
+        cols.append(col.alias(f["name"]))
+    return df.select(*cols)
 
 
 def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[str] | None = None,

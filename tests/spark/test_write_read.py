@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+from pyspark.sql import functions as F
 
 import dvlake
 from dvlake import DeltaTable
@@ -59,7 +60,10 @@ def test_schema_mismatch_is_refused(spark, tmp_path):
         dvlake.write(_df(spark, 0, 3).withColumnRenamed("s", "t"), path, mode="append")
     reordered = _df(spark, 3, 2).select("p", "s", "id")
     dvlake.write(reordered, path, mode="append")
-    assert _ids(dvlake.read(spark, path)) == list(range(5))
+    dvlake.write(_df(spark, 5, 1).withColumn("id", F.col("id").cast("int")), path, mode="append")  # int widens to long
+    assert _ids(dvlake.read(spark, path)) == list(range(6))
+    with pytest.raises(SchemaMismatchError, match="'s'"):
+        dvlake.write(_df(spark, 0, 1).withColumn("s", F.lit(1)), path, mode="append")
 
 
 def test_partitioned_write_and_pruning(spark, tmp_path):

@@ -1,0 +1,183 @@
+"""Benchmark: DELETE with deletion vectors vs copy-on-write (both dvlake) vs delta-rs, the blog's heatmap.
+
+A table of 64 files x 100k rows x 6 columns. For each cell of the grid files touched
+{1, 4, 16, 64} x rows deleted per touched file {1 row, 0.1 %, 1 %, 10 %}, the same DELETE runs
+as DV DELETE and as CoW DELETE (dvlake), each on a fresh copy (hard-linked data files, copied
+log), median of --repeat runs; plus delta-rs's ``DeltaTable.delete`` (copy-on-write) on an
+identical table without the DV feature. Prints a markdown table, writes docs/delete_heatmap.png
+and, with --write-md, the section in BENCHMARKS.md.
+
+Run: ``.venv/bin/python bench/delete.py [--repeat 3] [--write-md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+FILES, ROWS = 64, 100_000
+TOUCHED = [1, 4, 16, 64]
+DENSITY = [("1 row", None), ("0.1 %", 1000), ("1 %", 100), ("10 %", 10)]
+
+
+def condition(files: int, step: int | None) -> str:
+    rows = "r = 0" if step is None else f"r % {step} = 0"
+    return f"f < {files} AND {rows}"
+
+
+def fresh_copy(src: str, dst: str) -> None:
+    """Data files hard-linked (neither DELETE mode modifies them), the log copied."""
+    shutil.copytree(src, dst, copy_function=os.link, ignore=shutil.ignore_patterns("_delta_log"))
+    shutil.copytree(os.path.join(src, "_delta_log"), os.path.join(dst, "_delta_log"))
+
+
+def written(root: str, before: set[str]) -> tuple[int, int]:
+    files, total = 0, 0
+    for d, _, names in os.walk(root):
+        if "_delta_log" in d:
+            continue
+        for n in names:
+            p = os.path.join(d, n)
+            if p not in before and not n.startswith((".", "_")):
+                files += 1
+                total += os.path.getsize(p)
+    return files, total
+
+
+def listing(root: str) -> set[str]:
+    return {os.path.join(d, n) for d, _, names in os.walk(root) for n in names}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--write-md", action="store_true")
+    ap.add_argument("--no-deltars", action="store_true")
+    args = ap.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from dvlake import DeltaTable, write
+    from dvlake.config import DELETE_DVS_PERSISTENT
+    from dvlake.spark.session import local_session
+
+    spark = local_session("bench-delete", shuffle_partitions=8)
+    tmp = tempfile.mkdtemp(prefix="dvlake-bench-delete-")
+    base_dv, base_plain = os.path.join(tmp, "base-dv"), os.path.join(tmp, "base-plain")
+    df = (spark.range(0, FILES * ROWS, numPartitions=FILES)
+          .withColumn("f", (F.col("id") / ROWS).cast("int")).withColumn("r", (F.col("id") % ROWS).cast("int"))
+          .withColumn("a", F.col("id") * 3).withColumn("b", F.col("id") / 7.0)
+          .withColumn("s", F.concat(F.lit("user-"), (F.col("id") % 9973).cast("string"))))
+    write(df, base_dv, properties={"delta.enableDeletionVectors": "true"})
+    write(df, base_plain)
+    # warm up the JVM and Python workers on a throwaway copy
+    warm = os.path.join(tmp, "warm")
+    fresh_copy(base_dv, warm)
+    DeltaTable.forPath(spark, warm).delete(condition(1, None))
+    shutil.rmtree(warm)
+
+    results = []
+    run = 0
+    for files in TOUCHED:
+        for label, step in DENSITY:
+            cond = condition(files, step)
+            cell: dict[str, list] = {"dv": [], "cow": [], "rs": []}
+            sizes: dict[str, tuple[int, int]] = {}
+            for _ in range(args.repeat):
+                for mode in ("dv", "cow"):
+                    run += 1
+                    path = os.path.join(tmp, f"run{run}")
+                    fresh_copy(base_dv, path)
+                    before = listing(path)
+                    spark.conf.set(DELETE_DVS_PERSISTENT, "true" if mode == "dv" else "false")
+                    t0 = time.perf_counter()
+                    DeltaTable.forPath(spark, path).delete(cond)
+                    cell[mode].append(time.perf_counter() - t0)
+                    sizes[mode] = written(path, before)
+                    shutil.rmtree(path)
+                if not args.no_deltars:
+                    import deltalake
+
+                    run += 1
+                    path = os.path.join(tmp, f"run{run}")
+                    fresh_copy(base_plain, path)
+                    t0 = time.perf_counter()
+                    deltalake.DeltaTable(path).delete(cond)
+                    cell["rs"].append(time.perf_counter() - t0)
+                    shutil.rmtree(path)
+            spark.conf.unset(DELETE_DVS_PERSISTENT)
+            med = {k: statistics.median(v) if v else float("nan") for k, v in cell.items()}
+            results.append({"files": files, "density": label, **med, "dv_files": sizes["dv"][0], "dv_bytes": sizes["dv"][1],
+                            "cow_files": sizes["cow"][0], "cow_bytes": sizes["cow"][1]})
+            r = results[-1]
+            print(f"{files:>3} files, {label:>6}: DV {r['dv']:.2f}s  CoW {r['cow']:.2f}s  delta-rs {r['rs']:.2f}s  "
+                  f"CoW/DV {r['cow'] / r['dv']:.1f}x  bytes {r['dv_bytes']:,} vs {r['cow_bytes']:,}", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    table = render(results, args.repeat)
+    print(table)
+    heatmap(results)
+    if args.write_md:
+        update_benchmarks_md("## DELETE: deletion vectors vs copy-on-write (bench/delete.py)", table)
+
+
+def render(results: list[dict], repeat: int) -> str:
+    lines = [
+        f"64 files x 100k rows x 6 columns; median of {repeat}; each run on a fresh copy; "
+        f"{time.strftime('%Y-%m-%d')}, 2 cores, local[2].",
+        "",
+        "| files touched | rows deleted per file | CoW / DV time | delta-rs / DV time | DV bytes | CoW bytes | DV bytes / CoW | DV files | CoW files |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(f"| {r['files']} | {r['density']} | {r['cow'] / r['dv']:.1f}x | {r['rs'] / r['dv']:.1f}x | "
+                     f"{r['dv_bytes']:,} | {r['cow_bytes']:,} | {100 * r['dv_bytes'] / max(r['cow_bytes'], 1):.3f} % | "
+                     f"{r['dv_files']} | {r['cow_files']} |")
+    return "\n".join(lines)
+
+
+def heatmap(results: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = np.array([[next(r["cow"] / r["dv"] for r in results if r["files"] == f and r["density"] == d)
+                      for d, _ in DENSITY] for f in TOUCHED])
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    im = ax.imshow(grid, cmap="Greens", origin="lower")
+    ax.set_xticks(range(len(DENSITY)), [d for d, _ in DENSITY])
+    ax.set_yticks(range(len(TOUCHED)), [str(f) for f in TOUCHED])
+    ax.set_xlabel("rows deleted per touched file")
+    ax.set_ylabel("files touched (of 64)")
+    ax.set_title("DELETE speed-up: copy-on-write time / DV time")
+    for i in range(len(TOUCHED)):
+        for j in range(len(DENSITY)):
+            ax.text(j, i, f"{grid[i, j]:.1f}x", ha="center", va="center")
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    out = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "delete_heatmap.png")
+    fig.savefig(out, dpi=110)
+    print(f"heatmap: {out}")
+
+
+def update_benchmarks_md(heading: str, body: str) -> None:
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "BENCHMARKS.md")
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n\nRatios measured side by side in one run; absolute times vary with the machine.\n"
+    sections = text.split("\n## ")
+    head, rest = sections[0], ["## " + s for s in sections[1:]]
+    rest = [s for s in rest if not s.startswith(heading)]
+    rest.append(f"{heading}\n\n{body}\n")
+    with open(path, "w") as f:
+        f.write(head.rstrip("\n") + "\n\n" + "\n\n".join(s.rstrip("\n") for s in rest) + "\n")
+
+
+if __name__ == "__main__":
+    main()
