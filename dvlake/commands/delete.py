@@ -38,9 +38,9 @@ from dvlake.log.actions import AddFile, RemoveFile, now_ms
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of, with_loose_bounds
 from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
-from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
+from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, path_key
 from dvlake.spark.pruning import condition_text, references_only
-from dvlake.spark.scan import all_column_names, logical_frame, plan_scan
+from dvlake.spark.scan import all_column_names, logical_frame, match_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -126,14 +126,15 @@ def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[
 def _delete_with_dvs(spark, snapshot: Snapshot, plan, candidates: list[AddFile], condition) -> tuple[dict[str, Any], list]:
     if not plan.files:
         return {}, []
-    df = logical_frame(spark, snapshot, plan, include_row_index=True).filter(condition)
-    matches = df.select(FILE_INDEX_COL, ROW_INDEX_COL)
+    df = match_frame(spark, snapshot, plan).filter(condition)
+    matches = df.select(FILE_PATH_COL, ROW_INDEX_COL)
     infos = {i: FileToMark(f.num_records, json.dumps(f.dv.to_json()) if f.dv else None) for i, f in enumerate(plan.files)}
+    index_of_path = {path_key(f.path): i for i, f in enumerate(plan.files)}
     target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)))
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
     tasks = max(1, min(shuffle, math.ceil(len(plan.files) / 64)))
-    fn = build_and_write_dvs(snapshot.table_root, infos, target, FILE_INDEX_COL, ROW_INDEX_COL)
-    results = matches.repartition(tasks, FILE_INDEX_COL).mapInArrow(fn, RESULT_SCHEMA).collect()
+    fn = build_and_write_dvs(snapshot.table_root, infos, target, FILE_PATH_COL, ROW_INDEX_COL, index_of_path)
+    results = matches.repartition(tasks, FILE_PATH_COL).mapInArrow(fn, RESULT_SCHEMA).collect()
     ts = now_ms()
     actions: list = []
     pairs: list[tuple[bool, bool]] = []

@@ -14,6 +14,7 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyroaring
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
@@ -31,8 +32,8 @@ class FileToMark:
 
 
 def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_file_size: int,
-                        file_index_col: str, row_index_col: str):
-    """A ``mapInArrow`` function: matched rows in, one result row per touched file out."""
+                        file_path_col: str, row_index_col: str, index_of_path: dict[str, int]):
+    """A ``mapInArrow`` function: matched (file path, row index) rows in, one result row per touched file out."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from dvlake.dv.store import DeletionVectorWriter, load_bitmap
@@ -42,7 +43,12 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            fidx = batch.column(file_index_col).to_numpy(zero_copy_only=False)
+            from dvlake.spark.dv_scan import path_key
+
+            paths = batch.column(file_path_col)
+            distinct = pc.unique(paths).to_pylist()
+            lookup = pa.array([index_of_path[path_key(p)] for p in distinct], pa.int64())
+            fidx = pc.take(lookup, pc.index_in(paths, value_set=pa.array(distinct, pa.string()))).to_numpy()
             rows = batch.column(row_index_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
             order = np.argsort(fidx, kind="stable")
             fidx, rows = fidx[order], rows[order]

@@ -24,11 +24,12 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 
 FILE_INDEX_COL = "__dvlake_file_index"
+FILE_PATH_COL = "__dvlake_file_path"
 ROW_INDEX_COL = "__dvlake_row_index"
 _KEY = "__dvlake_file_key"
 _CHUNK = "__dvlake_chunk"
@@ -188,3 +189,42 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     for p in parts[1:]:
         result = result.unionByName(p)
     return result
+
+
+def scan_for_matches(spark: SparkSession, files: Sequence[ScanFile], data_schema: StructType,
+                     partition_schema: StructType) -> DataFrame:
+    """Rows of ``files`` with ``FILE_PATH_COL`` and ``ROW_INDEX_COL``, deleted rows *not* dropped.
+
+    For DML that marks rows: OR-ing an already deleted row into a DV again changes nothing, so
+    the DV join is skipped; the file path string is only materialised for rows that survive the
+    caller's filter (Spark evaluates the projection above the filter).
+    """
+    out_schema = StructType(list(data_schema.fields) + list(partition_schema.fields) + [
+        StructField(FILE_PATH_COL, StringType(), False), StructField(ROW_INDEX_COL, LongType(), False)])
+    by_partition: dict[tuple, list[str]] = defaultdict(list)
+    for f in files:
+        by_partition[tuple(f.partition_values)].append(f.path)
+    if not by_partition:
+        return _empty(spark, out_schema)
+    parts = []
+    for values, paths in by_partition.items():
+        df = _read(spark, paths, data_schema)
+        parts.append(df.select("*", *_partition_literals(partition_schema, values),
+                               F.col("_metadata.file_path").alias(FILE_PATH_COL),
+                               F.col("_metadata.row_index").alias(ROW_INDEX_COL)))
+    result = parts[0]
+    for p in parts[1:]:
+        result = result.unionByName(p)
+    return result
+
+
+def path_key(location: str) -> str:
+    """One spelling for a file location, whether Spark's ``file:/…`` URI or dvlake's plain path."""
+    from urllib.parse import unquote, urlparse
+
+    if location.startswith("file:"):
+        return unquote(urlparse(location).path)
+    if "://" in location:
+        parsed = urlparse(location)
+        return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
+    return location

@@ -20,7 +20,7 @@ from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.log.partitions import parse_partition_value
 from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
-from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL, ScanFile, scan_files
+from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, ScanFile, scan_files, scan_for_matches
 from dvlake.spark.pruning import parse_conjunct, partition_mask, skipping_mask, split_conjuncts, condition_text
 from dvlake.storage.paths import absolute_file_location
 
@@ -113,12 +113,20 @@ def logical_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, *, in
     """
     df = scan_files(spark, plan.files, plan.data_schema, plan.partition_schema, snapshot.table_root,
                     include_row_index=include_row_index)
+    return _to_logical(df, plan, [FILE_INDEX_COL, ROW_INDEX_COL] if include_row_index else [])
+
+
+def match_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan) -> DataFrame:
+    """The planned files' rows (deleted ones included) with ``FILE_PATH_COL`` and ``ROW_INDEX_COL``, logical names."""
+    df = scan_for_matches(spark, plan.files, plan.data_schema, plan.partition_schema)
+    return _to_logical(df, plan, [FILE_PATH_COL, ROW_INDEX_COL])
+
+
+def _to_logical(df: DataFrame, plan: ScanPlan, extra: list[str]) -> DataFrame:
     renamed = {logical: F.col(f"`{phys}`").cast(dtype).alias(logical) if phys != logical else F.col(f"`{phys}`")
                for phys, logical, dtype in plan.physical_to_logical}
     cols = [renamed.get(f.name, F.col(f"`{f.name}`")) for f in plan.logical_schema.fields]
-    if include_row_index:
-        cols += [F.col(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
-    return df.select(*cols)
+    return df.select(*cols, *[F.col(c) for c in extra])
 
 
 def scan_snapshot(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None = None) -> DataFrame:
