@@ -20,10 +20,21 @@ MAGIC_NATIVE = 1681511376
 _MAGIC_BYTES = struct.pack("<I", MAGIC_PORTABLE)
 
 
-def serialize(bitmap: pyroaring.BitMap64) -> bytes:
-    """Magic + portable bytes; run containers chosen first, as delta-spark's aggregator does."""
-    bitmap.run_optimize()
-    return _MAGIC_BYTES + bitmap.serialize()
+MAGIC_BYTES = _MAGIC_BYTES
+
+
+def serialize_parts(bitmap: pyroaring.BitMap64) -> tuple[bytes, bytes]:
+    """(magic, body) of an already optimized bitmap, for writers that stream the two pieces
+    without paying a copy of a multi-megabyte body to prepend four bytes."""
+    return _MAGIC_BYTES, bitmap.serialize()
+
+
+def serialize(bitmap: pyroaring.BitMap64, optimize: bool = True) -> bytes:
+    """Magic + portable bytes. ``optimize`` first picks run containers where they are smaller, as
+    delta-spark's aggregator does for fresh DVs (pass False for a bitmap already optimized)."""
+    if optimize:
+        bitmap.run_optimize()
+    return b"".join((_MAGIC_BYTES, bitmap.serialize()))
 
 
 def deserialize(data: bytes, where: str = "deletion vector") -> pyroaring.BitMap64:
@@ -33,7 +44,7 @@ def deserialize(data: bytes, where: str = "deletion vector") -> pyroaring.BitMap
     (magic,) = struct.unpack_from("<I", data)
     if magic == MAGIC_PORTABLE:
         try:
-            bm = pyroaring.BitMap64.deserialize(bytes(data[4:]))
+            bm = pyroaring.BitMap64.deserialize(memoryview(data)[4:])  # no copy of the body
         except Exception as exc:  # noqa: BLE001 - CRoaring refuses malformed input with various errors
             raise CorruptDeletionVectorError(f"{where}: malformed portable roaring bitmap: {exc}") from exc
         if len(bm) and bm.max() >= 1 << 63:

@@ -116,17 +116,22 @@ class DeletionVectorWriter:
 
     def add(self, bitmap: pyroaring.BitMap64) -> DeletionVectorDescriptor:
         """Write one DV; returns its ``u`` descriptor (with an explicit offset)."""
-        data = roaring.serialize(bitmap)
-        record = struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data) & 0xFFFFFFFF)
-        if self._stream is not None and self._pos + len(record) > self.target_file_size:
+        bitmap.run_optimize()
+        magic, body = roaring.serialize_parts(bitmap)  # streamed without concatenating (DVs can be MBs)
+        size = len(magic) + len(body)
+        crc = zlib.crc32(body, zlib.crc32(magic)) & 0xFFFFFFFF
+        record_len = 4 + size + 4
+        if self._stream is not None and self._pos + record_len > self.target_file_size:
             self.close()
         if self._stream is None:
             self._open()
         offset = self._pos
-        self._stream.write(record)
-        self._pos += len(record)
-        self.bytes_written += len(record)
-        return DeletionVectorDescriptor.on_disk(self._uuid, offset, len(data), len(bitmap), self._prefix)
+        self._stream.write(struct.pack(">I", size) + magic)
+        self._stream.write(body)
+        self._stream.write(struct.pack(">I", crc))
+        self._pos += record_len
+        self.bytes_written += record_len
+        return DeletionVectorDescriptor.on_disk(self._uuid, offset, size, len(bitmap), self._prefix)
 
     def _open(self) -> None:
         self._uuid = uuid.uuid4()
