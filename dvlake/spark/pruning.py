@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 from pyspark.sql import Column, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 _OPS = {"=": "eq", "==": "eq", "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "<=>": "eq"}
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
@@ -266,8 +266,11 @@ def partition_mask(spark: SparkSession, condition: str | Column | None, partitio
     if not conjuncts:
         return keep
     distinct = list(dict.fromkeys(partition_rows))
-    df = spark.createDataFrame(distinct, partition_schema)
-    surviving = {tuple(r) for r in df.filter(" AND ".join(f"({c})" for c in conjuncts)).collect()}
+    # values come back from Spark in other Python forms (naive local datetimes...): match by position
+    schema = StructType([StructField("__dvlake_idx", IntegerType(), False), *partition_schema.fields])
+    df = spark.createDataFrame([(i, *vals) for i, vals in enumerate(distinct)], schema)
+    kept = {r[0] for r in df.filter(" AND ".join(f"({c})" for c in conjuncts)).select("__dvlake_idx").collect()}
+    surviving = {distinct[i] for i in kept}
     return np.array([r in surviving for r in partition_rows], dtype=bool)
 
 

@@ -49,7 +49,7 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     part_fields = [next(f for f in schema["fields"] if f["name"].lower() == p) for p in parts]
     partition_schema = StructType([logical[f["name"]] for f in part_fields])
     logical_by_name = {f.name: f for f in logical.fields}
-    mapping = [(pf["name"], f["name"], logical_by_name[f["name"]].dataType) for f, pf in data_fields]
+    mapping = [(pf["name"], f["name"], _nullable(logical_by_name[f["name"]].dataType)) for f, pf in data_fields]
 
     files = snapshot.files
     n = files.num_rows
@@ -81,6 +81,20 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
                             num_records=int(num_records[i]) if num_records[i] >= 0 else None, dv=desc,
                             partition_values=partition_rows[i]))
     return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx)
+
+
+def _nullable(dtype: Any) -> Any:
+    """The type with every nested field nullable: Parquet reads give nullable fields, and Spark
+    refuses to cast a nullable field into a NOT NULL one (the rename casts only change names)."""
+    from pyspark.sql.types import ArrayType, MapType, StructField
+
+    if isinstance(dtype, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in dtype.fields])
+    if isinstance(dtype, ArrayType):
+        return ArrayType(_nullable(dtype.elementType), True)
+    if isinstance(dtype, MapType):
+        return MapType(_nullable(dtype.keyType), _nullable(dtype.valueType), True)
+    return dtype
 
 
 def all_column_names(snapshot: Snapshot) -> set[str]:

@@ -110,31 +110,39 @@ def test_bitmap_and_run_containers_and_high_chunks(spark, tmp_path):
 
 
 def test_large_file_split_across_tasks(spark, tmp_path):
+    import hashlib
+
+    import pyarrow as pa
+
+    from dvlake.commands.write import create_table
+    from dvlake.log.actions import AddFile
+    from dvlake.spark.file_stats import footer_stats
+
     path = str(tmp_path / "split")
-    df = spark.range(400_000).withColumn("pad", F.sha2(F.col("id").cast("string"), 256))
-    spark.conf.set("spark.sql.parquet.block.size", str(256 * 1024))  # many row groups
-    try:
-        dvlake.write(df.coalesce(1), path, properties=DV)
-    finally:
-        spark.conf.unset("spark.sql.parquet.block.size")
+    create_table(path, {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                                                     {"name": "pad", "type": "string", "nullable": True, "metadata": {}}]},
+                 [], DV)
+    n = 400_000
+    table = pa.table({"id": pa.array(range(n), pa.int64()),
+                      "pad": pa.array([hashlib.sha1(str(i).encode()).hexdigest() for i in range(n)])})
+    pq.write_table(table, os.path.join(path, "big.parquet"), row_group_size=25_000)
+    stats, _ = footer_stats(os.path.join(path, "big.parquet"), ["id", "pad"], tight_bounds=True)
+    OptimisticTransaction(path, Snapshot.load(path)).commit(
+        [AddFile("big.parquet", {}, os.path.getsize(os.path.join(path, "big.parquet")), 1, stats=stats)], "WRITE")
     [add] = Snapshot.load(path).add_files()
     md = pq.read_metadata(os.path.join(path, add.path))
-    assert md.num_row_groups > 4
-    boundaries, start = [], 0
-    for rg in range(md.num_row_groups):
-        start += md.row_group(rg).num_rows
-        boundaries.append(start)
-    marks = {0: sorted({r for b in boundaries[:-1] for r in (b - 2, b - 1, b, b + 1)} | {0, 399_999})}
+    assert md.num_row_groups == 16
+    boundaries = [25_000 * k for k in range(1, 16)]
+    marks = {0: sorted({r for b in boundaries for r in (b - 2, b - 1, b, b + 1)} | {0, n - 1})}
     _mark(path, marks)
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(md.serialized_size + 300 * 1024))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(os.path.getsize(os.path.join(path, "big.parquet")) // 5))
     try:
         df = dvlake.read(spark, path)
-        assert df.rdd.getNumPartitions() > 2
+        assert df.rdd.getNumPartitions() >= 4
         got = _ids(df)
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
-    ids = _ids_of_file(spark, path, add)
-    assert got == sorted(set(ids) - {ids[r] for r in marks[0]})
+    assert got == sorted(set(range(n)) - set(marks[0]))
 
 
 def test_equal_size_files_with_different_dvs(spark, tmp_path):
@@ -182,7 +190,7 @@ def _table_with_history(spark, path):
     dvlake.DeltaTable.forPath(spark, path).delete("id % 7 = 0")
     dvlake.write(spark.range(300, 350), path, mode="append")
     dvlake.DeltaTable.forPath(spark, path).delete("id % 11 = 0")
-    return [i for i in range(350) if i % 7 and i % 11]
+    return [i for i in range(300) if i % 7 and i % 11] + [i for i in range(300, 350) if i % 11]
 
 
 def _checkpoint_parts(path, version):
