@@ -34,6 +34,7 @@ ROW_INDEX_COL = "__dvlake_row_index"
 _KEY = "__dvlake_file_key"
 _CHUNK = "__dvlake_chunk"
 _WORDS = "__dvlake_words"
+_WORD_KEY = "__dvlake_word_key"
 CHUNK_BITS = 16
 WORDS_PER_CHUNK = (1 << CHUNK_BITS) // 64
 #: Partition groups read as separate literal-tagged scans up to this many; above it a join attaches values.
@@ -123,6 +124,50 @@ def _dv_chunk_words(table_root: str):
     return run
 
 
+WORD_KEY_FILE_BITS = 37  # file sizes below 128 GiB
+WORD_KEY_ROW_BITS = 26   # 64-row words: row indexes below 2**32
+
+
+def word_batch(pairs: list[tuple[int, np.ndarray]]) -> pa.RecordBatch:
+    """(file key, deleted rows) pairs → one row per 64-row word holding a deletion: (combined key, bits)."""
+    keys_out, words_out = [np.zeros(0, np.uint64)], [np.zeros(0, np.uint64)]
+    for key, rows in pairs:
+        if rows.size == 0:
+            continue
+        bits = np.left_shift(np.uint64(1), rows & np.uint64(63))
+        uniq, start = np.unique(rows >> np.uint64(6), return_index=True)  # rows are sorted
+        keys_out.append((np.uint64(key) << np.uint64(WORD_KEY_ROW_BITS)) | uniq)
+        words_out.append(np.bitwise_or.reduceat(bits, start))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(np.concatenate(keys_out).view(np.int64)), pa.array(np.concatenate(words_out).view(np.int64))],
+        names=[_WORD_KEY, _WORDS])
+
+
+#: DVs up to this many bytes in one scan are decoded on the driver (no Python job on executors).
+DRIVER_DV_BYTES = 1024 * 1024
+
+
+def _dv_words(table_root: str):
+    """mapInArrow: (key, dv json) rows → one (combined key, 64-bit word) row per word with a deletion.
+
+    The combined key ``file_size << 26 | row_index >> 6`` lets Spark use its single-long hash
+    relation, and a build row is 16 bytes, so the broadcast stays small (≤ rows/64 entries).
+    """
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dvlake.dv.roaring import to_numpy
+        from dvlake.dv.store import load_bitmap
+
+        for batch in batches:
+            pairs = [(key, to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root)))
+                     for key, dv_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())]
+            out = word_batch(pairs)
+            if out.num_rows:
+                yield out
+
+    return run
+
+
 def _keyed_scan(spark: SparkSession, group: list[tuple[int, ScanFile]], data_schema: StructType,
                 partition_schema: StructType, table_root: str, include_row_index: bool,
                 data_filter: Column | None) -> DataFrame:
@@ -132,7 +177,26 @@ def _keyed_scan(spark: SparkSession, group: list[tuple[int, ScanFile]], data_sch
         df = df.filter(data_filter)
     df = df.select("*", F.col("_metadata.file_size").alias(_KEY), F.col("_metadata.row_index").alias(ROW_INDEX_COL))
     dv_files = [(i, f) for i, f in group if f.dv is not None]
-    if dv_files:
+    word_keys_fit = all(f.size < (1 << WORD_KEY_FILE_BITS) and (f.num_records or 0) < (1 << 32) for _, f in group)
+    if dv_files and word_keys_fit:
+        if sum(f.dv.size_in_bytes for _, f in dv_files) <= DRIVER_DV_BYTES:
+            # small DVs: decode here and ship the words as Arrow data, sparing a Python job per query
+            from dvlake.dv.roaring import to_numpy
+            from dvlake.dv.store import load_bitmap
+
+            batch = word_batch([(f.size, to_numpy(load_bitmap(f.dv, table_root))) for _, f in dv_files])
+            words = spark.createDataFrame(pa.Table.from_batches([batch]).to_pandas(), f"{_WORD_KEY} long, {_WORDS} long")
+        else:
+            descriptors = spark.createDataFrame([(f.size, json.dumps(f.dv.to_json())) for _, f in dv_files],
+                                                f"{_KEY} long, dv string")
+            words = descriptors.mapInArrow(_dv_words(table_root), f"{_WORD_KEY} long, {_WORDS} long")
+        if sum(f.dv.size_in_bytes for _, f in dv_files) <= BROADCAST_DV_BYTES:
+            words = F.broadcast(words)
+        df = df.withColumn(_WORD_KEY, F.shiftleft(F.col(_KEY), WORD_KEY_ROW_BITS) + F.shiftright(F.col(ROW_INDEX_COL), 6))
+        df = df.join(words, on=_WORD_KEY, how="left")
+        deleted = F.call_function("getbit", F.col(_WORDS), (F.col(ROW_INDEX_COL) % 64).cast("int")) == 1
+        df = df.filter(F.col(_WORDS).isNull() | ~deleted).drop(_WORD_KEY, _WORDS)
+    elif dv_files:
         descriptors = spark.createDataFrame([(f.size, json.dumps(f.dv.to_json())) for _, f in dv_files],
                                             f"{_KEY} long, dv string")
         chunks = descriptors.mapInArrow(_dv_chunk_words(table_root),
