@@ -8,7 +8,7 @@ commits touch are handled in Python, which keeps a million-file table fast to lo
 
 from __future__ import annotations
 
-import json
+import orjson
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,10 +70,9 @@ class LogState:
 
 
 def read_commit(storage: Storage, path: str) -> list[dict[str, Any]]:
-    """The JSON lines of one commit file."""
+    """The JSON lines of one commit file (parsed by orjson: JSON parsing dominates replay time)."""
     try:
-        text = storage.read_bytes(path).decode("utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [orjson.loads(line) for line in storage.read_bytes(path).splitlines() if line.strip()]
     except ValueError as exc:
         raise CorruptLogError(f"commit file {path} is not valid JSON lines: {exc}") from exc
 
