@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
+
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import median_time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pyroaring  # noqa: E402
@@ -31,13 +33,6 @@ def rows_for(n: int, density: float, clustered: bool, rng: np.random.Generator) 
     return (starts[:, None] + np.arange(run)[None, :]).ravel()[:n].astype(np.uint64)
 
 
-def median(fn, repeat: int) -> float:
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
 
 
 def main() -> None:
@@ -59,11 +54,11 @@ def main() -> None:
                 bm.run_optimize()
                 data = roaring.serialize(bm)
                 raw = bm.serialize()
-                ser_ours = median(lambda: roaring.serialize_parts(bm), args.repeat)
-                ser_joined = median(lambda: roaring.serialize(bm, optimize=False), args.repeat)
-                ser_bare = median(lambda: bm.serialize(), args.repeat)
-                de_ours = median(lambda: roaring.deserialize(data), args.repeat)
-                de_bare = median(lambda: pyroaring.BitMap64.deserialize(raw), args.repeat)
+                ser_ours = median_time(lambda: roaring.serialize_parts(bm), args.repeat)
+                ser_joined = median_time(lambda: roaring.serialize(bm, optimize=False), args.repeat)
+                ser_bare = median_time(lambda: bm.serialize(), args.repeat)
+                de_ours = median_time(lambda: roaring.deserialize(data), args.repeat)
+                de_bare = median_time(lambda: pyroaring.BitMap64.deserialize(raw), args.repeat)
                 assert roaring.deserialize(data) == bm
                 r_ser, r_de, r_joined = ser_ours / ser_bare, de_ours / de_bare, ser_joined / ser_bare
                 worst = max(worst, r_ser, r_de)
@@ -76,7 +71,7 @@ def main() -> None:
              + "\n".join(lines))
     print(table)
     if args.write_md:
-        from bench.delete import update_benchmarks_md
+        from bench.common import update_benchmarks_md
 
         update_benchmarks_md("## DV codec (bench/codec.py)", table)
 

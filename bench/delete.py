@@ -124,6 +124,8 @@ def main() -> None:
     print(table)
     heatmap(results)
     if args.write_md:
+        from bench.common import update_benchmarks_md
+
         update_benchmarks_md("## DELETE: deletion vectors vs copy-on-write (bench/delete.py)", table)
 
 
@@ -166,17 +168,6 @@ def heatmap(results: list[dict]) -> None:
     out = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "delete_heatmap.png")
     fig.savefig(out, dpi=110)
     print(f"heatmap: {out}")
-
-
-def update_benchmarks_md(heading: str, body: str) -> None:
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "BENCHMARKS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n\nRatios measured side by side in one run; absolute times vary with the machine.\n"
-    sections = text.split("\n## ")
-    head, rest = sections[0], ["## " + s for s in sections[1:]]
-    rest = [s for s in rest if not s.startswith(heading)]
-    rest.append(f"{heading}\n\n{body}\n")
-    with open(path, "w") as f:
-        f.write(head.rstrip("\n") + "\n\n" + "\n\n".join(s.rstrip("\n") for s in rest) + "\n")
 
 
 if __name__ == "__main__":

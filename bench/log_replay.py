@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+
 import sys
 import tempfile
 import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import median_time  # noqa: E402
 
 from dvlake.log.snapshot import Snapshot  # noqa: E402
 from dvlake.txn.transaction import checkpoint  # noqa: E402
@@ -69,13 +71,6 @@ def build(root: str, files: int, commits_before: int, dv_commits: int, dv_per_co
             f.write("\n".join(json.dumps(x) for x in lines) + "\n")
 
 
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -107,7 +102,7 @@ def main() -> None:
             f"| delta-rs `DeltaTable(path).file_uris()` | {theirs_files:.3f} | {ours / theirs_files:.2f}x |"])
         print(table)
         if args.write_md:
-            from bench.delete import update_benchmarks_md
+            from bench.common import update_benchmarks_md
 
             update_benchmarks_md(f"## Snapshot load, {args.files:,} files (bench/log_replay.py)", table)
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
+
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import median_time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pyroaring  # noqa: E402
@@ -46,13 +48,6 @@ def add_dvs(path: str, fraction: float, files_with_dv: int, seed: int = 7) -> in
     return deleted
 
 
-def timed(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -94,11 +89,11 @@ def main() -> None:
         # warm both once
         ours.write.format("noop").mode("overwrite").save()
         plain.write.format("noop").mode("overwrite").save()
-        t_noop_ours = timed(lambda: dvlake.read(spark, path).write.format("noop").mode("overwrite").save(), args.repeat)
-        t_noop_plain = timed(lambda: spark.read.parquet(*files).write.format("noop").mode("overwrite").save(), args.repeat)
+        t_noop_ours = median_time(lambda: dvlake.read(spark, path).write.format("noop").mode("overwrite").save(), args.repeat)
+        t_noop_plain = median_time(lambda: spark.read.parquet(*files).write.format("noop").mode("overwrite").save(), args.repeat)
         agg = [F.sum("a"), F.sum("b")]
-        t_agg_ours = timed(lambda: dvlake.read(spark, path).agg(*agg).collect(), args.repeat)
-        t_agg_plain = timed(lambda: spark.read.parquet(*files).agg(*agg).collect(), args.repeat)
+        t_agg_ours = median_time(lambda: dvlake.read(spark, path).agg(*agg).collect(), args.repeat)
+        t_agg_plain = median_time(lambda: spark.read.parquet(*files).agg(*agg).collect(), args.repeat)
         rows_out.append((label, t_noop_ours / t_noop_plain, t_agg_ours / t_agg_plain, t_noop_plain, t_agg_plain))
         print(f"{label:>20}: noop {rows_out[-1][1]:.2f}x  sum {rows_out[-1][2]:.2f}x "
               f"(plain noop {t_noop_plain:.2f}s, plain sum {t_agg_plain:.2f}s)", flush=True)
@@ -111,7 +106,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if args.write_md:
-        from bench.delete import update_benchmarks_md
+        from bench.common import update_benchmarks_md
 
         update_benchmarks_md("## Read overhead (bench/read_overhead.py)", table)
 
