@@ -50,6 +50,10 @@ class CorruptLogError(DeltaProtocolError):
     """A commit, checkpoint or _last_checkpoint file cannot be parsed or is inconsistent."""
 
 
+class DataFileNotFoundError(DvlakeError):
+    """A data file the log lists is missing (deleted by hand, or a VACUUM with too short a retention)."""
+
+
 class TableNotFoundError(DvlakeError):
     """No Delta table (no _delta_log with a commit) exists at the given path."""
 

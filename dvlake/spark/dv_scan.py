@@ -73,6 +73,34 @@ def _partition_literals(partition_schema: StructType, values: tuple) -> list[Col
     return [F.lit(v).cast(f.dataType).alias(f.name) for f, v in zip(partition_schema.fields, values)]
 
 
+def _with_actual_sizes(indexed: list[tuple[int, ScanFile]]) -> list[tuple[int, ScanFile]]:
+    """The files with ``size`` set to what the filesystem reports.
+
+    The scan keys rows by Spark's ``_metadata.file_size``; a log whose ``add.size`` disagrees with
+    the file (a foreign writer's bug) would otherwise leave that file's DV silently unapplied.
+    One batched stat per keyed file buys that certainty.
+    """
+    from dataclasses import replace as _replace
+
+    from dvlake.dv.store import filesystem_for
+
+    if not indexed:
+        return indexed
+    fs, _ = filesystem_for(indexed[0][1].path)
+    paths = [filesystem_for(f.path)[1] for _, f in indexed]
+    infos = fs.get_file_info(paths)
+    out = []
+    for (i, f), info in zip(indexed, infos):
+        if info.size is None:
+            from dvlake.errors import DataFileNotFoundError
+
+            raise DataFileNotFoundError(
+                f"data file {f.path} listed in the Delta log does not exist; restore it, or time travel to a "
+                "version that does not reference it")
+        out.append((i, f if info.size == f.size else _replace(f, size=int(info.size))))
+    return out
+
+
 def _unique_size_groups(indexed: list[tuple[int, ScanFile]]) -> list[list[tuple[int, ScanFile]]]:
     """Split files so that within a group no two share a size (the size is the file's key there)."""
     groups: list[list[tuple[int, ScanFile]]] = []
@@ -247,7 +275,7 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
                 parts.append(df.select("*", *_partition_literals(partition_schema, values)))
         else:
             keyed = plain + keyed
-    for group in _unique_size_groups(keyed):
+    for group in _unique_size_groups(_with_actual_sizes(keyed)):
         parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, include_row_index, data_filter))
     result = parts[0]
     for p in parts[1:]:

@@ -305,3 +305,14 @@ def test_missing_and_corrupt_dv_files_fail_the_query(spark, tmp_path, monkeypatc
         dvlake.read(spark, path).collect()
     assert _typed(info.value, "DeletionVectorNotFoundError") and os.path.basename(dv_file) in str(info.value)
     shutil.rmtree(path)
+
+
+def test_wrong_size_in_log_still_applies_dvs(spark, tmp_path):
+    """The scan keys files by their real size, not by add.size: a lying log cannot un-delete rows."""
+    path = str(tmp_path / "size")
+    dvlake.write(spark.range(0, 1000, numPartitions=2), path, properties=DV)
+    adds = _mark(path, {0: [0, 1, 2], 1: [5]})
+    snap = Snapshot.load(path)
+    lying = [replace(a, size=a.size + 1) for a in snap.add_files()]
+    OptimisticTransaction(path, snap).commit([a.remove() for a in snap.add_files()] + lying, "FIX SIZES")
+    assert _ids(dvlake.read(spark, path)) == _expect(spark, path, adds, {0: [0, 1, 2], 1: [5]})
