@@ -53,7 +53,7 @@ def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], prop
         conf[MAX_COLUMN_ID_KEY] = str(max_id)
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_json(schema), partition_columns=tuple(partition_by),
                         configuration=conf, name=name, description=description, created_time=now_ms())
-    protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none")
+    protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none", schema_string=metadata.schema_string)
     return metadata, protocol
 
 

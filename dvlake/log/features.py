@@ -141,10 +141,13 @@ def with_features(protocol: Protocol, reader: Iterable[str] = (), writer: Iterab
     return Protocol(max(protocol.min_reader_version, 1), 7, None, tuple(sorted(new_writer)))
 
 
-def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool = False) -> Protocol:
-    """The protocol delta-spark would give a new table with these properties."""
+def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool = False,
+                           schema_string: str = "") -> Protocol:
+    """The protocol delta-spark would give a new table with these properties and schema."""
     reader: set[str] = set()
     writer: set[str] = set()
+    if '"timestamp_ntz"' in schema_string:
+        reader.add("timestampNtz")
     if configuration.get("delta.enableDeletionVectors", "").lower() == "true":
         reader.add(DELETION_VECTORS)
     if column_mapping:

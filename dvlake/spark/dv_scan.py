@@ -8,9 +8,13 @@ Design (measured in bench/read_overhead.py; alternatives in BENCHMARKS.md):
   splits and row-group skipping cannot shift it). Files of equal size go to separate scan
   groups so the key is unique within each group. Deleted rows are dropped by a broadcast hash
   join on (key, row_index >> 16) against 65,536-row chunks of the DV as 1,024 bit words, the bit
-  tested with built-in ``getbit`` — no per-row string, no Python per row.
-- The chunk words are built on executors from the DV descriptors (``mapInArrow``); the driver
-  ships descriptors only and never holds deleted row indexes.
+  tested with built-in ``getbit`` — no per-row string, no Python per row. The join key is one
+  long, ``file_size << 26 | row_index >> 6`` (a 64-row word), so Spark uses its fastest hash
+  relation and a build row is 16 bytes; the older (key, 65,536-row chunk) → 1,024-word array
+  join remains for files whose size or row count does not fit that key.
+- The words are built on executors from the DV descriptors (``mapInArrow``); the driver ships
+  descriptors only and never holds deleted row indexes. The broadcast of the (compact) words is
+  used only while the DVs are small on disk; above that Spark shuffles instead.
 """
 
 from __future__ import annotations
@@ -171,10 +175,6 @@ def word_batch(pairs: list[tuple[int, np.ndarray]]) -> pa.RecordBatch:
         names=[_WORD_KEY, _WORDS])
 
 
-#: DVs up to this many bytes in one scan are decoded on the driver (no Python job on executors).
-DRIVER_DV_BYTES = 1024 * 1024
-
-
 def _dv_words(table_root: str):
     """mapInArrow: (key, dv json) rows → one (combined key, 64-bit word) row per word with a deletion.
 
@@ -207,17 +207,10 @@ def _keyed_scan(spark: SparkSession, group: list[tuple[int, ScanFile]], data_sch
     dv_files = [(i, f) for i, f in group if f.dv is not None]
     word_keys_fit = all(f.size < (1 << WORD_KEY_FILE_BITS) and (f.num_records or 0) < (1 << 32) for _, f in group)
     if dv_files and word_keys_fit:
-        if sum(f.dv.size_in_bytes for _, f in dv_files) <= DRIVER_DV_BYTES:
-            # small DVs: decode here and ship the words as Arrow data, sparing a Python job per query
-            from dvlake.dv.roaring import to_numpy
-            from dvlake.dv.store import load_bitmap
-
-            batch = word_batch([(f.size, to_numpy(load_bitmap(f.dv, table_root))) for _, f in dv_files])
-            words = spark.createDataFrame(pa.Table.from_batches([batch]).to_pandas(), f"{_WORD_KEY} long, {_WORDS} long")
-        else:
-            descriptors = spark.createDataFrame([(f.size, json.dumps(f.dv.to_json())) for _, f in dv_files],
-                                                f"{_KEY} long, dv string")
-            words = descriptors.mapInArrow(_dv_words(table_root), f"{_WORD_KEY} long, {_WORDS} long")
+        # DVs are decoded where the data is read: the driver ships descriptors only
+        descriptors = spark.createDataFrame([(f.size, json.dumps(f.dv.to_json())) for _, f in dv_files],
+                                            f"{_KEY} long, dv string")
+        words = descriptors.mapInArrow(_dv_words(table_root), f"{_WORD_KEY} long, {_WORDS} long")
         if sum(f.dv.size_in_bytes for _, f in dv_files) <= BROADCAST_DV_BYTES:
             words = F.broadcast(words)
         df = df.withColumn(_WORD_KEY, F.shiftleft(F.col(_KEY), WORD_KEY_ROW_BITS) + F.shiftright(F.col(ROW_INDEX_COL), 6))

@@ -98,3 +98,25 @@ def test_dv_table_past_checkpoint_with_dvs(spark, tmp_path):
     assert len(got) < total
     # time travel to before the DVs
     _check_all_readers(spark, path, ["id", "name", "value", "cat", "day"], version=3)
+
+
+def test_many_types_round_trip(spark, tmp_path):
+    import decimal
+
+    path = str(tmp_path / "types")
+    rows_in = [(i, decimal.Decimal(f"{i}.25"), dt.datetime(2024, 1, 2, 3, 4, 5, i), i % 2 == 0, float(i) / 3,
+                bytes([i, 255]), [i, i + 1], {"k": i}, (i, f"n{i}")) for i in range(5)]
+    df = spark.createDataFrame(rows_in, "id long, d decimal(10,2), ntz timestamp_ntz, b boolean, f float, bin binary, "
+                                        "arr array<int>, m map<string,int>, st struct<x:int,y:string>")
+    dvlake.write(df, path, properties={"delta.enableDeletionVectors": "true"})
+    snap = Snapshot.load(path)
+    assert "timestampNtz" in snap.protocol.reader_features
+    dvlake.DeltaTable.forPath(spark, path).delete("id = 2")
+    got = sorted(dvlake.read(spark, path).collect(), key=lambda r: r.id)
+    assert [r.id for r in got] == [0, 1, 3, 4]
+    assert got[1].d == decimal.Decimal("1.25") and got[1].ntz == dt.datetime(2024, 1, 2, 3, 4, 5, 1)
+    assert got[1].arr == [1, 2] and got[1].m == {"k": 1} and got[1].st.y == "n1" and bytes(got[1].bin) == bytes([1, 255])
+    peer = sorted(read_with_deltalake(path).select(["id", "d", "ntz"]).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["d"], r["ntz"]) for r in peer] == [(r.id, r.d, r.ntz) for r in got]
+    duck = sorted(read_with_duckdb(path).select(["id", "d"]).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["d"]) for r in duck] == [(r.id, r.d) for r in got]

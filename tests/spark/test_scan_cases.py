@@ -98,13 +98,11 @@ def test_dv_in_random_prefix_folder(spark, tmp_path):
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize("decode_on", ["driver", "executors", "chunk-join"])
-def test_bitmap_and_run_containers_and_high_chunks(spark, tmp_path, monkeypatch, decode_on):
+@pytest.mark.parametrize("join", ["word", "chunk"])
+def test_bitmap_and_run_containers_and_high_chunks(spark, tmp_path, monkeypatch, join):
     from dvlake.spark import dv_scan
 
-    if decode_on == "executors":
-        monkeypatch.setattr(dv_scan, "DRIVER_DV_BYTES", -1)
-    if decode_on == "chunk-join":  # the fallback for file sizes / row counts the one-long key cannot hold
+    if join == "chunk":  # the fallback for file sizes / row counts the one-long key cannot hold
         monkeypatch.setattr(dv_scan, "WORD_KEY_FILE_BITS", 1)
     path = str(tmp_path / "containers")
     dvlake.write(spark.range(300_000).coalesce(1), path, properties=DV)
@@ -277,17 +275,11 @@ def test_partition_values_of_many_types(spark, tmp_path):
 
 
 def _typed(exc: BaseException, name: str) -> bool:
-    """Small DVs are decoded on the driver (the typed error itself); large ones on executors
-    (the typed error's name and message inside Spark's wrapper)."""
+    """DVs are decoded on executors: the typed error's name and message arrive inside Spark's wrapper."""
     return type(exc).__name__ == name or name in str(exc)
 
 
-@pytest.mark.parametrize("decode_on", ["driver", "executors"])
-def test_missing_and_corrupt_dv_files_fail_the_query(spark, tmp_path, monkeypatch, decode_on):
-    if decode_on == "executors":
-        from dvlake.spark import dv_scan
-
-        monkeypatch.setattr(dv_scan, "DRIVER_DV_BYTES", -1)
+def test_missing_and_corrupt_dv_files_fail_the_query(spark, tmp_path):
     path = str(tmp_path / "bad")
     dvlake.write(spark.range(100).coalesce(1), path, properties=DV)
     _mark(path, {0: [1, 2, 3]})
@@ -316,3 +308,20 @@ def test_wrong_size_in_log_still_applies_dvs(spark, tmp_path):
     lying = [replace(a, size=a.size + 1) for a in snap.add_files()]
     OptimisticTransaction(path, snap).commit([a.remove() for a in snap.add_files()] + lying, "FIX SIZES")
     assert _ids(dvlake.read(spark, path)) == _expect(spark, path, adds, {0: [0, 1, 2], 1: [5]})
+
+
+def test_driver_never_decodes_dvs(spark, tmp_path, monkeypatch):
+    """Reading and DELETE ship descriptors only: decoding a DV in the driver process is a failure."""
+    path = str(tmp_path / "driver")
+    dvlake.write(spark.range(0, 5000, numPartitions=2), path, properties=DV)
+    dvlake.DeltaTable.forPath(spark, path).delete("id % 3 = 0")  # a DV on each file
+    from dvlake.dv import store
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a deletion vector was decoded on the driver")
+
+    monkeypatch.setattr(store, "load_bitmap", forbidden)
+    monkeypatch.setattr(store, "read_bitmap_bytes", forbidden)
+    assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3]
+    dvlake.DeltaTable.forPath(spark, path).delete("id % 5 = 0")  # merges with the existing DVs, on executors
+    assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3 and i % 5]
