@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dvlake.config import DATA_SKIPPING_NUM_INDEXED_COLS
@@ -51,10 +50,6 @@ def num_indexed_cols(configuration: dict[str, str]) -> int:
 def tight_bounds_flag(snapshot_protocol) -> bool | None:
     """delta-spark writes ``tightBounds: true`` on fresh files once a table supports DVs."""
     return True if features.dvs_supported(snapshot_protocol) else None
-
-
-def json_list(values: list[str]) -> str:
-    return json.dumps(values)
 
 
 def mode_of(metadata) -> str:

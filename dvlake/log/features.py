@@ -7,7 +7,6 @@ protocols (writer < 7) imply their features by version number.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Iterable
 
 from dvlake.errors import DeltaProtocolError, UnsupportedFeatureError

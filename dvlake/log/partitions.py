@@ -1,4 +1,4 @@
-"""Partition values: Delta's string encoding in ``partitionValues`` to typed Python values and back.
+"""Partition values: Delta's string encoding in ``partitionValues`` to typed Python values.
 
 PROTOCOL.md "Partition Value Serialization": dates as ``YYYY-MM-DD``, timestamps as
 ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (UTC) or ISO-8601 with ``Z``, booleans ``true``/``false``,
@@ -30,9 +30,9 @@ def parse_partition_value(text: str | None, delta_type: Any) -> Any:
             return text
         if t == "date":
             return dt.date.fromisoformat(text[:10])
-        if t == "timestamp":
-            return _parse_timestamp(text).replace(tzinfo=dt.timezone.utc) if _parse_timestamp(text).tzinfo is None \
-                else _parse_timestamp(text).astimezone(dt.timezone.utc)
+        if t == "timestamp":  # UTC unless the text says otherwise
+            ts = _parse_timestamp(text)
+            return ts.replace(tzinfo=dt.timezone.utc) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc)
         if t == "timestamp_ntz":
             return _parse_timestamp(text).replace(tzinfo=None)
         if t.startswith("decimal"):
@@ -49,18 +49,3 @@ def _parse_timestamp(text: str) -> dt.datetime:
     if s.endswith("Z"):
         return dt.datetime.fromisoformat(s[:-1]).replace(tzinfo=dt.timezone.utc)
     return dt.datetime.fromisoformat(s)
-
-
-def format_partition_value(value: Any) -> str | None:
-    """A typed value to Delta's partition value string."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return value.isoformat(sep=" ", timespec="microseconds" if value.microsecond else "seconds")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)

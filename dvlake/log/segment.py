@@ -7,7 +7,6 @@ corrupt; the listing is the truth.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -74,15 +73,6 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
         listing.checkpoints.append(Checkpoint(version, "v2", (sorted(paths)[0],)))
     listing.checkpoints.sort(key=lambda c: (c.version, c.kind != "v2"))
     return listing
-
-
-def read_last_checkpoint(storage: Storage, table_root: str) -> dict | None:
-    """The ``_last_checkpoint`` hint, or None when it is missing or not valid JSON."""
-    try:
-        data = json.loads(storage.read_bytes(join(log_path(table_root), "_last_checkpoint")))
-        return data if isinstance(data, dict) and isinstance(data.get("version"), int) else None
-    except (FileNotFoundError, ValueError, OSError):
-        return None
 
 
 def commit_timestamps(listing: LogListing) -> dict[int, int]:

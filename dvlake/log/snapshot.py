@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from dvlake.errors import VersionNotFoundError
 from dvlake.log import features
-from dvlake.log.actions import AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
+from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
 from dvlake.log.schema import column_mapping_mode
 from dvlake.log.segment import LogListing, commit_timestamps, earliest_version, list_log
@@ -146,9 +146,7 @@ class Snapshot:
                 break
             info = next((ln["commitInfo"] for ln in read_commit(self.storage, self.listing.commits[v][0])
                          if "commitInfo" in ln), {})
-            out.append({"version": v, "timestamp": info.get("inCommitTimestamp") or self.commit_timestamp(v), **{
-                k: val for k, val in info.items() if k not in ("version",)}})
-            out[-1]["timestamp"] = info.get("inCommitTimestamp") or self.commit_timestamp(v)
+            out.append({**info, "version": v, "timestamp": info.get("inCommitTimestamp") or self.commit_timestamp(v)})
         return out
 
 

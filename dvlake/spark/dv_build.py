@@ -19,8 +19,7 @@ import pyroaring
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 
-RESULT_SCHEMA = ("file_index int, dv string, cardinality long, previous_cardinality long, "
-                 "all_deleted boolean, dv_file string")
+RESULT_SCHEMA = "file_index int, dv string, cardinality long, previous_cardinality long, all_deleted boolean"
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,7 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
                     marked[key] = bm
         if not marked:
             return
-        out = {"file_index": [], "dv": [], "cardinality": [], "previous_cardinality": [], "all_deleted": [],
-               "dv_file": []}
+        out: dict[str, list] = {"file_index": [], "dv": [], "cardinality": [], "previous_cardinality": [], "all_deleted": []}
         writer = DeletionVectorWriter(table_root, target_file_size=target_file_size)
         try:
             for key in sorted(marked):
@@ -79,22 +77,18 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
                 if card == previous:
                     continue  # nothing new (rows matched were already deleted)
                 all_deleted = info.num_records is not None and card >= info.num_records
-                desc_json, dv_file = None, None
-                if not all_deleted:
-                    bitmap.run_optimize()
-                    desc = writer.add(bitmap)
-                    desc_json = json.dumps(desc.to_json())
-                    dv_file = desc.absolute_path(table_root) if desc.is_on_disk else None
+                desc_json = None
+                if not all_deleted:  # a fully deleted file becomes a plain remove: no DV needed
+                    desc_json = json.dumps(writer.add(bitmap).to_json())
                 out["file_index"].append(key)
                 out["dv"].append(desc_json)
                 out["cardinality"].append(card)
                 out["previous_cardinality"].append(previous)
                 out["all_deleted"].append(all_deleted)
-                out["dv_file"].append(dv_file)
         finally:
             writer.close()
         yield pa.RecordBatch.from_pydict(out, schema=pa.schema([
             ("file_index", pa.int32()), ("dv", pa.string()), ("cardinality", pa.int64()),
-            ("previous_cardinality", pa.int64()), ("all_deleted", pa.bool_()), ("dv_file", pa.string())]))
+            ("previous_cardinality", pa.int64()), ("all_deleted", pa.bool_())]))
 
     return run

@@ -199,7 +199,7 @@ def skipping_mask(stats: pa.Array | pa.ChunkedArray, conjuncts: list[Conjunct], 
     def column(kind: str, path: str) -> pa.Array:
         arr = table.column(kind).combine_chunks()
         for part in path.split("."):
-            arr = pc.struct_field(arr, part) if False else arr.field(part)
+            arr = arr.field(part)
         return arr
 
     for c in usable:

@@ -153,13 +153,3 @@ def read(spark: SparkSession, path: str, version: int | None = None, timestamp: 
          condition: str | Column | None = None) -> DataFrame:
     """Read a Delta table (optionally at a version or timestamp) as a DataFrame."""
     return scan_snapshot(spark, Snapshot.load(path, version=version, timestamp=timestamp), condition)
-
-
-def count_rows(snapshot: Snapshot) -> int | None:
-    """Exact logical row count from metadata alone (numRecords − DV cardinality), or None if a file lacks stats."""
-    nr = snapshot.num_records()
-    if (nr < 0).any():
-        return None
-    return int(nr.sum() - snapshot.dv_cardinalities().sum())
-
-

@@ -32,7 +32,7 @@ def local_session(app_name: str = "dvlake", *, cores: int = 2, shuffle_partition
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN") if hasattr(session, "sparkContext") else None
+    session.sparkContext.setLogLevel("WARN")  # a local (classic) session always has a SparkContext
     check_version(session)
     return session
 

@@ -22,7 +22,7 @@ from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.dv.store import DeletionVectorWriter
 from dvlake.log.checkpoint import build_checkpoint_table
 from dvlake.log.snapshot import Snapshot
-from dvlake.log.stats import num_records_of, with_loose_bounds
+from dvlake.log.stats import with_loose_bounds
 from dvlake.txn.transaction import OptimisticTransaction, checkpoint
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
 
