@@ -11,6 +11,7 @@ import shutil
 import uuid
 from dataclasses import replace
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyroaring
 import pytest
@@ -208,6 +209,14 @@ def _drop_commits_up_to(path, version):
         os.unlink(os.path.join(path, "_delta_log", f"{v:020d}.json"))
 
 
+def _assert_read_from_checkpoint(spark, path, snap, expected):
+    """With the commits up to the checkpoint gone, only the checkpoint can give these rows."""
+    _drop_commits_up_to(path, 3)
+    reloaded = Snapshot.load(path)
+    assert reloaded.state.checkpoint_version == 3 and reloaded.num_files == snap.num_files
+    assert _ids(dvlake.read(spark, path)) == expected
+
+
 def test_multi_part_checkpoint(spark, tmp_path):
     path = str(tmp_path / "mp")
     expected = _table_with_history(spark, path)
@@ -216,10 +225,7 @@ def test_multi_part_checkpoint(spark, tmp_path):
     half = table.num_rows // 2
     pq.write_table(table.slice(0, half), os.path.join(log, f"{3:020d}.checkpoint.0000000001.0000000002.parquet"))
     pq.write_table(table.slice(half), os.path.join(log, f"{3:020d}.checkpoint.0000000002.0000000002.parquet"))
-    _drop_commits_up_to(path, 3)
-    reloaded = Snapshot.load(path)
-    assert reloaded.state.checkpoint_version == 3 and reloaded.num_files == snap.num_files
-    assert _ids(dvlake.read(spark, path)) == expected
+    _assert_read_from_checkpoint(spark, path, snap, expected)
 
 
 def test_v2_checkpoint_with_sidecar(spark, tmp_path):
@@ -229,18 +235,15 @@ def test_v2_checkpoint_with_sidecar(spark, tmp_path):
     log = os.path.join(path, "_delta_log")
     os.makedirs(os.path.join(log, "_sidecars"))
     sidecar = f"{uuid.uuid4()}.parquet"
-    pq.write_table(table.select(["add", "remove"]).filter(
-        __import__("pyarrow.compute", fromlist=["x"]).is_valid(table.column("add"))), os.path.join(log, "_sidecars", sidecar))
+    pq.write_table(table.select(["add", "remove"]).filter(pc.is_valid(table.column("add"))),
+                   os.path.join(log, "_sidecars", sidecar))
     size = os.path.getsize(os.path.join(log, "_sidecars", sidecar))
     lines = [{"checkpointMetadata": {"version": 3}}, {"protocol": snap.protocol.to_json()},
              {"metaData": snap.metadata.to_json()},
              {"sidecar": {"path": sidecar, "sizeInBytes": size, "modificationTime": 1}}]
     with open(os.path.join(log, f"{3:020d}.checkpoint.{uuid.uuid4()}.json"), "w") as f:
         f.write("\n".join(json.dumps(x) for x in lines) + "\n")
-    _drop_commits_up_to(path, 3)
-    reloaded = Snapshot.load(path)
-    assert reloaded.state.checkpoint_version == 3 and reloaded.num_files == snap.num_files
-    assert _ids(dvlake.read(spark, path)) == expected
+    _assert_read_from_checkpoint(spark, path, snap, expected)
 
 
 def test_corrupt_last_checkpoint_and_checkpoint_are_tolerated(spark, tmp_path):
