@@ -207,3 +207,14 @@ def test_delete_racing_an_append_commits(spark, tmp_path):
     dvlake.write(_df(spark, 10).withColumn("id", F.col("id") + 1000), path, mode="append")
     _delete_once(spark, stale, "id < 50")
     assert _ours(spark, path) == list(range(50, 400)) + list(range(1000, 1010))
+
+
+@pytest.mark.interop
+def test_copy_on_write_on_a_column_mapped_partitioned_table(spark, tmp_path):
+    path = str(tmp_path / "cmcow")
+    _make(spark, path, props={"delta.columnMapping.mode": "name"}, partition_by=["p"])
+    DeltaTable.forPath(spark, path).delete("k = 2 AND s != 's9'")
+    assert Snapshot.load(path).dv_count() == 0
+    expected = [i for i in range(400) if not (i % 10 != 0 and i % 7 == 2 and i != 9)]
+    assert _ours(spark, path) == expected
+    assert sorted(r[0] for r in rows(read_with_deltalake(path), ["id"])) == expected
