@@ -1,27 +1,31 @@
 """The physical scan: Parquet files → rows, with each file's deletion vector applied.
 
-Design (measured in bench/read_overhead.py; alternatives in BENCHMARKS.md):
-- Files without a DV are read by Spark's plain Parquet scan, with partition values attached as
-  literals per partition group — no extra column, no join, no Python.
-- Files with a DV are read with two constant-per-file metadata longs, ``_metadata.file_size``
-  (the file's key) and ``_metadata.row_index`` (the physical row index in the whole file, so
-  splits and row-group skipping cannot shift it). Files of equal size go to separate scan
-  groups so the key is unique within each group. Deleted rows are dropped by a broadcast hash
-  join on (key, row_index >> 16) against 65,536-row chunks of the DV as 1,024 bit words, the bit
-  tested with built-in ``getbit`` — no per-row string, no Python per row. The join key is one
-  long, ``file_size << 26 | row_index >> 6`` (a 64-row word), so Spark uses its fastest hash
-  relation and a build row is 16 bytes; the older (key, 65,536-row chunk) → 1,024-word array
-  join remains for files whose size or row count does not fit that key.
-- The words are built on executors from the DV descriptors (``mapInArrow``); the driver ships
-  descriptors only and never holds deleted row indexes. The broadcast of the (compact) words is
-  used only while the DVs are small on disk; above that Spark shuffles instead.
+Design (measured in bench/read_overhead.py; the alternatives are in BENCHMARKS.md):
+
+- Files without a DV are read by Spark's plain Parquet scan: no added column, no join, no
+  Python. Partition values are literals, one scan per distinct partition tuple while there are
+  few of them; with many, files are keyed by size and the values come from one broadcast join.
+- Files with a DV are read with two long metadata columns: ``_metadata.file_size`` (the file's
+  key; files of equal size go to different scan groups so the key is unique within a group) and
+  ``_metadata.row_index`` (the physical row index in the whole file, so splits, row-group skipping
+  and pushed filters cannot shift it). Deleted rows are removed by one broadcast **left anti
+  join**: the build side has one row per 4,096-row block of a file that holds a deletion —
+  key ``file_size << 20 | row_index >> 12`` (one long, so Spark uses its long-keyed hash
+  relation) and the block's 64 bit words — and the join condition tests the row's bit with
+  built-in functions. The anti join emits the scan's own columns only: no per-row string, no
+  Python per row, no column to drop afterwards.
+- The block words are built on executors from the descriptors (``mapInArrow`` over a small
+  DataFrame of key + descriptor JSON); the driver ships descriptors only. The broadcast is
+  bounded: a scan group's estimated words stay under ``MAX_BROADCAST_BYTES`` (files are packed
+  into groups by that estimate); a single file above it is joined with a shuffled hash join.
+- A file whose DV deletes every row is not read at all. An empty file list gives an empty frame.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -36,34 +40,49 @@ FILE_INDEX_COL = "__dvlake_file_index"
 FILE_PATH_COL = "__dvlake_file_path"
 ROW_INDEX_COL = "__dvlake_row_index"
 _KEY = "__dvlake_file_key"
-_CHUNK = "__dvlake_chunk"
+_BLOCK = "__dvlake_block"
 _WORDS = "__dvlake_words"
-_WORD_KEY = "__dvlake_word_key"
-CHUNK_BITS = 16
-WORDS_PER_CHUNK = (1 << CHUNK_BITS) // 64
-#: Partition groups read as separate literal-tagged scans up to this many; above it a join attaches values.
-MAX_LITERAL_PARTITION_GROUPS = 64
-#: Broadcast the DV chunk table when the DVs are at most this large on disk (the words are ~8 KiB per chunk).
-BROADCAST_DV_BYTES = 64 * 1024 * 1024
+_BLOCK_KEY = "__dvlake_block_key"
+
+#: Rows per block of the DV lookup table (one build row per block holding a deletion).
+BLOCK_BITS = 12
+WORDS_PER_BLOCK = (1 << BLOCK_BITS) // 64
+#: Bits of ``row_index >> BLOCK_BITS`` in the one-long key: row indexes below 2**32.
+KEY_BLOCK_BITS = 32 - BLOCK_BITS
+#: File sizes that fit the one-long key ``file_size << KEY_BLOCK_BITS | block`` (below 8 TiB);
+#: a group with a larger file (or a file of unknown or >= 2**32 rows) uses a two-column key.
+WORD_KEY_FILE_BITS = 63 - KEY_BLOCK_BITS
+#: Estimated bytes of one build row (64 words + key + Spark's row and hash-table overhead).
+_BLOCK_ROW_BYTES = WORDS_PER_BLOCK * 8 + 96
+#: Upper bound on the estimated DV words one scan group broadcasts; files are packed into
+#: groups by this estimate, and a single file above it is joined by a shuffled hash join.
+MAX_BROADCAST_BYTES = 64 * 1024 * 1024
+#: Distinct partition-value tuples read as separate literal-tagged scans up to this many; above
+#: it, files are keyed by size and the values are attached by one broadcast join.
+MAX_LITERAL_PARTITION_GROUPS = 16
 
 
 @dataclass(frozen=True)
 class ScanFile:
     """One data file to read, as planned from the log."""
 
-    path: str
-    size: int
-    num_records: int | None
+    path: str                    # absolute location Spark can read (plain local path or URI)
+    size: int                    # bytes (add.size)
+    num_records: int | None      # physical rows in the file (stats.numRecords), None if unknown
     dv: DeletionVectorDescriptor | None
-    partition_values: tuple = ()
+    partition_values: tuple = ()  # typed Python values in partition_schema order
+
+
+Indexed = list[tuple[int, ScanFile]]
 
 
 def _empty(spark: SparkSession, schema: StructType) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
-def _read(spark: SparkSession, paths: list[str], data_schema: StructType) -> DataFrame:
-    return spark.read.schema(data_schema).parquet(*paths)
+def _read(spark: SparkSession, paths: list[str], data_schema: StructType, data_filter: Column | None) -> DataFrame:
+    df = spark.read.schema(data_schema).parquet(*paths)
+    return df if data_filter is None else df.filter(data_filter)
 
 
 def _output_schema(data_schema: StructType, partition_schema: StructType, include_row_index: bool) -> StructType:
@@ -77,15 +96,21 @@ def _partition_literals(partition_schema: StructType, values: tuple) -> list[Col
     return [F.lit(v).cast(f.dataType).alias(f.name) for f, v in zip(partition_schema.fields, values)]
 
 
-def _with_actual_sizes(indexed: list[tuple[int, ScanFile]]) -> list[tuple[int, ScanFile]]:
+def _has_dv(f: ScanFile) -> bool:
+    return f.dv is not None and f.dv.cardinality > 0
+
+
+def _fully_deleted(f: ScanFile) -> bool:
+    return f.dv is not None and f.num_records is not None and f.dv.cardinality >= f.num_records
+
+
+def _with_actual_sizes(indexed: Indexed) -> Indexed:
     """The files with ``size`` set to what the filesystem reports.
 
     The scan keys rows by Spark's ``_metadata.file_size``; a log whose ``add.size`` disagrees with
     the file (a foreign writer's bug) would otherwise leave that file's DV silently unapplied.
     One batched stat per keyed file buys that certainty.
     """
-    from dataclasses import replace as _replace
-
     from dvlake.dv.store import filesystem_for
 
     if not indexed:
@@ -101,85 +126,70 @@ def _with_actual_sizes(indexed: list[tuple[int, ScanFile]]) -> list[tuple[int, S
             raise DataFileNotFoundError(
                 f"data file {f.path} listed in the Delta log does not exist; restore it, or time travel to a "
                 "version that does not reference it")
-        out.append((i, f if info.size == f.size else _replace(f, size=int(info.size))))
+        out.append((i, f if info.size == f.size else replace(f, size=int(info.size))))
     return out
 
 
-def _unique_size_groups(indexed: list[tuple[int, ScanFile]]) -> list[list[tuple[int, ScanFile]]]:
-    """Split files so that within a group no two share a size (the size is the file's key there)."""
-    groups: list[list[tuple[int, ScanFile]]] = []
-    seen: list[set[int]] = []
+def _estimated_words_bytes(f: ScanFile) -> int:
+    """Upper bound of the build-side bytes of one file's DV (one row per block with a deletion)."""
+    if not _has_dv(f):
+        return 0
+    blocks = f.dv.cardinality
+    if f.num_records is not None:
+        blocks = min(blocks, (f.num_records + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS)
+    return blocks * _BLOCK_ROW_BYTES
+
+
+def _scan_groups(indexed: Indexed, budget: int = 0) -> list[Indexed]:
+    """Split files into groups where no two share a size (the size is the file's key in a group)
+    and, with a ``budget``, the estimated DV words of a group stay within it (first fit)."""
+    groups: list[Indexed] = []
+    sizes: list[set[int]] = []
+    loads: list[int] = []
     for item in indexed:
-        size = item[1].size
-        for g, sizes in zip(groups, seen):
-            if size not in sizes:
-                g.append(item)
-                sizes.add(size)
+        f = item[1]
+        cost = _estimated_words_bytes(f) if budget else 0
+        for g, (seen, load) in enumerate(zip(sizes, loads)):
+            if f.size not in seen and (not budget or load + cost <= budget):
+                groups[g].append(item)
+                seen.add(f.size)
+                loads[g] += cost
                 break
         else:
             groups.append([item])
-            seen.append({size})
+            sizes.append({f.size})
+            loads.append(cost)
     return groups
 
 
-def _dv_chunk_words(table_root: str):
-    """mapInArrow: (key, dv json) rows → (key, chunk, 1,024 bit words) rows for every chunk with a deletion."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from dvlake.dv.roaring import to_numpy
-        from dvlake.dv.store import load_bitmap
-
-        for batch in batches:
-            keys_out, chunks_out, words_out = [], [], []
-            for key, dv_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root))
-                if rows.size == 0:
-                    continue
-                chunk_ids = rows >> np.uint64(CHUNK_BITS)
-                bounds = np.flatnonzero(np.diff(chunk_ids)) + 1
-                for part in np.split(rows, bounds):
-                    words = np.zeros(WORDS_PER_CHUNK, dtype=np.uint64)
-                    pos = part & np.uint64((1 << CHUNK_BITS) - 1)
-                    np.bitwise_or.at(words, (pos >> np.uint64(6)).astype(np.int64),
-                                     np.left_shift(np.uint64(1), pos & np.uint64(63)))
-                    keys_out.append(key)
-                    chunks_out.append(int(part[0] >> np.uint64(CHUNK_BITS)))
-                    words_out.append(words.view(np.int64))
-            if keys_out:
-                words_arr = pa.ListArray.from_arrays(
-                    pa.array(np.arange(0, (len(words_out) + 1) * WORDS_PER_CHUNK, WORDS_PER_CHUNK, dtype=np.int32)),
-                    pa.array(np.concatenate(words_out)))
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(keys_out, pa.int64()), pa.array(chunks_out, pa.int64()), words_arr],
-                    names=[_KEY, _CHUNK, _WORDS])
-
-    return run
+def _one_long_key_fits(group: Indexed) -> bool:
+    """Whether ``file_size << KEY_BLOCK_BITS | row_index >> BLOCK_BITS`` is unique in the group."""
+    return all(f.size < (1 << WORD_KEY_FILE_BITS) and f.num_records is not None and f.num_records <= (1 << 32)
+               for _, f in group)
 
 
-WORD_KEY_FILE_BITS = 37  # file sizes below 128 GiB
-WORD_KEY_ROW_BITS = 26   # 64-row words: row indexes below 2**32
+def block_words(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted deleted row indexes → (block numbers, (blocks × WORDS_PER_BLOCK) uint64 bit words)."""
+    if rows.size == 0:
+        return np.zeros(0, np.uint64), np.zeros((0, WORDS_PER_BLOCK), np.uint64)
+    word_index = rows >> np.uint64(6)
+    bits = np.left_shift(np.uint64(1), rows & np.uint64(63))
+    starts = np.concatenate(([0], np.flatnonzero(word_index[1:] != word_index[:-1]) + 1))
+    words = np.bitwise_or.reduceat(bits, starts)
+    word_index = word_index[starts]
+    block = word_index >> np.uint64(BLOCK_BITS - 6)
+    new_block = np.concatenate(([True], block[1:] != block[:-1]))
+    out = np.zeros((int(new_block.sum()), WORDS_PER_BLOCK), np.uint64)
+    out[np.cumsum(new_block) - 1, (word_index & np.uint64(WORDS_PER_BLOCK - 1)).astype(np.int64)] = words
+    return block[new_block], out
 
 
-def word_batch(pairs: list[tuple[int, np.ndarray]]) -> pa.RecordBatch:
-    """(file key, deleted rows) pairs → one row per 64-row word holding a deletion: (combined key, bits)."""
-    keys_out, words_out = [np.zeros(0, np.uint64)], [np.zeros(0, np.uint64)]
-    for key, rows in pairs:
-        if rows.size == 0:
-            continue
-        bits = np.left_shift(np.uint64(1), rows & np.uint64(63))
-        uniq, start = np.unique(rows >> np.uint64(6), return_index=True)  # rows are sorted
-        keys_out.append((np.uint64(key) << np.uint64(WORD_KEY_ROW_BITS)) | uniq)
-        words_out.append(np.bitwise_or.reduceat(bits, start))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(np.concatenate(keys_out).view(np.int64)), pa.array(np.concatenate(words_out).view(np.int64))],
-        names=[_WORD_KEY, _WORDS])
+def _dv_block_words(table_root: str, one_long: bool):
+    """mapInArrow: (file key, descriptor JSON) rows → one row per block holding a deletion.
 
-
-def _dv_words(table_root: str):
-    """mapInArrow: (key, dv json) rows → one (combined key, 64-bit word) row per word with a deletion.
-
-    The combined key ``file_size << 26 | row_index >> 6`` lets Spark use its single-long hash
-    relation, and a build row is 16 bytes, so the broadcast stays small (≤ rows/64 entries).
+    Output ``(block key, words)`` with the one-long key, else ``(file key, block, words)``. The
+    codec verifies each DV (size, checksum, cardinality) and raises its typed error, naming the
+    DV file, which fails the query.
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -187,92 +197,132 @@ def _dv_words(table_root: str):
         from dvlake.dv.store import load_bitmap
 
         for batch in batches:
-            pairs = [(key, to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root)))
-                     for key, dv_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())]
-            out = word_batch(pairs)
-            if out.num_rows:
-                yield out
+            for key, dv_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root))
+                blocks, words = block_words(rows)
+                if blocks.size == 0:
+                    continue
+                flat = pa.array(words.reshape(-1).view(np.int64))
+                offsets = pa.array(np.arange(0, flat.__len__() + 1, WORDS_PER_BLOCK, dtype=np.int32))
+                words_arr = pa.ListArray.from_arrays(offsets, flat)
+                if one_long:
+                    keys = (np.uint64(key) << np.uint64(KEY_BLOCK_BITS)) | blocks
+                    yield pa.RecordBatch.from_arrays([pa.array(keys.view(np.int64)), words_arr],
+                                                     names=[_BLOCK_KEY, _WORDS])
+                else:
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(np.full(blocks.size, key, np.int64)), pa.array(blocks.view(np.int64)), words_arr],
+                        names=[_KEY, _BLOCK, _WORDS])
 
     return run
 
 
-def _keyed_scan(spark: SparkSession, group: list[tuple[int, ScanFile]], data_schema: StructType,
-                partition_schema: StructType, table_root: str, include_row_index: bool,
-                data_filter: Column | None) -> DataFrame:
-    """Files of one unique-size group: key + row index columns, DVs applied, partition values joined."""
-    df = _read(spark, [f.path for _, f in group], data_schema)
-    if data_filter is not None:
-        df = df.filter(data_filter)
+def _dv_table(spark: SparkSession, group: Indexed, table_root: str, one_long: bool) -> DataFrame:
+    """The group's DV words as a DataFrame computed on executors, hinted for the join."""
+    import pandas as pd
+
+    dv_files = [f for _, f in group if _has_dv(f)]
+    descriptors = spark.createDataFrame(
+        pd.DataFrame({"key": [f.size for f in dv_files], "dv": [json.dumps(f.dv.to_json()) for f in dv_files]}),
+        "key long, dv string")
+    schema = f"{_BLOCK_KEY} long, {_WORDS} array<long>" if one_long else \
+        f"{_KEY} long, {_BLOCK} long, {_WORDS} array<long>"
+    words = descriptors.mapInArrow(_dv_block_words(table_root, one_long), schema)
+    if sum(_estimated_words_bytes(f) for f in dv_files) <= MAX_BROADCAST_BYTES:
+        return F.broadcast(words)
+    return words.hint("shuffle_hash")
+
+
+def _drop_deleted(df: DataFrame, words: DataFrame, key: Column, row: Column, one_long: bool) -> DataFrame:
+    """``df`` without the rows whose bit is set: a left anti join on the row's block."""
+    word = F.get(words[_WORDS], F.shiftright(row, 6).bitwiseAND(WORDS_PER_BLOCK - 1).cast("int"))
+    deleted = F.getbit(word, row.bitwiseAND(63).cast("int")) == 1
+    if one_long:
+        on = F.shiftleft(key, KEY_BLOCK_BITS).bitwiseOR(F.shiftright(row, BLOCK_BITS)) == words[_BLOCK_KEY]
+    else:
+        on = (key == words[_KEY]) & (F.shiftright(row, BLOCK_BITS) == words[_BLOCK])
+    return df.join(words, on & deleted, "left_anti")
+
+
+def _partition_table(spark: SparkSession, group: Indexed, partition_schema: StructType) -> DataFrame:
+    rows = [(f.size, i, *f.partition_values) for i, f in group]
+    schema = StructType([StructField(_KEY, LongType(), False), StructField(FILE_INDEX_COL, IntegerType(), False),
+                         *partition_schema.fields])
+    return F.broadcast(spark.createDataFrame(rows, schema))
+
+
+def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
+                table_root: str, data_filter: Column | None, include_row_index: bool) -> DataFrame:
+    """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key."""
+    df = _read(spark, [f.path for _, f in group], data_schema, data_filter)
     df = df.select("*", F.col("_metadata.file_size").alias(_KEY), F.col("_metadata.row_index").alias(ROW_INDEX_COL))
-    dv_files = [(i, f) for i, f in group if f.dv is not None]
-    word_keys_fit = all(f.size < (1 << WORD_KEY_FILE_BITS) and (f.num_records or 0) < (1 << 32) for _, f in group)
-    if dv_files and word_keys_fit:
-        # DVs are decoded where the data is read: the driver ships descriptors only
-        descriptors = spark.createDataFrame([(f.size, json.dumps(f.dv.to_json())) for _, f in dv_files],
-                                            f"{_KEY} long, dv string")
-        words = descriptors.mapInArrow(_dv_words(table_root), f"{_WORD_KEY} long, {_WORDS} long")
-        if sum(f.dv.size_in_bytes for _, f in dv_files) <= BROADCAST_DV_BYTES:
-            words = F.broadcast(words)
-        df = df.withColumn(_WORD_KEY, F.shiftleft(F.col(_KEY), WORD_KEY_ROW_BITS) + F.shiftright(F.col(ROW_INDEX_COL), 6))
-        df = df.join(words, on=_WORD_KEY, how="left")
-        deleted = F.call_function("getbit", F.col(_WORDS), (F.col(ROW_INDEX_COL) % 64).cast("int")) == 1
-        df = df.filter(F.col(_WORDS).isNull() | ~deleted).drop(_WORD_KEY, _WORDS)
-    elif dv_files:
-        descriptors = spark.createDataFrame([(f.size, json.dumps(f.dv.to_json())) for _, f in dv_files],
-                                            f"{_KEY} long, dv string")
-        chunks = descriptors.mapInArrow(_dv_chunk_words(table_root),
-                                        f"{_KEY} long, {_CHUNK} long, {_WORDS} array<long>")
-        if sum(f.dv.size_in_bytes for _, f in dv_files) <= BROADCAST_DV_BYTES:
-            chunks = F.broadcast(chunks)
-        df = df.withColumn(_CHUNK, F.shiftright(F.col(ROW_INDEX_COL), CHUNK_BITS))
-        df = df.join(chunks, on=[_KEY, _CHUNK], how="left")
-        word = F.element_at(F.col(_WORDS), (F.shiftright(F.col(ROW_INDEX_COL), 6) % WORDS_PER_CHUNK + 1).cast("int"))
-        deleted = F.call_function("getbit", word, (F.col(ROW_INDEX_COL) % 64).cast("int")) == 1
-        df = df.filter(F.col(_WORDS).isNull() | ~deleted).drop(_CHUNK, _WORDS)
-    needs_join = bool(partition_schema.fields) or include_row_index
-    if needs_join:
-        rows = [(f.size, i, *f.partition_values) for i, f in group]
-        schema = StructType([StructField(_KEY, LongType(), False), StructField(FILE_INDEX_COL, IntegerType(), False),
-                             *partition_schema.fields])
-        df = df.join(F.broadcast(spark.createDataFrame(rows, schema)), on=_KEY, how="inner")
+    if any(_has_dv(f) for _, f in group):
+        one_long = _one_long_key_fits(group)
+        df = _drop_deleted(df, _dv_table(spark, group, table_root, one_long), F.col(_KEY), F.col(ROW_INDEX_COL),
+                           one_long)
+    df = df.join(_partition_table(spark, group, partition_schema), _KEY, "inner")
     cols = [F.col(f"`{f.name}`") for f in data_schema.fields] + [F.col(f"`{f.name}`") for f in partition_schema.fields]
     if include_row_index:
         cols += [F.col(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
     return df.select(*cols)
 
 
+def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
+                   table_root: str, data_filter: Column | None) -> list[DataFrame]:
+    """One scan per partition tuple of the group, values as literals; the group's DVs (one table,
+    reused by every scan) dropped by the anti join on Spark's metadata columns."""
+    by_partition: dict[tuple, list[str]] = defaultdict(list)
+    for _, f in group:
+        by_partition[tuple(f.partition_values)].append(f.path)
+    words = None
+    if any(_has_dv(f) for _, f in group):
+        one_long = _one_long_key_fits(group)
+        words = _dv_table(spark, group, table_root, one_long)
+    out = []
+    for values, paths in by_partition.items():
+        df = _read(spark, paths, data_schema, data_filter)
+        if words is not None:
+            df = _drop_deleted(df, words, F.col("_metadata.file_size"), F.col("_metadata.row_index"), one_long)
+        if partition_schema.fields:
+            df = df.select("*", *_partition_literals(partition_schema, values))
+        out.append(df)
+    return out
+
+
 def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: StructType, partition_schema: StructType,
                table_root: str, *, data_filter: Column | None = None, include_row_index: bool = False) -> DataFrame:
-    """Rows of ``files`` (data columns, then partition columns), DVs applied.
+    """Rows of ``files`` (``data_schema`` columns, then ``partition_schema`` columns), DVs applied.
 
+    ``data_filter`` is applied to the rows as read (Spark pushes it into the Parquet reader).
     With ``include_row_index`` two more columns come out: ``FILE_INDEX_COL`` (position of the
     file in ``files``) and ``ROW_INDEX_COL`` (its physical row index), for DML.
     """
     out_schema = _output_schema(data_schema, partition_schema, include_row_index)
-    live = [(i, f) for i, f in enumerate(files)
-            if not (f.dv is not None and f.num_records is not None and f.dv.cardinality >= f.num_records)]
+    live = [(i, f) for i, f in enumerate(files) if not _fully_deleted(f)]
     if not live:
         return _empty(spark, out_schema)
+    plain = [(i, f) for i, f in live if not _has_dv(f)]
+    with_dv = [(i, f) for i, f in live if _has_dv(f)]
     parts: list[DataFrame] = []
-    plain = [(i, f) for i, f in live if f.dv is None and not include_row_index]
-    keyed = [(i, f) for i, f in live if f.dv is not None or include_row_index]
-    if plain:
-        by_partition: dict[tuple, list[str]] = defaultdict(list)
-        for _, f in plain:
-            by_partition[tuple(f.partition_values)].append(f.path)
-        if len(by_partition) <= MAX_LITERAL_PARTITION_GROUPS:
-            for values, paths in by_partition.items():
-                df = _read(spark, paths, data_schema)
-                if data_filter is not None:
-                    df = df.filter(data_filter)
-                parts.append(df.select("*", *_partition_literals(partition_schema, values)))
-        else:
-            keyed = plain + keyed
-    for group in _unique_size_groups(_with_actual_sizes(keyed)):
-        parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, include_row_index, data_filter))
+    if include_row_index:
+        for group in _scan_groups(_with_actual_sizes(plain)) + _scan_groups(_with_actual_sizes(with_dv),
+                                                                            MAX_BROADCAST_BYTES):
+            parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True))
+    else:
+        for subset, budget in ((plain, 0), (with_dv, MAX_BROADCAST_BYTES)):
+            if not subset:
+                continue
+            if len({tuple(f.partition_values) for _, f in subset}) <= MAX_LITERAL_PARTITION_GROUPS:
+                groups = _scan_groups(_with_actual_sizes(subset), budget) if budget else [subset]
+                for group in groups:
+                    parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter)
+            else:
+                for group in _scan_groups(_with_actual_sizes(subset), budget):
+                    parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter,
+                                             False))
     result = parts[0]
     for p in parts[1:]:
-        result = result.unionByName(p)
+        result = result.union(p)
     return result
 
 
@@ -293,7 +343,7 @@ def scan_for_matches(spark: SparkSession, files: Sequence[ScanFile], data_schema
         return _empty(spark, out_schema)
     parts = []
     for values, paths in by_partition.items():
-        df = _read(spark, paths, data_schema)
+        df = _read(spark, paths, data_schema, None)
         parts.append(df.select("*", *_partition_literals(partition_schema, values),
                                F.col("_metadata.file_path").alias(FILE_PATH_COL),
                                F.col("_metadata.row_index").alias(ROW_INDEX_COL)))

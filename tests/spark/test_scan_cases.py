@@ -328,3 +328,29 @@ def test_driver_never_decodes_dvs(spark, tmp_path, monkeypatch):
     assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3]
     dvlake.DeltaTable.forPath(spark, path).delete("id % 5 = 0")  # merges with the existing DVs, on executors
     assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3 and i % 5]
+
+
+@pytest.mark.parametrize("mode", ["none", "name"])
+def test_column_added_later_reads_as_null_from_older_files(spark, tmp_path, mode):
+    from dvlake.log.schema import assign_column_mapping, schema_json
+
+    path = str(tmp_path / f"evolve-{mode}")
+    props = {**DV, "delta.columnMapping.mode": mode} if mode != "none" else DV
+    dvlake.write(spark.range(0, 10, numPartitions=1), path, properties=props)
+    snap = Snapshot.load(path)
+    schema = snap.schema
+    new_field = {"name": "extra", "type": "string", "nullable": True, "metadata": {}}
+    if mode != "none":
+        wrapped, max_id = assign_column_mapping({"type": "struct", "fields": [new_field]},
+                                                int(snap.configuration["delta.columnMapping.maxColumnId"]))
+        new_field = wrapped["fields"][0]
+    schema = {**schema, "fields": schema["fields"] + [new_field]}
+    meta = replace(snap.metadata, schema_string=schema_json(schema))
+    if mode != "none":
+        meta = meta.with_configuration(**{"delta.columnMapping.maxColumnId": str(max_id)})
+    txn = OptimisticTransaction(path, snap)
+    txn.update_metadata(meta)
+    txn.commit([], "ADD COLUMNS")
+    dvlake.write(spark.createDataFrame([(100, "x")], "id long, extra string"), path, mode="append")
+    got = sorted((r.id, r.extra) for r in dvlake.read(spark, path).collect())
+    assert got == [(i, None) for i in range(10)] + [(100, "x")]
