@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -140,24 +140,30 @@ def _estimated_words_bytes(f: ScanFile) -> int:
     return blocks * _BLOCK_ROW_BYTES
 
 
-def _scan_groups(indexed: Indexed, budget: int = 0) -> list[Indexed]:
-    """Split files into groups where no two share a size (the size is the file's key in a group)
-    and, with a ``budget``, the estimated DV words of a group stay within it (first fit)."""
+def _scan_groups(indexed: Indexed, budget: int | None = None, *, by_partition: bool = False) -> list[Indexed]:
+    """Split files into groups where the size identifies what the scan keys by (first fit).
+
+    Normally no two files of a group share a size (the size is the file's key). With
+    ``by_partition`` files of equal size may share a group when their partition values are equal
+    (the key then only has to find those values). With a ``budget``, a group's estimated DV
+    words stay within it (a file alone above it gets a group of its own).
+    """
     groups: list[Indexed] = []
-    sizes: list[set[int]] = []
+    keys: list[dict[int, tuple]] = []
     loads: list[int] = []
     for item in indexed:
         f = item[1]
-        cost = _estimated_words_bytes(f) if budget else 0
-        for g, (seen, load) in enumerate(zip(sizes, loads)):
-            if f.size not in seen and (not budget or load + cost <= budget):
+        cost = _estimated_words_bytes(f) if budget is not None else 0
+        for g, (seen, load) in enumerate(zip(keys, loads)):
+            clash = f.size in seen and not (by_partition and seen[f.size] == tuple(f.partition_values))
+            if not clash and (budget is None or load + cost <= budget):
                 groups[g].append(item)
-                seen.add(f.size)
+                seen[f.size] = tuple(f.partition_values)
                 loads[g] += cost
                 break
         else:
             groups.append([item])
-            sizes.append({f.size})
+            keys.append({f.size: tuple(f.partition_values)})
             loads.append(cost)
     return groups
 
@@ -203,7 +209,7 @@ def _dv_block_words(table_root: str, one_long: bool):
                 if blocks.size == 0:
                     continue
                 flat = pa.array(words.reshape(-1).view(np.int64))
-                offsets = pa.array(np.arange(0, flat.__len__() + 1, WORDS_PER_BLOCK, dtype=np.int32))
+                offsets = pa.array(np.arange(0, len(flat) + 1, WORDS_PER_BLOCK, dtype=np.int32))
                 words_arr = pa.ListArray.from_arrays(offsets, flat)
                 if one_long:
                     keys = (np.uint64(key) << np.uint64(KEY_BLOCK_BITS)) | blocks
@@ -245,7 +251,8 @@ def _drop_deleted(df: DataFrame, words: DataFrame, key: Column, row: Column, one
 
 
 def _partition_table(spark: SparkSession, group: Indexed, partition_schema: StructType) -> DataFrame:
-    rows = [(f.size, i, *f.partition_values) for i, f in group]
+    """(file key → file index, partition values) of a group, broadcast (one row per key)."""
+    rows = list({f.size: (f.size, i, *f.partition_values) for i, f in group}.values())
     schema = StructType([StructField(_KEY, LongType(), False), StructField(FILE_INDEX_COL, IntegerType(), False),
                          *partition_schema.fields])
     return F.broadcast(spark.createDataFrame(rows, schema))
@@ -304,22 +311,22 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     plain = [(i, f) for i, f in live if not _has_dv(f)]
     with_dv = [(i, f) for i, f in live if _has_dv(f)]
     parts: list[DataFrame] = []
-    if include_row_index:
+    if include_row_index:  # every file keyed: the file index comes from the key
         for group in _scan_groups(_with_actual_sizes(plain)) + _scan_groups(_with_actual_sizes(with_dv),
                                                                             MAX_BROADCAST_BYTES):
             parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True))
     else:
-        for subset, budget in ((plain, 0), (with_dv, MAX_BROADCAST_BYTES)):
-            if not subset:
-                continue
-            if len({tuple(f.partition_values) for _, f in subset}) <= MAX_LITERAL_PARTITION_GROUPS:
-                groups = _scan_groups(_with_actual_sizes(subset), budget) if budget else [subset]
-                for group in groups:
-                    parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter)
+        literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
+        if plain and literal:
+            parts += _literal_scans(spark, plain, data_schema, partition_schema, table_root, data_filter)
+        elif plain:
+            for group in _scan_groups(_with_actual_sizes(plain), by_partition=True):
+                parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False))
+        for group in _scan_groups(_with_actual_sizes(with_dv), MAX_BROADCAST_BYTES):
+            if literal:
+                parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter)
             else:
-                for group in _scan_groups(_with_actual_sizes(subset), budget):
-                    parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter,
-                                             False))
+                parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False))
     result = parts[0]
     for p in parts[1:]:
         result = result.union(p)
