@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java-check
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,lint]'
 	@touch $(STAMP)
 
 java-check:
