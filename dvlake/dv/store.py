@@ -14,31 +14,26 @@ import struct
 import uuid
 import zlib
 
-import pyarrow.fs as pafs
+from typing import IO
+
 import pyroaring
 
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
 from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError, InvalidArgumentError
+from dvlake.storage.base import Storage, storage_for
 
 FORMAT_VERSION = 1
 MAX_FILE_SIZE = 1536 * 1024 * 1024  # offsets are int32 in the protocol
 
 
-def filesystem_for(location: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and path for a plain local path or a URI."""
-    if "://" in location or location.startswith("file:"):
-        return pafs.FileSystem.from_uri(location)
-    return pafs.LocalFileSystem(), location
-
-
-def read_bitmap_bytes(fs: pafs.FileSystem, path: str, descriptor: DeletionVectorDescriptor) -> bytes:
-    """The verified bitmap bytes (magic included) of one on-disk DV."""
+def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDescriptor) -> bytes:
+    """The verified bitmap bytes (magic included) of one on-disk DV at ``path`` (a storage location)."""
     offset = descriptor.offset if descriptor.offset is not None else 1
     size = descriptor.size_in_bytes
     where = f"deletion vector file {path} at offset {offset}"
     try:
-        f = fs.open_input_file(path)
+        f = storage.open_input(path)
     except FileNotFoundError as exc:
         raise DeletionVectorNotFoundError(
             f"deletion vector file {path} does not exist (referenced at offset {offset}); the table is missing a file "
@@ -47,16 +42,20 @@ def read_bitmap_bytes(fs: pafs.FileSystem, path: str, descriptor: DeletionVector
         if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
             raise DeletionVectorNotFoundError(f"deletion vector file {path} does not exist: {exc}") from exc
         raise
-    with f:
-        total = f.size()
-        head = f.read_at(1, 0)
+    try:  # one open, three positioned reads: size, version byte, the record
+        total = f.seek(0, 2)
+        f.seek(0)
+        head = f.read(1)
         if head != bytes([FORMAT_VERSION]):
             raise CorruptDeletionVectorError(
                 f"deletion vector file {path}: format version byte is {head.hex() or 'missing'}, expected 01")
         if offset < 1 or offset + 4 + size + 4 > total:
             raise CorruptDeletionVectorError(
                 f"{where}: a DV of {size} bytes needs bytes {offset}..{offset + 8 + size} but the file has {total}")
-        record = f.read_at(size + 8, offset)
+        f.seek(offset)
+        record = f.read(size + 8)
+    finally:
+        f.close()
     (stored_size,) = struct.unpack_from(">I", record, 0)
     if stored_size != size:
         raise CorruptDeletionVectorError(
@@ -71,19 +70,18 @@ def read_bitmap_bytes(fs: pafs.FileSystem, path: str, descriptor: DeletionVector
     return data
 
 
-def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, fs: pafs.FileSystem | None = None) -> pyroaring.BitMap64:
-    """The rows a DV marks deleted, verified against the descriptor's cardinality."""
+def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, storage: Storage | None = None) -> pyroaring.BitMap64:
+    """The rows a DV marks deleted, verified against the descriptor's cardinality.
+
+    ``storage`` defaults to the table root's (``storage_for``), which is what executors use.
+    """
     if descriptor.is_inline:
         where = f"inline deletion vector {descriptor.path_or_inline_dv[:40]!r}"
         bitmap = roaring.deserialize(descriptor.inline_bitmap_bytes(), where) if descriptor.size_in_bytes else pyroaring.BitMap64()
     else:
         location = descriptor.absolute_path(table_root)
-        if fs is None:
-            fs, path = filesystem_for(location)
-        else:
-            path = location.split("://", 1)[1] if "://" in location else location
         where = f"deletion vector file {location} at offset {descriptor.offset}"
-        bitmap = roaring.deserialize(read_bitmap_bytes(fs, path, descriptor), where)
+        bitmap = roaring.deserialize(read_bitmap_bytes(storage or storage_for(table_root), location, descriptor), where)
     if len(bitmap) != descriptor.cardinality:
         raise CorruptDeletionVectorError(
             f"{where}: cardinality mismatch (DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH): descriptor says "
@@ -94,20 +92,15 @@ def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, fs: pafs.
 class DeletionVectorWriter:
     """Appends DVs to DV files under a table root, opening a new file when one reaches the target size."""
 
-    def __init__(self, table_root: str, fs: pafs.FileSystem | None = None, *, target_file_size: int = 2 * 1024 * 1024,
+    def __init__(self, table_root: str, storage: Storage | None = None, *, target_file_size: int = 2 * 1024 * 1024,
                  random_prefix_length: int = 0) -> None:
         if not 0 < target_file_size < MAX_FILE_SIZE:
             raise InvalidArgumentError(f"DV target file size must be in (0, 1.5 GiB); got {target_file_size}")
         self.table_root = table_root.rstrip("/")
-        if fs is None:
-            fs, root_path = filesystem_for(self.table_root)
-        else:
-            root_path = self.table_root.split("://", 1)[1] if "://" in self.table_root else self.table_root
-        self._fs = fs
-        self._root_path = root_path
+        self._storage = storage or storage_for(self.table_root)
         self.target_file_size = target_file_size
         self.random_prefix_length = random_prefix_length
-        self._stream = None
+        self._stream: IO[bytes] | None = None
         self._uuid: uuid.UUID | None = None
         self._prefix = ""
         self._pos = 0
@@ -125,6 +118,7 @@ class DeletionVectorWriter:
             self.close()
         if self._stream is None:
             self._open()
+        assert self._stream is not None and self._uuid is not None
         offset = self._pos
         self._stream.write(struct.pack(">I", size) + magic)
         self._stream.write(body)
@@ -137,14 +131,12 @@ class DeletionVectorWriter:
         self._uuid = uuid.uuid4()
         self._prefix = "".join(random.choices(string.ascii_letters + string.digits, k=self.random_prefix_length))
         rel = f"{self._prefix}/{dv_file_name(self._uuid)}" if self._prefix else dv_file_name(self._uuid)
-        path = f"{self._root_path}/{rel}"
-        if self._prefix:
-            self._fs.create_dir(f"{self._root_path}/{self._prefix}", recursive=True)
-        self._stream = self._fs.open_output_stream(path)
+        path = f"{self.table_root}/{rel}"
+        self._stream = self._storage.open_output(path)
         self._stream.write(bytes([FORMAT_VERSION]))
         self._pos = 1
         self.bytes_written += 1
-        self.files_written.append(f"{self.table_root}/{rel}")
+        self.files_written.append(path)
 
     def close(self) -> None:
         """Finish the current file; a failure here must fail the command (the DVs are not durable)."""

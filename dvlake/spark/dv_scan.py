@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.storage.base import Storage, storage_for
 
 FILE_INDEX_COL = "__dvlake_file_index"
 FILE_PATH_COL = "__dvlake_file_path"
@@ -104,23 +105,19 @@ def _fully_deleted(f: ScanFile) -> bool:
     return f.dv is not None and f.num_records is not None and f.dv.cardinality >= f.num_records
 
 
-def _with_actual_sizes(indexed: Indexed) -> Indexed:
+def _with_actual_sizes(indexed: Indexed, storage: Storage) -> Indexed:
     """The files with ``size`` set to what the filesystem reports.
 
     The scan keys rows by Spark's ``_metadata.file_size``; a log whose ``add.size`` disagrees with
     the file (a foreign writer's bug) would otherwise leave that file's DV silently unapplied.
     One batched stat per keyed file buys that certainty.
     """
-    from dvlake.dv.store import filesystem_for
-
     if not indexed:
         return indexed
-    fs, _ = filesystem_for(indexed[0][1].path)
-    paths = [filesystem_for(f.path)[1] for _, f in indexed]
-    infos = fs.get_file_info(paths)
+    infos = storage.stat_many([f.path for _, f in indexed])
     out = []
-    for (i, f), info in zip(indexed, infos):
-        if info.size is None:
+    for (i, f), info in zip(indexed, infos, strict=True):
+        if info is None:
             from dvlake.errors import DataFileNotFoundError
 
             raise DataFileNotFoundError(
@@ -310,9 +307,10 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
         return _empty(spark, out_schema)
     plain = [(i, f) for i, f in live if not _has_dv(f)]
     with_dv = [(i, f) for i, f in live if _has_dv(f)]
+    storage = storage_for(table_root)
     parts: list[DataFrame] = []
     if include_row_index:  # every file keyed: the file index comes from the key
-        for group in _scan_groups(_with_actual_sizes(plain)) + _scan_groups(_with_actual_sizes(with_dv),
+        for group in _scan_groups(_with_actual_sizes(plain, storage)) + _scan_groups(_with_actual_sizes(with_dv, storage),
                                                                             MAX_BROADCAST_BYTES):
             parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True))
     else:
@@ -320,9 +318,9 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
         if plain and literal:
             parts += _literal_scans(spark, plain, data_schema, partition_schema, table_root, data_filter)
         elif plain:
-            for group in _scan_groups(_with_actual_sizes(plain), by_partition=True):
+            for group in _scan_groups(_with_actual_sizes(plain, storage), by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False))
-        for group in _scan_groups(_with_actual_sizes(with_dv), MAX_BROADCAST_BYTES):
+        for group in _scan_groups(_with_actual_sizes(with_dv, storage), MAX_BROADCAST_BYTES):
             if literal:
                 parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter)
             else:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from dvlake.storage.base import Storage, storage_for
+
 from dvlake.log.stats import build_stats
 
 STRING_PREFIX = 32
@@ -64,13 +66,23 @@ def _set_path(target: dict[str, Any], path: list[str], value: Any) -> None:
     target[path[-1]] = value
 
 
+def read_footer(storage: Storage, location: str) -> pq.FileMetaData:
+    """The Parquet footer of one file, read through the storage seam (only the tail is fetched)."""
+    f = storage.open_input(location)
+    try:
+        return pq.read_metadata(f)
+    finally:
+        f.close()
+
+
 def footer_stats(location: str, data_column_paths: list[str] | None = None, num_indexed_cols: int = 32,
-                 tight_bounds: bool | None = None, metadata: pq.FileMetaData | None = None) -> tuple[str, int]:
+                 tight_bounds: bool | None = None, metadata: pq.FileMetaData | None = None,
+                 storage: Storage | None = None) -> tuple[str, int]:
     """(stats JSON, numRecords) of one Parquet file from its footer.
 
     ``data_column_paths``: dotted leaf paths to collect, in schema order (None = all leaves).
     """
-    md = metadata if metadata is not None else pq.read_metadata(location)
+    md = metadata if metadata is not None else read_footer(storage or storage_for(location), location)
     num_rows = md.num_rows
     leaves = [md.schema.column(i).path for i in range(md.num_columns)]
     wanted = leaves if data_column_paths is None else [p for p in leaves if p in set(data_column_paths)]

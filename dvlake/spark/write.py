@@ -21,7 +21,7 @@ from pyspark.sql.types import DataType, StructType
 from dvlake.log.actions import AddFile, now_ms
 from dvlake.log.schema import physical_schema
 from dvlake.spark.file_stats import footer_stats
-from dvlake.storage.base import Storage
+from dvlake.storage.base import FileInfo, Storage
 from dvlake.storage.paths import encode_relative_path, join
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -68,11 +68,11 @@ def write_data_files(df: DataFrame, table_root: str, storage: Storage, partition
         written = [f for f in storage.walk(staging) if f.path.endswith(".parquet")
                    and not os.path.basename(f.path).startswith((".", "_"))]
 
-        def describe(info) -> AddFile:
+        def describe(info: FileInfo) -> AddFile:
             rel_in_staging = info.path[len(staging) + 1:]
             rel_dir = os.path.dirname(rel_in_staging)
             final_rel = "/".join(p for p in (target_subdir, rel_in_staging) if p)
-            stats, _ = footer_stats(info.path, stats_columns, num_indexed_cols, tight_bounds)
+            stats, _ = footer_stats(info.path, stats_columns, num_indexed_cols, tight_bounds, storage=storage)
             storage.move(info.path, join(table_root, final_rel))
             return AddFile(path=encode_relative_path(final_rel), partition_values=_partition_values(rel_dir, partition_columns),
                            size=info.size, modification_time=now_ms(), data_change=True, stats=stats)

@@ -1,175 +1,173 @@
-"""The storage seam: listing, reading and the atomic put-if-absent a Delta commit needs.
+"""The storage seam: every byte dvlake reads or writes goes through a ``Storage``.
 
-Local tables use the OS directly (``os.link`` of a fully written temp file gives an atomic,
-never-overwriting create). Other schemes go through ``pyarrow.fs``; most object stores cannot
-create-if-absent, so commits there are only safe with a single writer — we say so rather than
-pretend.
+``Storage`` is the small interface the log, the transaction, the DV codec and the driver side
+of the Spark layer need (read whole/range, stat, list, write, move, delete), modelled on
+pyiceberg's ``FileIO`` and delta-kernel-rs' ``StorageHandler``. The commit primitive is a seam
+of its own (``LogStore``, as in delta-rs): whether a commit file can be created atomically and
+only if absent decides whether concurrent writers are safe, and it differs per store.
+
+Implementations: ``LocalStorage`` (the OS), ``ArrowFileSystemStorage`` (any ``pyarrow.fs``
+filesystem, chosen by URI scheme) and ``MemoryStorage`` (a process-local fake for unit tests).
+``storage_for`` picks one by the table root's scheme; ``register_storage`` plugs in another.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
+import abc
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator
-
-import pyarrow.fs as pafs
-
-from dvlake.storage.paths import has_scheme
+from typing import IO, Protocol
 
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One listed file."""
+    """One listed or stat-ed file."""
 
     path: str
     size: int
     mtime_ms: int
 
 
-class Storage:
-    """Filesystem operations dvlake needs, over one pyarrow filesystem."""
+class RandomAccessFile(Protocol):
+    """What ``Storage.open_input`` returns: a seekable binary reader (Parquet footers need one)."""
 
-    def __init__(self, fs: pafs.FileSystem, is_local: bool) -> None:
-        self.fs = fs
-        self.is_local = is_local
+    def read(self, n: int = -1, /) -> bytes: ...
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+    def tell(self) -> int: ...
+    def close(self) -> None: ...
 
-    @staticmethod
-    def _p(location: str) -> str:
-        """pyarrow filesystems take paths without the scheme."""
-        return location.split("://", 1)[1] if "://" in location else location
 
-    # -- reading -------------------------------------------------------------------------------
+class LogStore(abc.ABC):
+    """The commit primitive: create a file with given bytes only if no file exists at that path.
+
+    Delta's optimistic concurrency rests on it: two writers racing for version N must not both
+    succeed. An implementation that cannot guarantee it must refuse (see ``SingleWriterLogStore``).
+    """
+
+    @abc.abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create ``path`` with ``data`` atomically; raise FileExistsError if it already exists."""
+
+    @property
+    def is_safe_for_concurrent_writers(self) -> bool:
+        """Whether two processes committing at once can never both win the same version."""
+        return True
+
+
+class Storage(abc.ABC):
+    """Filesystem operations dvlake needs, for one kind of store.
+
+    Paths are the locations dvlake builds with ``storage.paths`` (plain absolute local paths or
+    URIs with a scheme); an implementation maps them to its own addressing.
+    """
+
+    log_store: LogStore
+
+    # -- reading ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def open_input(self, path: str) -> RandomAccessFile:
+        """A seekable reader over ``path`` (FileNotFoundError when absent). Close it after use."""
+
     def read_bytes(self, path: str) -> bytes:
         """The whole content of ``path`` (FileNotFoundError when absent)."""
-        if self.is_local:
-            with open(path, "rb") as f:
-                return f.read()
-        with self.fs.open_input_file(self._p(path)) as f:
+        f = self.open_input(path)
+        try:
             return f.read()
+        finally:
+            f.close()
 
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of ``path`` from ``offset`` (fewer when the file ends first)."""
+        f = self.open_input(path)
+        try:
+            f.seek(offset)
+            return f.read(length)
+        finally:
+            f.close()
+
+    @abc.abstractmethod
+    def stat(self, path: str) -> FileInfo | None:
+        """Size and modification time of the file at ``path``; None when there is no file."""
+
+    def stat_many(self, paths: Sequence[str]) -> list[FileInfo | None]:
+        """``stat`` of many paths; stores with a batched call override it."""
+        return [self.stat(p) for p in paths]
+
+    @abc.abstractmethod
     def exists(self, path: str) -> bool:
         """True if a file or directory exists at ``path``."""
-        if self.is_local:
-            return os.path.exists(path)
-        return self.fs.get_file_info(self._p(path)).type != pafs.FileType.NotFound
 
+    @abc.abstractmethod
     def list_dir(self, path: str) -> list[FileInfo]:
         """Files directly inside ``path`` (not recursive); empty when the folder is absent."""
-        if self.is_local:
-            try:
-                entries = list(os.scandir(path))
-            except FileNotFoundError:
-                return []
-            out = []
-            for e in entries:
-                try:
-                    if e.is_file():
-                        st = e.stat()
-                        out.append(FileInfo(e.path, st.st_size, int(st.st_mtime * 1000)))
-                except FileNotFoundError:
-                    continue  # a concurrent writer's temp file vanished between listing and stat
-            return out
-        infos = self.fs.get_file_info(pafs.FileSelector(self._p(path), allow_not_found=True))
-        return [FileInfo(i.path, i.size, int(i.mtime.timestamp() * 1000) if i.mtime else 0)
-                for i in infos if i.type == pafs.FileType.File]
 
+    @abc.abstractmethod
     def walk(self, path: str) -> Iterator[FileInfo]:
-        """Every file below ``path``, recursively."""
-        if self.is_local:
-            for dirpath, _dirs, files in os.walk(path):
-                for name in files:
-                    full = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(full)
-                    except FileNotFoundError:
-                        continue
-                    yield FileInfo(full, st.st_size, int(st.st_mtime * 1000))
-            return
-        infos = self.fs.get_file_info(pafs.FileSelector(self._p(path), recursive=True, allow_not_found=True))
-        for i in infos:
-            if i.type == pafs.FileType.File:
-                yield FileInfo(i.path, i.size, int(i.mtime.timestamp() * 1000) if i.mtime else 0)
+        """Every file below ``path``, recursively, streamed (a table may hold millions)."""
 
-    # -- writing -------------------------------------------------------------------------------
+    # -- writing ---------------------------------------------------------------------------------
     def write_if_absent(self, path: str, data: bytes) -> None:
-        """Create ``path`` with ``data`` atomically; FileExistsError if it already exists.
+        """Create ``path`` with ``data`` only if absent (the commit primitive; see ``LogStore``)."""
+        self.log_store.put_if_absent(path, data)
 
-        Locally the bytes go to a temp file that is hard-linked into place: the link either
-        creates the complete file or fails, so readers never see a partial commit and a
-        concurrent writer can never overwrite one.
-        """
-        if self.is_local:
-            directory = os.path.dirname(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, path)
-            finally:
-                os.unlink(tmp)
-            return
-        if self.exists(path):
-            raise FileExistsError(path)
-        with self.fs.open_output_stream(self._p(path)) as f:
-            f.write(data)
-
+    @abc.abstractmethod
     def write(self, path: str, data: bytes) -> None:
-        """Create or replace ``path`` (for files that may be rewritten, like _last_checkpoint)."""
-        if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-            return
-        with self.fs.open_output_stream(self._p(path)) as f:
-            f.write(data)
+        """Create or replace ``path`` (for files that may be rewritten, like ``_last_checkpoint``)."""
 
+    @abc.abstractmethod
+    def open_output(self, path: str) -> IO[bytes]:
+        """A writer that creates ``path`` (parents too); the file is complete once it is closed."""
+
+    @abc.abstractmethod
     def makedirs(self, path: str) -> None:
-        """Create a directory and its parents."""
-        if self.is_local:
-            os.makedirs(path, exist_ok=True)
-        else:
-            self.fs.create_dir(self._p(path), recursive=True)
+        """Create a directory and its parents (a no-op on stores without directories)."""
 
+    @abc.abstractmethod
     def move(self, src: str, dst: str) -> None:
         """Move a file (a rename locally; a copy and delete on most object stores)."""
-        if self.is_local:
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            os.rename(src, dst)
-        else:
-            self.fs.move(self._p(src), self._p(dst))
 
+    @abc.abstractmethod
     def delete(self, path: str) -> None:
         """Delete a file; a missing file is not an error."""
-        try:
-            if self.is_local:
-                os.unlink(path)
-            else:
-                self.fs.delete_file(self._p(path))
-        except FileNotFoundError:
-            pass
 
+    @abc.abstractmethod
     def delete_dir(self, path: str) -> None:
         """Delete a directory tree; a missing one is not an error."""
-        if self.is_local:
-            import shutil
 
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                self.fs.delete_dir(self._p(path))
-            except FileNotFoundError:
-                pass
+
+StorageFactory = Callable[[str], Storage]
+_FACTORIES: dict[str, StorageFactory] = {}
+
+
+def register_storage(scheme: str, factory: StorageFactory) -> None:
+    """Use ``factory(table_root)`` for table roots with URI scheme ``scheme`` (e.g. ``"s3"``).
+
+    This is how a store with a real conditional PUT gets a safe ``LogStore``; it takes
+    precedence over the built-in choice for that scheme.
+    """
+    _FACTORIES[scheme.lower()] = factory
 
 
 def storage_for(table_root: str) -> Storage:
-    """The storage for a normalized table root (see ``paths.normalize_table_root``)."""
+    """The storage for a normalized table root (see ``paths.normalize_table_root``).
+
+    Plain paths are local; ``memory://`` is the in-process fake; a registered scheme uses its
+    factory; any other scheme goes through ``pyarrow.fs``. Executors call this too, with the same
+    root, so they reach the same store the driver planned against.
+    """
+    from dvlake.storage.paths import has_scheme
+
     if not has_scheme(table_root):
-        return Storage(pafs.LocalFileSystem(), is_local=True)
-    fs, _ = pafs.FileSystem.from_uri(table_root)
-    return Storage(fs, is_local=False)
+        from dvlake.storage.local import LocalStorage
+
+        return LocalStorage()
+    scheme = table_root.split(":", 1)[0].lower()
+    if scheme in _FACTORIES:
+        return _FACTORIES[scheme](table_root)
+    if scheme == "memory":
+        from dvlake.storage.memory import MemoryStorage
+
+        return MemoryStorage.named(table_root)
+    from dvlake.storage.arrowfs import ArrowFileSystemStorage
+
+    return ArrowFileSystemStorage.from_uri(table_root)

@@ -11,6 +11,8 @@ import os
 import re
 from urllib.parse import quote, unquote, urlparse
 
+from dvlake.errors import InvalidArgumentError
+
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -65,5 +67,5 @@ def relativize(table_root: str, location: str) -> str:
     """The path of ``location`` relative to the table root (raises if it lies outside)."""
     root = table_root.rstrip("/") + "/"
     if not location.startswith(root):
-        raise ValueError(f"{location!r} is not inside the table root {table_root!r}")
+        raise InvalidArgumentError(f"{location!r} is not inside the table root {table_root!r}")
     return location[len(root):]

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from dvlake.dv import roaring, z85
 from dvlake.dv.descriptor import DeletionVectorDescriptor
-from dvlake.dv.store import DeletionVectorWriter, load_bitmap, read_bitmap_bytes, filesystem_for
+from dvlake.dv.store import DeletionVectorWriter, load_bitmap, read_bitmap_bytes
 from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError, InvalidDescriptorError
+from dvlake.storage import storage_for
 
 INLINE = "^Bg9^0rr910000000000iXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
 REAL_FILE_0_9 = bytes.fromhex("01" "00000024" "d1d33964" "0100000000000000" "00000000" "3a300000" "01000000"
@@ -215,8 +216,7 @@ def test_offset_past_end_and_cardinality_mismatch(tmp_path):
         load_bitmap(DeletionVectorDescriptor(d.storage_type, d.path_or_inline_dv, d.size_in_bytes, 5, d.offset),
                     str(tmp_path))
     with pytest.raises(CorruptDeletionVectorError, match="size mismatch"):
-        fs, p = filesystem_for(path)
-        read_bitmap_bytes(fs, p, DeletionVectorDescriptor("u", d.path_or_inline_dv, d.size_in_bytes - 2, 4, d.offset))
+        read_bitmap_bytes(storage_for(str(tmp_path)), path, DeletionVectorDescriptor("u", d.path_or_inline_dv, d.size_in_bytes - 2, 4, d.offset))
 
 
 def test_missing_file(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import uuid
 
 import pytest
 
@@ -42,9 +43,10 @@ def dv(n: int) -> DeletionVectorDescriptor:
                                                "cardinality": n})
 
 
-@pytest.fixture
-def table(tmp_path):
-    root = str(tmp_path / "t")
+@pytest.fixture(params=["local", "memory"])
+def table(request, tmp_path):
+    """The same table on disk and in the in-memory storage: the log and txn layers see no difference."""
+    root = str(tmp_path / "t") if request.param == "local" else f"memory://{uuid.uuid4().hex}/t"
     create_table(root, SCHEMA, ["part"], {"delta.enableDeletionVectors": "true"})
     txn = OptimisticTransaction(root, Snapshot.load(root))
     txn.commit([add("a1.parquet", "a"), add("b1.parquet", "b")], "WRITE")
