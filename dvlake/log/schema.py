@@ -12,7 +12,7 @@ import json
 import uuid
 from typing import Any
 
-from dvlake.errors import DeltaProtocolError
+from dvlake.errors import ColumnNotFoundError, DeltaProtocolError
 from dvlake.log.actions import Metadata
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
@@ -40,7 +40,8 @@ def field_by_name(schema: dict[str, Any], name: str) -> dict[str, Any]:
     for f in fields(schema):
         if f["name"].lower() == name.lower():
             return f
-    raise KeyError(name)
+    known = ", ".join(f["name"] for f in fields(schema)) or "none"
+    raise ColumnNotFoundError(f"column {name!r} is not in the table schema (columns: {known})")
 
 
 def physical_name(field: dict[str, Any], mode: str) -> str:

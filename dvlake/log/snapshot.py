@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvlake.errors import VersionNotFoundError
+from dvlake.errors import InvalidArgumentError, VersionNotFoundError
 from dvlake.log import features
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
@@ -48,7 +48,9 @@ class Snapshot:
         storage = storage or storage_for(root)
         listing = list_log(storage, root)
         if version is not None and timestamp is not None:
-            raise ValueError("give either version or timestamp, not both")
+            raise InvalidArgumentError(
+                "time travel takes either a version or a timestamp, not both (DELTA_ONEOF_IN_TIMETRAVEL)",
+                error_class="DELTA_ONEOF_IN_TIMETRAVEL")
         if timestamp is not None:
             version = version_at_timestamp(storage, root, listing, timestamp)
         state = replay(storage, root, listing, version)
@@ -185,14 +187,19 @@ def to_epoch_ms(timestamp: Any) -> int:
     if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
         return int(timestamp)
     if isinstance(timestamp, str):
-        timestamp = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        try:
+            timestamp = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        except ValueError:
+            pass  # falls through to the typed error below
     if isinstance(timestamp, dt.date) and not isinstance(timestamp, dt.datetime):
         timestamp = dt.datetime(timestamp.year, timestamp.month, timestamp.day)
     if isinstance(timestamp, dt.datetime):
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=dt.timezone.utc)
         return int(timestamp.timestamp() * 1000)
-    raise ValueError(f"cannot interpret {timestamp!r} as a timestamp")
+    raise InvalidArgumentError(
+        f"cannot interpret {timestamp!r} as a timestamp: give a datetime, a date, epoch milliseconds or an ISO-8601 "
+        "string such as '2024-06-01T00:00:00Z'", error_class="DELTA_TIMESTAMP_INVALID")
 
 
 def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing, timestamp: Any) -> int:

@@ -7,6 +7,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from dvlake.errors import UnsupportedEnvironmentError
+
 #: Spark 3.5 added ``_metadata.row_index`` to the Parquet source; DVs are applied by it.
 MIN_SPARK_VERSION = (3, 5)
 
@@ -41,6 +43,6 @@ def check_version(session: SparkSession) -> None:
     """Refuse Spark versions without ``_metadata.row_index`` (needed to apply DVs exactly)."""
     parts = tuple(int(p) for p in session.version.split(".")[:2])
     if parts < MIN_SPARK_VERSION:
-        raise RuntimeError(
+        raise UnsupportedEnvironmentError(
             f"dvlake needs Spark >= {MIN_SPARK_VERSION[0]}.{MIN_SPARK_VERSION[1]} for _metadata.row_index; found {session.version}"
         )
