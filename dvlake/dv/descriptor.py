@@ -18,6 +18,17 @@ def dv_file_name(file_uuid: uuid.UUID) -> str:
     return f"deletion_vector_{file_uuid}.bin"
 
 
+def dv_unique_id(storage_type: str, path_or_inline_dv: str, offset: int | None) -> str:
+    """The one rule for a DV's unique id: ``storageType + pathOrInlineDv [+ '@' + offset]``.
+
+    Log replay reconciles files by (path, this id), so every form of it (this scalar one, the JSON
+    form in ``log.replay`` and the vectorized Arrow form in ``log.arrow``) must agree; a test proves
+    the Arrow form equal to this one for every descriptor of the shared delta-spark tables.
+    """
+    base = storage_type + path_or_inline_dv
+    return base if offset is None else f"{base}@{offset}"
+
+
 @dataclass(frozen=True)
 class DeletionVectorDescriptor:
     """storageType ``u`` (table-relative UUID path), ``p`` (absolute URI) or ``i`` (inline Z85)."""
@@ -54,8 +65,7 @@ class DeletionVectorDescriptor:
 
     @property
     def unique_id(self) -> str:
-        base = self.storage_type + self.path_or_inline_dv
-        return base if self.offset is None else f"{base}@{self.offset}"
+        return dv_unique_id(self.storage_type, self.path_or_inline_dv, self.offset)
 
     @property
     def is_inline(self) -> bool:

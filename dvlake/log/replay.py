@@ -17,6 +17,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvlake.dv.descriptor import dv_unique_id
 from dvlake.errors import CorruptLogError
 from dvlake.log.actions import CommitInfo, DomainMetadata, Metadata, Protocol, Txn
 from dvlake.log.arrow import ADD_SCHEMA, REMOVE_SCHEMA, dv_unique_ids, rows_to_table
@@ -37,8 +38,7 @@ def dv_unique_id_of(dv: dict[str, Any] | None) -> str | None:
     """The unique id of a DV as it appears in a JSON action (None for no DV)."""
     if not dv:
         return None
-    uid = f"{dv['storageType']}{dv['pathOrInlineDv']}"
-    return uid if dv.get("offset") is None else f"{uid}@{dv['offset']}"
+    return dv_unique_id(dv["storageType"], dv["pathOrInlineDv"], dv.get("offset"))
 
 
 def file_key(path: str, dv: dict[str, Any] | None) -> str:
