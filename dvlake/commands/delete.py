@@ -39,7 +39,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of, with_loose_bounds
 from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, path_key
-from dvlake.spark.pruning import condition_text, references_only
+from dvlake.log.predicates import condition_text, references_only
 from dvlake.spark.scan import all_column_names, logical_frame, match_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root

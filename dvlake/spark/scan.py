@@ -21,7 +21,8 @@ from dvlake.log.partitions import parse_partition_value
 from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, ScanFile, scan_files, scan_for_matches
-from dvlake.spark.pruning import parse_conjunct, partition_mask, skipping_mask, split_conjuncts, condition_text
+from dvlake.log.predicates import condition_text, parse_conjunct, skipping_mask, split_conjuncts
+from dvlake.spark.pruning import partition_mask
 from dvlake.storage.paths import absolute_file_location
 
 
