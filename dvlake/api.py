@@ -63,7 +63,17 @@ def _session_defaults(spark: SparkSession) -> dict[str, str]:
 
 
 class DeltaTable:
-    """A Delta table at a path, as in delta-spark."""
+    """A Delta table at a path, as in delta-spark's ``delta.tables.DeltaTable``.
+
+    Open one with ``DeltaTable.forPath(spark, path)``; each method reads the table's latest
+    committed version when it runs (the object holds no snapshot), so it always acts on the
+    current state, as delta-spark's does.
+
+    Example:
+        >>> events = DeltaTable.forPath(spark, "/data/events")
+        >>> events.delete("user_id = 3")
+        >>> events.history(1).select("operation", "operationMetrics").show()
+    """
 
     def __init__(self, spark: SparkSession, path: str, alias: str | None = None) -> None:
         self._spark = spark
@@ -73,7 +83,23 @@ class DeltaTable:
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
     def forPath(cls, sparkSession: SparkSession, path: str, hadoopConf: dict[str, str] | None = None) -> DeltaTable:
-        """Open the table at ``path`` (raises TableNotFoundError when there is none)."""
+        """Open the Delta table at ``path``.
+
+        Args:
+            sparkSession: the session that runs the table's Spark jobs.
+            path: a local path or a URI (``file:``, ``s3://`` …) of the table root.
+            hadoopConf: accepted for delta-spark compatibility and ignored (storage options come from the URI).
+
+        Returns:
+            The table.
+
+        Raises:
+            TableNotFoundError: there is no ``_delta_log`` with a commit at ``path``.
+            UnsupportedFeatureError: the table needs a reader feature dvlake does not implement.
+
+        Example:
+            >>> t = DeltaTable.forPath(spark, "/data/events")
+        """
         Snapshot.load(normalize_table_root(path))  # validates: exists and readable
         return cls(sparkSession, path)
 
@@ -87,45 +113,85 @@ class DeltaTable:
 
     @classmethod
     def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that creates a new table and fails if one exists (``DELTA_PATH_EXISTS``).
+
+        Example:
+            >>> DeltaTable.create(spark).location("/data/t").addColumn("id", "long") \\
+            ...     .property("delta.enableDeletionVectors", "true").execute()
+        """
         return DeltaTableBuilder(sparkSession, "create")
 
     @classmethod
     def createIfNotExists(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that creates the table unless one exists already (then it changes nothing)."""
         return DeltaTableBuilder(sparkSession, "createIfNotExists")
 
     @classmethod
     def createOrReplace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that creates the table, or replaces the schema, partitioning and data of an existing one."""
         return DeltaTableBuilder(sparkSession, "createOrReplace")
 
     # -- reading ---------------------------------------------------------------------------------
     @property
     def path(self) -> str:
+        """The normalized table root (absolute local path or URI)."""
         return self._path
 
     def snapshot(self, version: int | None = None) -> Snapshot:
+        """The table's state (files, DVs, schema, protocol) at ``version`` (latest when None), without Spark.
+
+        Raises:
+            VersionNotFoundError: the log cannot reconstruct ``version``.
+        """
         return Snapshot.load(self._path, version=version)
 
     def toDF(self) -> DataFrame:
+        """The latest version as a DataFrame, deleted rows dropped (aliased if ``alias`` was called)."""
         df = scan.read(self._spark, self._path)
         return df.alias(self._alias) if self._alias else df
 
     def alias(self, aliasName: str) -> DeltaTable:
+        """The same table, with ``aliasName`` applied to ``toDF()`` (and used by MERGE conditions)."""
         return DeltaTable(self._spark, self._path, aliasName)
 
     def history(self, limit: int | None = None) -> DataFrame:
+        """The commits, newest first, in delta-spark's DESCRIBE HISTORY schema.
+
+        Args:
+            limit: at most this many of the newest commits (all when None).
+
+        Returns:
+            One row per commit: version, timestamp, operation, operationParameters, operationMetrics, …
+        """
         rows = describe.history_rows(self.snapshot(), limit)
         return self._spark.createDataFrame([tuple(r[c] for c in HISTORY_SCHEMA.names) for r in rows], HISTORY_SCHEMA)
 
     def detail(self) -> DataFrame:
+        """One row in delta-spark's DESCRIBE DETAIL schema, plus ``statistics`` with the DV counts
+        (``numDeletionVectors``, ``numRowsDeletedByDeletionVectors``)."""
         row = describe.detail_row(self.snapshot())
         return self._spark.createDataFrame([tuple(row[c] for c in DETAIL_SCHEMA.names)], DETAIL_SCHEMA)
 
     # -- changing --------------------------------------------------------------------------------
     def setProperties(self, properties: dict[str, Any]) -> int:
-        """ALTER TABLE … SET TBLPROPERTIES (upgrades the protocol where a property needs it)."""
+        """ALTER TABLE … SET TBLPROPERTIES: set table properties in one commit.
+
+        A property that needs a table feature (``delta.enableDeletionVectors=true`` needs
+        ``deletionVectors``) upgrades the protocol as delta-spark does.
+
+        Args:
+            properties: property names (``delta.*`` are validated) to values.
+
+        Returns:
+            The committed version.
+
+        Raises:
+            InvalidArgumentError: an unknown ``delta.*`` property or a value of the wrong type.
+        """
         return alter.set_properties(self._path, properties)
 
     def unsetProperties(self, keys: Sequence[str], ifExists: bool = True) -> int:
+        """ALTER TABLE … UNSET TBLPROPERTIES; with ``ifExists=False`` an absent key is an error. Returns the version."""
         return alter.unset_properties(self._path, keys, ifExists)
 
     def delete(self, condition: str | Column | None = None) -> None:
@@ -136,7 +202,15 @@ class DeltaTable:
 
 
 class DeltaTableBuilder:
-    """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``."""
+    """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``.
+
+    Every setter returns the builder; ``execute()`` commits version 0 (or the replacement).
+
+    Example:
+        >>> (DeltaTable.createIfNotExists(spark).location("/data/events")
+        ...     .addColumn("user_id", "long").addColumn("day", "date").partitionedBy("day")
+        ...     .property("delta.enableDeletionVectors", "true").execute())
+    """
 
     def __init__(self, spark: SparkSession | None, mode: str) -> None:
         self._spark = spark
@@ -149,19 +223,27 @@ class DeltaTableBuilder:
         self._name: str | None = None
 
     def tableName(self, identifier: str) -> DeltaTableBuilder:
+        """The name recorded in the table's metadata (dvlake tables are opened by path)."""
         self._name = identifier
         return self
 
     def location(self, location: str) -> DeltaTableBuilder:
+        """The table root (required)."""
         self._location = location
         return self
 
     def comment(self, comment: str) -> DeltaTableBuilder:
+        """The table description (``metaData.description``)."""
         self._comment = comment
         return self
 
     def addColumn(self, colName: str, dataType: Any, nullable: bool = True, generatedAlwaysAs: str | None = None,
                   comment: str | None = None) -> DeltaTableBuilder:
+        """Add a column; ``dataType`` is a Spark type or a DDL string such as ``"decimal(10,2)"``.
+
+        Raises:
+            InvalidArgumentError: ``generatedAlwaysAs`` was given (generated columns are not supported).
+        """
         if generatedAlwaysAs is not None:
             raise InvalidArgumentError("generated columns are not supported by dvlake yet")
         if isinstance(dataType, str):
@@ -173,19 +255,31 @@ class DeltaTableBuilder:
         return self
 
     def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder:
+        """Add every field of a StructType (or a list of StructFields)."""
         self._fields.extend(list(cols.fields if isinstance(cols, StructType) else cols))
         return self
 
     def partitionedBy(self, *cols: str | Sequence[str]) -> DeltaTableBuilder:
+        """Partition columns, in order (names or lists of names)."""
         for c in cols:
             self._partitioned_by.extend([c] if isinstance(c, str) else list(c))
         return self
 
     def property(self, key: str, value: str) -> DeltaTableBuilder:
+        """A table property, e.g. ``("delta.enableDeletionVectors", "true")``."""
         self._properties[key] = value
         return self
 
     def execute(self) -> DeltaTable:
+        """Commit the table.
+
+        Returns:
+            The created (or replaced) table.
+
+        Raises:
+            InvalidArgumentError: no ``location`` or no column was given.
+            TableAlreadyExistsError: ``create()`` found a table at the location.
+        """
         if self._location is None:
             raise InvalidArgumentError("dvlake tables are path-based: call .location(path) before execute()")
         if not self._fields:
