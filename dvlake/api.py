@@ -135,6 +135,15 @@ class DeltaTable:
         delete(self._spark, self._path, condition)
 
 
+    # -- lifecycle: VACUUM, RESTORE, GENERATE, protocol ----------------------------------------------
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:
+        """Delete files the table no longer needs (data and DV files); returns an empty DataFrame, as delta-spark."""
+        from dvlake.commands.vacuum import vacuum
+
+        vacuum(self._spark, self._path, retentionHours)
+        return self._spark.createDataFrame([], "path string")
+
+
 class DeltaTableBuilder:
     """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``."""
 

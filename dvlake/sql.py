@@ -91,3 +91,35 @@ _HANDLERS: list[tuple[str, Callable[[SparkSession, re.Match], DataFrame]]] = [
     (rf"DESCRIBE\s+DETAIL\s+{_TABLE}", _detail),
     (rf"DELETE\s+FROM\s+{_TABLE}(?:\s+(?:AS\s+)?\w+)?(?:\s+WHERE\s+(?P<where>.+))?", _delete),
 ]
+
+
+# --- table lifecycle: VACUUM, RESTORE, GENERATE ---------------------------------------------------
+
+def _vacuum(spark: SparkSession, m: re.Match) -> DataFrame:
+    """VACUUM delta.`p` [LITE|FULL] [RETAIN n HOURS] [DRY RUN], modifiers in any order."""
+    from dvlake.commands.vacuum import vacuum
+
+    rest = m.group("rest") or ""
+    mode: str | None = None
+    hours: float | None = None
+    dry = False
+    tokens = r"\s*(?:(?P<mode>LITE|FULL)|RETAIN\s+(?P<n>[-+]?\d+(?:\.\d+)?)\s+HOURS|(?P<dry>DRY\s+RUN))"
+    for tok in re.finditer(tokens, rest, re.I):
+        if tok.group("mode"):
+            mode = tok.group("mode").upper()
+        elif tok.group("n"):
+            hours = float(tok.group("n"))
+        else:
+            dry = True
+    leftover = re.sub(r"\s*(?:LITE|FULL|RETAIN\s+[-+]?\d+(?:\.\d+)?\s+HOURS|DRY\s+RUN)", "", rest, flags=re.I).strip()
+    if leftover:
+        raise InvalidArgumentError(f"cannot parse VACUUM near {leftover!r}; the form is "
+                                   "VACUUM delta.`<path>` [LITE|FULL] [RETAIN n HOURS] [DRY RUN]")
+    result = vacuum(spark, m.group("path"), hours, mode, dry)
+    paths = result.paths if dry else [result.table_root]
+    return spark.createDataFrame([(p,) for p in paths], "path string")
+
+
+_HANDLERS.extend([
+    (rf"VACUUM\s+{_TABLE}(?P<rest>(?:\s+.*)?)", _vacuum),
+])
