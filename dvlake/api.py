@@ -144,6 +144,24 @@ class DeltaTable:
         return self._spark.createDataFrame([], "path string")
 
 
+    def restoreToVersion(self, version: int) -> DataFrame:
+        """Restore the table to an older version (DVs included); returns delta-spark's metrics as one row."""
+        from dvlake.commands.restore import restore
+
+        return _restore_frame(self._spark, restore(self._spark, self._path, version=version))
+
+    def restoreToTimestamp(self, timestamp: Any) -> DataFrame:
+        """Restore the table to the version current at ``timestamp``; returns delta-spark's metrics as one row."""
+        from dvlake.commands.restore import restore
+
+        return _restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
+
+
+def _restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
+    from dvlake.commands.restore import METRICS, RESULT_COLUMNS
+
+    return spark.createDataFrame([tuple(int(metrics[m]) for m in METRICS)], ", ".join(f"{c} long" for c in RESULT_COLUMNS))
+
 class DeltaTableBuilder:
     """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``."""
 

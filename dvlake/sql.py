@@ -120,6 +120,20 @@ def _vacuum(spark: SparkSession, m: re.Match) -> DataFrame:
     return spark.createDataFrame([(p,) for p in paths], "path string")
 
 
+def _restore(spark: SparkSession, m: re.Match) -> DataFrame:
+    """RESTORE [TABLE] delta.`p` [TO] VERSION AS OF n | TIMESTAMP AS OF 'ts'."""
+    from dvlake.api import _restore_frame
+    from dvlake.commands.restore import restore
+
+    if m.group("version") is not None:
+        return _restore_frame(spark, restore(spark, m.group("path"), version=int(m.group("version"))))
+    ts = m.group("ts").strip()
+    if ts[:1] in ("'", '"'):
+        ts = ts[1:-1]
+    return _restore_frame(spark, restore(spark, m.group("path"), timestamp=ts))
+
 _HANDLERS.extend([
     (rf"VACUUM\s+{_TABLE}(?P<rest>(?:\s+.*)?)", _vacuum),
+    (rf"RESTORE\s+(?:TABLE\s+)?{_TABLE}\s+(?:TO\s+)?(?:VERSION\s+AS\s+OF\s+(?P<version>\d+)|TIMESTAMP\s+AS\s+OF\s+(?P<ts>.+))",
+     _restore),
 ])

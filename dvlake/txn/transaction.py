@@ -61,6 +61,9 @@ class OptimisticTransaction:
         self.new_metadata: Metadata | None = None
         self.new_protocol: Protocol | None = None
         self.committed_version: int | None = None
+        #: delta-spark's checkAddFileWithDeletionVectorStatsAreNotTightBounds: false for RESTORE and CLONE,
+        #: which re-add files exactly as an older version had them.
+        self.require_loose_dv_stats = True
 
     # -- what the transaction read ---------------------------------------------------------------
     @property
@@ -219,7 +222,7 @@ class OptimisticTransaction:
         stats = parse_stats(add.stats)
         if not stats or stats.get("numRecords") is None:
             raise DeltaProtocolError(f"{add.path} gets a deletion vector but its stats lack numRecords")
-        if stats.get("tightBounds") is not False:
+        if stats.get("tightBounds") is not False and self.require_loose_dv_stats:
             raise DeltaProtocolError(f"{add.path} gets a deletion vector but its stats do not say tightBounds: false")
 
     def _post_commit(self, version: int) -> None:
