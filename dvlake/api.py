@@ -157,6 +157,12 @@ class DeltaTable:
         return _restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
 
 
+    def generate(self, mode: str) -> None:
+        """Write ``_symlink_format_manifest`` files (mode 'symlink_format_manifest'); refused while live DVs exist."""
+        from dvlake.commands.generate import generate
+
+        generate(self._path, mode)
+
 def _restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
     from dvlake.commands.restore import METRICS, RESULT_COLUMNS
 

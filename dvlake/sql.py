@@ -132,8 +132,15 @@ def _restore(spark: SparkSession, m: re.Match) -> DataFrame:
         ts = ts[1:-1]
     return _restore_frame(spark, restore(spark, m.group("path"), timestamp=ts))
 
+def _generate(spark: SparkSession, m: re.Match) -> DataFrame:
+    from dvlake.commands.generate import generate
+
+    generate(m.group("path"), m.group("mode"))
+    return _empty(spark)
+
 _HANDLERS.extend([
     (rf"VACUUM\s+{_TABLE}(?P<rest>(?:\s+.*)?)", _vacuum),
     (rf"RESTORE\s+(?:TABLE\s+)?{_TABLE}\s+(?:TO\s+)?(?:VERSION\s+AS\s+OF\s+(?P<version>\d+)|TIMESTAMP\s+AS\s+OF\s+(?P<ts>.+))",
      _restore),
+    (rf"GENERATE\s+(?P<mode>\w+)\s+FOR\s+TABLE\s+{_TABLE}", _generate),
 ])

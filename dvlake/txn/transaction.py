@@ -191,6 +191,10 @@ class OptimisticTransaction:
         protocol, metadata = self.protocol, self.metadata
         features.validate_protocol(protocol)
         features.check_can_write(protocol, metadata, self.table_root)
+        if self.new_metadata is not None:
+            from dvlake.log.symlink_manifest import check_manifest_property
+
+            check_manifest_property(metadata, protocol, self.snapshot.dv_count() if self.snapshot else 0)
         if metadata.format_provider != "parquet" and any(isinstance(a, AddFile) and a.deletion_vector for a in actions):
             raise DeltaProtocolError("deletion vectors are only allowed in Parquet tables")
         seen_adds: set[str] = set()
@@ -227,6 +231,7 @@ class OptimisticTransaction:
 
     def _post_commit(self, version: int) -> None:
         """Write a checkpoint every ``delta.checkpointInterval`` commits; never fail the commit over it."""
+        self._auto_manifest(version)
         interval = checkpoint_interval(self.metadata.configuration)
         if interval <= 0 or version == 0 or version % interval != 0:
             return
@@ -234,6 +239,13 @@ class OptimisticTransaction:
             checkpoint(self.table_root, version, self.storage)
         except Exception as exc:  # noqa: BLE001 - a checkpoint is an optimisation; the commit stands
             log.warning("commit %s succeeded but writing its checkpoint failed: %s", version, exc)
+
+    def _auto_manifest(self, version: int) -> None:
+        """Auto manifests (``delta.compatibility.symlinkFormatManifest.enabled``): rewritten after every commit."""
+        from dvlake.log.symlink_manifest import AUTO_MANIFEST, write_manifests
+
+        if table_bool(self.metadata.configuration, AUTO_MANIFEST):
+            write_manifests(Snapshot.load(self.table_root, version=version, storage=self.storage))
 
 
 def checkpoint(table_root: str, version: int | None = None, storage: Storage | None = None) -> str:
