@@ -163,6 +163,18 @@ class DeltaTable:
 
         generate(self._path, mode)
 
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
+        """Raise the protocol versions (never lowers them; implied features become explicit at reader 3 / writer 7)."""
+        from dvlake.commands.protocol import upgrade_table_protocol
+
+        upgrade_table_protocol(self._path, readerVersion, writerVersion)
+
+    def addFeatureSupport(self, featureName: str) -> None:
+        """Add a table feature to the protocol (reader 3 / writer 7), e.g. 'deletionVectors'."""
+        from dvlake.commands.protocol import add_feature_support
+
+        add_feature_support(self._path, featureName)
+
 def _restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
     from dvlake.commands.restore import METRICS, RESULT_COLUMNS
 

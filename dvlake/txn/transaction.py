@@ -239,6 +239,19 @@ class OptimisticTransaction:
             checkpoint(self.table_root, version, self.storage)
         except Exception as exc:  # noqa: BLE001 - a checkpoint is an optimisation; the commit stands
             log.warning("commit %s succeeded but writing its checkpoint failed: %s", version, exc)
+            return
+        self._cleanup_logs()
+
+    def _cleanup_logs(self) -> None:
+        """After a checkpoint: remove log files older than delta.logRetentionDuration (never needed ones)."""
+        from dvlake.log.cleanup import ENABLE_CLEANUP, cleanup_expired_logs
+
+        if not table_bool(self.metadata.configuration, ENABLE_CLEANUP, True):
+            return
+        try:
+            cleanup_expired_logs(self.storage, self.table_root, self.metadata.configuration)
+        except Exception as exc:  # noqa: BLE001 - cleanup is housekeeping; the commit stands
+            log.warning("log cleanup of %s failed: %s", self.table_root, exc)
 
     def _auto_manifest(self, version: int) -> None:
         """Auto manifests (``delta.compatibility.symlinkFormatManifest.enabled``): rewritten after every commit."""
