@@ -116,3 +116,29 @@ def test_vacuum_sql_forms_and_history(spark, tmp_path):
     assert _ids(spark, path) == [i for i in range(100) if i % 3 == 2]
     with pytest.raises(Exception, match="cannot parse VACUUM"):
         dvlake.sql(spark, f"VACUUM delta.`{path}` RETAIN 0 DAYS")
+
+
+@pytest.mark.interop
+def test_vacuum_after_restore_keeps_the_restored_dv_files(spark, tmp_path):
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(60).repartition(2), path, properties=DV_PROPS)     # v0
+    t = DeltaTable.forPath(spark, path)
+    t.delete("id % 4 = 0")                                                      # v1: DV1
+    dv1 = {a.deletion_vector.relative_path() for a in Snapshot.load(path).add_files()}
+    t.delete("id % 4 = 1")                                                      # v2: DV2; remove(path, DV1) in the log
+    dv2 = {a.deletion_vector.relative_path() for a in Snapshot.load(path).add_files()}
+    t.restoreToVersion(1)                                                       # v3: DV1 live again, DV2 tombstoned
+    expected = [i for i in range(60) if i % 4 != 0]
+    spark.conf.set(RETENTION_CHECK, "false")
+    try:
+        lite = vacuum(spark, path, 0, "LITE")  # its candidates include DV1 (from v2's removes): it must stay
+        files = _table_files(path)
+        assert dv1 <= files and not (dv2 & files)
+        assert lite.num_deleted == len(dv2)
+        vacuum(spark, path, 0, "FULL")
+        assert _table_files(path) == _needed(path, Snapshot.load(path).version)
+    finally:
+        spark.conf.unset(RETENTION_CHECK)
+    assert _ids(spark, path) == expected
+    assert sorted(r[0] for r in rows(read_with_deltalake(path), ["id"])) == expected
+    assert sorted(r[0] for r in rows(read_with_duckdb(path), ["id"])) == expected
