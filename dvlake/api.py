@@ -201,6 +201,51 @@ class DeltaTable:
         delete(self._spark, self._path, condition)
 
 
+    # -- lifecycle: VACUUM, RESTORE, GENERATE, protocol ----------------------------------------------
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:
+        """Delete files the table no longer needs (data and DV files); returns an empty DataFrame, as delta-spark."""
+        from dvlake.commands.vacuum import vacuum
+
+        vacuum(self._spark, self._path, retentionHours)
+        return self._spark.createDataFrame([], "path string")
+
+
+    def restoreToVersion(self, version: int) -> DataFrame:
+        """Restore the table to an older version (DVs included); returns delta-spark's metrics as one row."""
+        from dvlake.commands.restore import restore
+
+        return _restore_frame(self._spark, restore(self._spark, self._path, version=version))
+
+    def restoreToTimestamp(self, timestamp: Any) -> DataFrame:
+        """Restore the table to the version current at ``timestamp``; returns delta-spark's metrics as one row."""
+        from dvlake.commands.restore import restore
+
+        return _restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
+
+
+    def generate(self, mode: str) -> None:
+        """Write ``_symlink_format_manifest`` files (mode 'symlink_format_manifest'); refused while live DVs exist."""
+        from dvlake.commands.generate import generate
+
+        generate(self._path, mode)
+
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
+        """Raise the protocol versions (never lowers them; implied features become explicit at reader 3 / writer 7)."""
+        from dvlake.commands.protocol import upgrade_table_protocol
+
+        upgrade_table_protocol(self._path, readerVersion, writerVersion)
+
+    def addFeatureSupport(self, featureName: str) -> None:
+        """Add a table feature to the protocol (reader 3 / writer 7), e.g. 'deletionVectors'."""
+        from dvlake.commands.protocol import add_feature_support
+
+        add_feature_support(self._path, featureName)
+
+def _restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
+    from dvlake.commands.restore import METRICS, RESULT_COLUMNS
+
+    return spark.createDataFrame([tuple(int(metrics[m]) for m in METRICS)], ", ".join(f"{c} long" for c in RESULT_COLUMNS))
+
 class DeltaTableBuilder:
     """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``.
 

@@ -174,3 +174,70 @@ class ConcurrentTransactionException(DeltaConcurrentModificationException):
     """A concurrent commit used the same application transaction id (``txn`` action)."""
 
     error_class = "DELTA_CONCURRENT_TRANSACTION"
+
+# --- table lifecycle: VACUUM, RESTORE, GENERATE, protocol changes (delta-spark error classes) ---
+
+
+class DeltaErrorClassMixin:
+    """Prefixes the message with the error class (``[DELTA_…] message``), the way delta-spark's messages read."""
+
+    error_class: str | None
+
+    def __init__(self, message: str, error_class: str | None = None) -> None:
+        if error_class is not None:
+            self.error_class = error_class
+        super().__init__(f"[{self.error_class}] {message}" if self.error_class else message)  # type: ignore[call-arg]
+
+
+class VacuumRetentionError(DeltaErrorClassMixin, InvalidArgumentError):
+    """VACUUM was asked for a retention that is negative or shorter than the table's (DELTA_VACUUM_RETENTION_PERIOD_*)."""
+
+    error_class = "DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT"
+
+
+class VacuumLiteError(DeltaErrorClassMixin, InvalidArgumentError):
+    """VACUUM LITE cannot see every remove since the last VACUUM in the log (DELTA_CANNOT_VACUUM_LITE)."""
+
+    error_class = "DELTA_CANNOT_VACUUM_LITE"
+
+
+class RestoreError(DeltaErrorClassMixin, InvalidArgumentError):
+    """RESTORE was given a version/timestamp it cannot restore to."""
+
+    error_class = "DELTA_CANNOT_RESTORE_TABLE_VERSION"
+
+
+class RestoreMissingFilesError(DeltaErrorClassMixin, DataFileNotFoundError):
+    """Files (data or deletion vector) the restored version needs are gone, usually after a VACUUM."""
+
+    error_class = "DELTA_CANNOT_RESTORE_MISSING_FILES"
+
+
+class UnsupportedWithDeletionVectorsError(DeltaErrorClassMixin, DeltaProtocolError):
+    """A command that cannot express deleted rows met a table version with live DVs (SQLSTATE 0A000)."""
+
+    error_class = "DELTA_UNSUPPORTED_GENERATE_WITH_DELETION_VECTORS"
+
+
+class TablePropertyValidationError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A combination of table properties delta-spark refuses (DELTA_VIOLATE_TABLE_PROPERTY_VALIDATION_FAILED.*)."""
+
+    error_class = "DELTA_VIOLATE_TABLE_PROPERTY_VALIDATION_FAILED"
+
+
+class UnsupportedModeError(DeltaErrorClassMixin, InvalidArgumentError):
+    """An unknown GENERATE mode (DELTA_MODE_NOT_SUPPORTED)."""
+
+    error_class = "DELTA_MODE_NOT_SUPPORTED"
+
+
+class ProtocolFeatureError(DeltaErrorClassMixin, UnsupportedFeatureError):
+    """A protocol change names a feature that is unknown or that dvlake cannot honour."""
+
+    error_class = "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG"
+
+
+class TimeTravelBeyondRetentionError(DeltaErrorClassMixin, VersionNotFoundError):
+    """The version asked for is older than delta.deletedFileRetentionDuration: VACUUM may have removed its files."""
+
+    error_class = "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION"

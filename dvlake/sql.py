@@ -91,3 +91,56 @@ _HANDLERS: list[tuple[str, Callable[[SparkSession, re.Match], DataFrame]]] = [
     (rf"DESCRIBE\s+DETAIL\s+{_TABLE}", _detail),
     (rf"DELETE\s+FROM\s+{_TABLE}(?:\s+(?:AS\s+)?\w+)?(?:\s+WHERE\s+(?P<where>.+))?", _delete),
 ]
+
+
+# --- table lifecycle: VACUUM, RESTORE, GENERATE ---------------------------------------------------
+
+def _vacuum(spark: SparkSession, m: re.Match) -> DataFrame:
+    """VACUUM delta.`p` [LITE|FULL] [RETAIN n HOURS] [DRY RUN], modifiers in any order."""
+    from dvlake.commands.vacuum import vacuum
+
+    rest = m.group("rest") or ""
+    mode: str | None = None
+    hours: float | None = None
+    dry = False
+    tokens = r"\s*(?:(?P<mode>LITE|FULL)|RETAIN\s+(?P<n>[-+]?\d+(?:\.\d+)?)\s+HOURS|(?P<dry>DRY\s+RUN))"
+    for tok in re.finditer(tokens, rest, re.I):
+        if tok.group("mode"):
+            mode = tok.group("mode").upper()
+        elif tok.group("n"):
+            hours = float(tok.group("n"))
+        else:
+            dry = True
+    leftover = re.sub(r"\s*(?:LITE|FULL|RETAIN\s+[-+]?\d+(?:\.\d+)?\s+HOURS|DRY\s+RUN)", "", rest, flags=re.I).strip()
+    if leftover:
+        raise InvalidArgumentError(f"cannot parse VACUUM near {leftover!r}; the form is "
+                                   "VACUUM delta.`<path>` [LITE|FULL] [RETAIN n HOURS] [DRY RUN]")
+    result = vacuum(spark, m.group("path"), hours, mode, dry)
+    paths = result.paths if dry else [result.table_root]
+    return spark.createDataFrame([(p,) for p in paths], "path string")
+
+
+def _restore(spark: SparkSession, m: re.Match) -> DataFrame:
+    """RESTORE [TABLE] delta.`p` [TO] VERSION AS OF n | TIMESTAMP AS OF 'ts'."""
+    from dvlake.api import _restore_frame
+    from dvlake.commands.restore import restore
+
+    if m.group("version") is not None:
+        return _restore_frame(spark, restore(spark, m.group("path"), version=int(m.group("version"))))
+    ts = m.group("ts").strip()
+    if ts[:1] in ("'", '"'):
+        ts = ts[1:-1]
+    return _restore_frame(spark, restore(spark, m.group("path"), timestamp=ts))
+
+def _generate(spark: SparkSession, m: re.Match) -> DataFrame:
+    from dvlake.commands.generate import generate
+
+    generate(m.group("path"), m.group("mode"))
+    return _empty(spark)
+
+_HANDLERS.extend([
+    (rf"VACUUM\s+{_TABLE}(?P<rest>(?:\s+.*)?)", _vacuum),
+    (rf"RESTORE\s+(?:TABLE\s+)?{_TABLE}\s+(?:TO\s+)?(?:VERSION\s+AS\s+OF\s+(?P<version>\d+)|TIMESTAMP\s+AS\s+OF\s+(?P<ts>.+))",
+     _restore),
+    (rf"GENERATE\s+(?P<mode>\w+)\s+FOR\s+TABLE\s+{_TABLE}", _generate),
+])

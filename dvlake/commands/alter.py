@@ -32,6 +32,9 @@ def set_properties(path: str, properties: dict[str, Any]) -> int:
     root = normalize_table_root(path)
     snapshot = Snapshot.load(root)
     props = normalize_properties(properties)
+    from dvlake.commands.protocol import split_protocol_properties
+
+    props, requested = split_protocol_properties(snapshot.protocol, props)  # delta.feature.* → protocol, not properties
     if MODE_KEY in props and props[MODE_KEY] != snapshot.configuration.get(MODE_KEY, "none"):
         raise InvalidArgumentError(
             f"changing {MODE_KEY} of an existing table is not supported by dvlake yet (it would need physical names "
@@ -44,7 +47,7 @@ def set_properties(path: str, properties: dict[str, Any]) -> int:
             writer |= _AUTO_FEATURES[key][1]
     txn = OptimisticTransaction(root, snapshot)
     txn.update_metadata(snapshot.metadata.with_configuration(**props))
-    protocol = features.with_features(snapshot.protocol, reader, writer)
+    protocol = features.with_features(requested, reader, writer)
     if protocol != snapshot.protocol:
         txn.update_protocol(protocol)
     return txn.commit([], "SET TBLPROPERTIES", {"properties": json.dumps(props)})

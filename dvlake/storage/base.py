@@ -62,6 +62,8 @@ class Storage(abc.ABC):
     """
 
     log_store: LogStore
+    #: True for the OS filesystem, where paths can be resolved (symlinks, realpath) before deleting.
+    is_local: bool = False
 
     # -- reading ---------------------------------------------------------------------------------
     @abc.abstractmethod

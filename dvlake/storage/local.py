@@ -39,6 +39,8 @@ class HardLinkLogStore(LogStore):
 class LocalStorage(Storage):
     """Plain absolute local paths."""
 
+    is_local = True
+
     def __init__(self) -> None:
         self.log_store = HardLinkLogStore()
 

@@ -61,6 +61,9 @@ class OptimisticTransaction:
         self.new_metadata: Metadata | None = None
         self.new_protocol: Protocol | None = None
         self.committed_version: int | None = None
+        #: delta-spark's checkAddFileWithDeletionVectorStatsAreNotTightBounds: false for RESTORE and CLONE,
+        #: which re-add files exactly as an older version had them.
+        self.require_loose_dv_stats = True
 
     # -- what the transaction read ---------------------------------------------------------------
     @property
@@ -188,6 +191,10 @@ class OptimisticTransaction:
         protocol, metadata = self.protocol, self.metadata
         features.validate_protocol(protocol)
         features.check_can_write(protocol, metadata, self.table_root)
+        if self.new_metadata is not None:
+            from dvlake.log.symlink_manifest import check_manifest_property
+
+            check_manifest_property(metadata, protocol, self.snapshot.dv_count() if self.snapshot else 0)
         if metadata.format_provider != "parquet" and any(isinstance(a, AddFile) and a.deletion_vector for a in actions):
             raise DeltaProtocolError("deletion vectors are only allowed in Parquet tables")
         seen_adds: set[str] = set()
@@ -219,11 +226,12 @@ class OptimisticTransaction:
         stats = parse_stats(add.stats)
         if not stats or stats.get("numRecords") is None:
             raise DeltaProtocolError(f"{add.path} gets a deletion vector but its stats lack numRecords")
-        if stats.get("tightBounds") is not False:
+        if stats.get("tightBounds") is not False and self.require_loose_dv_stats:
             raise DeltaProtocolError(f"{add.path} gets a deletion vector but its stats do not say tightBounds: false")
 
     def _post_commit(self, version: int) -> None:
         """Write a checkpoint every ``delta.checkpointInterval`` commits; never fail the commit over it."""
+        self._auto_manifest(version)
         interval = checkpoint_interval(self.metadata.configuration)
         if interval <= 0 or version == 0 or version % interval != 0:
             return
@@ -231,6 +239,26 @@ class OptimisticTransaction:
             checkpoint(self.table_root, version, self.storage)
         except Exception as exc:  # noqa: BLE001 - a checkpoint is an optimisation; the commit stands
             log.warning("commit %s succeeded but writing its checkpoint failed: %s", version, exc)
+            return
+        self._cleanup_logs()
+
+    def _cleanup_logs(self) -> None:
+        """After a checkpoint: remove log files older than delta.logRetentionDuration (never needed ones)."""
+        from dvlake.log.cleanup import ENABLE_CLEANUP, cleanup_expired_logs
+
+        if not table_bool(self.metadata.configuration, ENABLE_CLEANUP, True):
+            return
+        try:
+            cleanup_expired_logs(self.storage, self.table_root, self.metadata.configuration)
+        except Exception as exc:  # noqa: BLE001 - cleanup is housekeeping; the commit stands
+            log.warning("log cleanup of %s failed: %s", self.table_root, exc)
+
+    def _auto_manifest(self, version: int) -> None:
+        """Auto manifests (``delta.compatibility.symlinkFormatManifest.enabled``): rewritten after every commit."""
+        from dvlake.log.symlink_manifest import AUTO_MANIFEST, write_manifests
+
+        if table_bool(self.metadata.configuration, AUTO_MANIFEST):
+            write_manifests(Snapshot.load(self.table_root, version=version, storage=self.storage))
 
 
 def checkpoint(table_root: str, version: int | None = None, storage: Storage | None = None) -> str:

@@ -1,0 +1,70 @@
+"""Log cleanup: after a checkpoint, drop commits and checkpoints older than ``delta.logRetentionDuration``.
+
+As delta-spark's MetadataCleanup: the cutoff is ``now - delta.logRetentionDuration`` (default 30 days)
+truncated to the start of its UTC day, and the log is cut only at a checkpoint ``C`` all of whose
+earlier commits are older than the cutoff; every file of a version below ``C`` (commit, checkpoint,
+checksum, compacted log) is deleted, oldest first, so readers always find a checkpoint and the
+contiguous commits after it. Every version from ``C`` on stays reconstructable; time travel to an
+older one fails with VersionNotFoundError naming the available range. With
+``delta.requireCheckpointProtectionBeforeVersion = P`` nothing below ``P`` is removed unless the cut
+reaches ``P`` (delta-spark's checkpointProtection).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from dvlake.config import LOG_RETENTION, parse_interval_ms
+from dvlake.log.actions import now_ms
+from dvlake.log.segment import commit_timestamps, list_log, log_path
+from dvlake.storage.base import Storage
+
+log = logging.getLogger(__name__)
+
+ENABLE_CLEANUP = "delta.enableExpiredLogCleanup"
+CHECKPOINT_PROTECTION = "delta.requireCheckpointProtectionBeforeVersion"
+DAY_MS = 86_400_000
+_VERSIONED = re.compile(r"^(\d{20})\.(?:json|crc|checkpoint\..*parquet|checkpoint\..*json)$")
+_COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
+
+
+def log_retention_ms(configuration: dict[str, str]) -> int:
+    return parse_interval_ms(configuration.get(LOG_RETENTION, "interval 30 days"))
+
+
+def cleanup_cut(storage: Storage, table_root: str, configuration: dict[str, str], now: int | None = None) -> int | None:
+    """The checkpoint version below which the log may be deleted, or None when nothing may go."""
+    listing = list_log(storage, table_root)
+    cutoff = ((now if now is not None else now_ms()) - log_retention_ms(configuration)) // DAY_MS * DAY_MS
+    stamps = commit_timestamps(listing)
+    cut = None
+    for cp in listing.checkpoints:
+        earlier = [ts for v, ts in stamps.items() if v < cp.version]
+        if cp.version > 0 and earlier and max(earlier) <= cutoff:
+            cut = cp.version
+    protected = int(configuration.get(CHECKPOINT_PROTECTION, "0") or 0)
+    if cut is None or (protected > 0 and cut < protected):
+        return None
+    return cut
+
+
+def cleanup_expired_logs(storage: Storage, table_root: str, configuration: dict[str, str],
+                         now: int | None = None) -> list[str]:
+    """Delete the log files of versions below the cut; returns what was deleted (oldest first)."""
+    cut = cleanup_cut(storage, table_root, configuration, now)
+    if cut is None:
+        return []
+    doomed: list[tuple[int, str]] = []
+    for info in storage.list_dir(log_path(table_root)):
+        name = info.path.rsplit("/", 1)[-1]
+        if (m := _VERSIONED.match(name)) and int(m.group(1)) < cut:
+            doomed.append((int(m.group(1)), info.path))
+        elif (m := _COMPACTED.match(name)) and int(m.group(2)) < cut:
+            doomed.append((int(m.group(2)), info.path))
+    doomed.sort()
+    for _, path in doomed:
+        storage.delete(path)
+    if doomed:
+        log.info("log cleanup of %s removed %s files of versions below %s", table_root, len(doomed), cut)
+    return [p for _, p in doomed]
