@@ -1,0 +1,681 @@
+"""The ``dvlake`` command line: look at a Delta table's log and DVs, and run table maintenance.
+
+Each subcommand is a thin shell over what the Python API uses. ``history``, ``detail``, ``files``,
+``dv`` and ``health`` read only the log and DV files (no Spark, well under a second to start);
+``sql``, ``optimize``, ``purge``, ``vacuum`` and ``restore`` start a local Spark session.
+
+Exit codes: 0 ok, 1 error (dvlake's message on stderr, the traceback only with ``--debug``),
+2 usage error. ``--json`` prints machine-readable output; progress appears only on a terminal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dvlake._version import __version__
+from dvlake.errors import DvlakeError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from rich.console import Console
+
+    from dvlake.log.snapshot import Snapshot
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class CommandNotAvailableError(DvlakeError):
+    """The command's implementation is not part of this build of dvlake (it lands on another branch)."""
+
+    error_class = "DVLAKE_COMMAND_NOT_AVAILABLE"
+
+
+class _State:
+    debug = os.environ.get("DVLAKE_DEBUG", "") not in ("", "0")
+
+
+# --- output --------------------------------------------------------------------------------------
+
+
+def _is_tty() -> bool:
+    return sys.stderr.isatty()
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 1000  # pipes: each row on one line
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, (dt.datetime, dt.date)):
+        return v.isoformat()
+    if hasattr(v, "asDict"):  # pyspark Row
+        return v.asDict(recursive=True)
+    if hasattr(v, "item"):  # numpy scalars
+        return v.item()
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return str(v)
+
+
+def _print_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, default=_json_default, indent=2, ensure_ascii=False))
+
+
+@contextmanager
+def _progress(message: str) -> Iterator[Callable[[str], None]]:
+    """A spinner with a changing message on a terminal; silent otherwise. Yields the update function."""
+    if not _is_tty():
+        yield lambda _msg: None
+        return
+    console = _console(stderr=True)
+    with console.status(message) as status:
+        yield lambda msg: status.update(msg + "…")
+
+
+def _table(title: str | None, columns: list[str], rows: list[list[Any]], *, right: set[str] | None = None,
+           header: bool = True) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_lines=False, header_style="bold", show_header=header)
+    for c in columns:
+        table.add_column(c, justify="right" if c in (right or set()) else "left", overflow="fold")
+    for r in rows:
+        table.add_row(*("" if v is None else (f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
+                        for v in r))
+    return table
+
+
+def _fmt_ts(v: Any) -> str:
+    return v.strftime("%Y-%m-%d %H:%M:%S") if isinstance(v, dt.datetime) else str(v or "")
+
+
+# --- shared options ------------------------------------------------------------------------------
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables (for scripts).")
+version_option = click.option("--version", "-v", "version", type=click.IntRange(min=0), default=None,
+                              help="Read this table version instead of the latest (time travel).")
+path_argument = click.argument("path", metavar="PATH")
+
+
+def _load(path: str, version: int | None = None) -> Snapshot:
+    from dvlake.log.snapshot import Snapshot
+    from dvlake.storage.paths import normalize_table_root
+
+    return Snapshot.load(normalize_table_root(path), version=version)
+
+
+# --- the group -----------------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "-V", "--version", prog_name="dvlake", message="%(prog)s %(version)s")
+@click.option("--debug", is_flag=True, help="On an error, show the full Python traceback, not only dvlake's message.")
+def cli(debug: bool) -> None:
+    """dvlake: Delta Lake tables with deletion vectors (DVs).
+
+    Look at a table's log and its DVs without starting Spark (history, detail, files, dv, health),
+    and run SQL and table maintenance on local Spark (sql, optimize, purge, vacuum, restore).
+    PATH is a table root: a local folder or a URI such as s3://bucket/table.
+
+    \b
+    Exit codes: 0 ok, 1 error, 2 usage error.
+    Examples:
+      dvlake history /data/events --limit 5
+      dvlake health /data/events --plot health.png
+      dvlake sql "DELETE FROM delta.`/data/events` WHERE user_id = 3"
+    """
+    if debug:
+        _State.debug = True
+
+
+# --- log readers (no Spark) ------------------------------------------------------------------------
+
+
+_HISTORY_METRICS = ("numDeletionVectorsAdded", "numDeletionVectorsRemoved", "numDeletedRows", "numOutputRows",
+                    "numAddedFiles", "numRemovedFiles", "numFiles", "numCopiedRows")
+
+
+@cli.command()
+@path_argument
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Show only the newest N commits.")
+@json_option
+def history(path: str, limit: int | None, as_json: bool) -> None:
+    """Commits of the table, newest first (DESCRIBE HISTORY): operation, parameters, DV metrics.
+
+    The JSON form has every DESCRIBE HISTORY column; the table shows the operation parameters
+    and the main row, file and deletion-vector metrics.
+    """
+    from dvlake.commands.describe import history_rows
+
+    rows = history_rows(_load(path), limit)
+    if as_json:
+        _print_json(rows)
+        return
+    out = []
+    for r in rows:
+        params = ", ".join(f"{k}={v}" for k, v in r["operationParameters"].items())
+        metrics = r["operationMetrics"]
+        shown = ", ".join(f"{k}={metrics[k]}" for k in _HISTORY_METRICS if k in metrics)
+        out.append([r["version"], _fmt_ts(r["timestamp"]), r["operation"] or "", params, shown])
+    _console().print(_table(None, ["version", "timestamp (UTC)", "operation", "parameters", "metrics"], out,
+                            right={"version"}))
+
+
+@cli.command()
+@path_argument
+@version_option
+@json_option
+def detail(path: str, version: int | None, as_json: bool) -> None:
+    """Table detail (DESCRIBE DETAIL): location, size, partitioning, properties, protocol, DV statistics."""
+    from dvlake.commands.describe import detail_row
+
+    row = detail_row(_load(path, version))
+    if as_json:
+        _print_json(row)
+        return
+    rows = []
+    for k, v in row.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{kk}={vv}" for kk, vv in v.items()) or "{}"
+        elif isinstance(v, list):
+            v = ", ".join(map(str, v)) or "[]"
+        elif isinstance(v, dt.datetime):
+            v = _fmt_ts(v)
+        rows.append([k, v])
+    _console().print(_table(None, ["field", "value"], rows))
+
+
+@cli.command()
+@path_argument
+@version_option
+@click.option("--with-dvs", is_flag=True,
+              help="Only files that carry a DV, with the DV's storage, file, offset, size and cardinality.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Show at most N files.")
+@json_option
+def files(path: str, version: int | None, with_dvs: bool, limit: int | None, as_json: bool) -> None:
+    """Live data files of the table: partition, size, physical rows, rows deleted by their DV.
+
+    Rows are sorted by path. With --with-dvs only files that have a DV are listed, with where
+    the DV is stored (inline, or a DV file and the offset inside it).
+    """
+    from dvlake.commands.health import file_frame
+
+    frame = file_frame(_load(path, version)).sort_values("path")
+    if with_dvs:
+        frame = frame[frame["has_dv"]]
+    if limit is not None:
+        frame = frame.head(limit)
+    cols = ["path", "partition", "size_bytes", "physical_rows", "deleted_rows", "deleted_ratio"]
+    if with_dvs:
+        cols += ["dv_storage", "dv_file", "dv_offset", "dv_size_bytes"]
+    if as_json:
+        from dvlake.commands.health import records
+
+        _print_json(records(frame[cols]))
+        return
+    rows = []
+    for d in frame[cols].to_dict(orient="records"):
+        d["deleted_ratio"] = "" if d["deleted_ratio"] != d["deleted_ratio"] else f"{d['deleted_ratio']:.2%}"
+        if with_dvs:
+            d["dv_offset"] = "" if d["dv_offset"] is None or d["dv_offset"] != d["dv_offset"] else int(d["dv_offset"])
+            d["dv_file"] = os.path.basename(d["dv_file"]) if d["dv_file"] else "(inline)"
+        rows.append([int(v) if hasattr(v, "item") and not isinstance(v, float) else v for v in d.values()])
+    labels = {"size_bytes": "bytes", "physical_rows": "rows", "deleted_rows": "deleted", "deleted_ratio": "deleted %",
+              "dv_storage": "DV storage", "dv_file": "DV file", "dv_offset": "offset", "dv_size_bytes": "DV bytes"}
+    _console().print(_table(None, [labels.get(c, c) for c in cols], rows,
+                            right={"bytes", "rows", "deleted", "deleted %", "offset", "DV bytes"}))
+    if not as_json and _is_tty():
+        _console(stderr=True).print(f"{len(frame):,} file(s)")
+
+
+def _find_file(snapshot: Snapshot, file: str) -> dict[str, Any]:
+    """The live add whose path (as logged, URL-decoded, absolute, or by its file name) is ``file``."""
+    from urllib.parse import unquote
+
+    from dvlake.storage.paths import absolute_file_location
+
+    paths = snapshot.files.column("path").to_pylist()
+    wanted = file.rstrip("/")
+    exact = [i for i, p in enumerate(paths) if wanted in (p, unquote(p), absolute_file_location(snapshot.table_root, p))]
+    matches = exact or [i for i, p in enumerate(paths) if unquote(p).rsplit("/", 1)[-1] == wanted.rsplit("/", 1)[-1]]
+    if not matches:
+        raise InvalidArgumentError(
+            f"no live file {file!r} in {snapshot.table_root} at version {snapshot.version}; "
+            f"`dvlake files {snapshot.table_root}` lists the {snapshot.num_files} live files")
+    if len(matches) > 1:
+        names = ", ".join(paths[i] for i in matches[:5])
+        raise InvalidArgumentError(f"{file!r} matches {len(matches)} live files ({names}); give the path as logged")
+    return snapshot.files.slice(matches[0], 1).to_pylist()[0]
+
+
+def _row_ranges(rows: Any, limit: int | None) -> tuple[list[tuple[int, int]], int]:
+    """Inclusive runs of consecutive row indexes (the first ``limit``) and how many runs there are."""
+    import numpy as np
+
+    if len(rows) == 0:
+        return [], 0
+    breaks = np.flatnonzero(np.diff(rows.astype(np.int64)) != 1)
+    starts = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks, [len(rows) - 1]))
+    n = len(starts)
+    k = n if limit is None else min(n, limit)
+    return [(int(rows[starts[i]]), int(rows[ends[i]])) for i in range(k)], n
+
+
+@cli.command("dv")
+@path_argument
+@click.argument("file", metavar="FILE")
+@version_option
+@click.option("--max-ranges", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Show at most this many row ranges (0: all).")
+@json_option
+def dv_command(path: str, file: str, version: int | None, max_ranges: int, as_json: bool) -> None:
+    """Decode one data file's DV: deleted rows, row ranges, storage, DV file, offset, checksum.
+
+    FILE is the data file's path as logged (see `dvlake files`), its absolute path, or just its
+    file name. The DV is read and checked like a reader does (format byte, size field, CRC-32,
+    roaring magic, cardinality); a mismatch is an error (exit 1).
+    """
+    import struct
+
+    from dvlake.dv.descriptor import DeletionVectorDescriptor
+    from dvlake.dv.roaring import to_numpy
+    from dvlake.dv.store import filesystem_for, load_bitmap
+
+    snapshot = _load(path, version)
+    add = _find_file(snapshot, file)
+    raw = add.get("deletionVector") or {}
+    out: dict[str, Any] = {"table": snapshot.table_root, "version": snapshot.version, "file": add["path"]}
+    if not raw or raw.get("storageType") is None:
+        out.update({"has_dv": False, "cardinality": 0})
+        if as_json:
+            _print_json(out)
+        else:
+            _console().print(f"{add['path']} has no deletion vector at version {snapshot.version}: no row is deleted.")
+        return
+    desc = DeletionVectorDescriptor.from_json({k: v for k, v in raw.items() if v is not None})
+    bitmap = load_bitmap(desc, snapshot.table_root)  # raises on any check that fails
+    rows = to_numpy(bitmap)
+    ranges, n_ranges = _row_ranges(rows, max_ranges or None)
+    from dvlake.log.stats import num_records_of
+
+    physical = num_records_of(add.get("stats"))
+    out.update({"has_dv": True, "cardinality": desc.cardinality, "physical_rows": physical,
+                "storage_type": desc.storage_type, "size_in_bytes": desc.size_in_bytes, "offset": desc.offset,
+                "dv_file": None, "crc32": None, "checksum_verified": False, "row_ranges": ranges,
+                "row_ranges_total": n_ranges, "first_row": int(rows[0]) if len(rows) else None,
+                "last_row": int(rows[-1]) if len(rows) else None})
+    if desc.is_on_disk:
+        location = desc.absolute_path(snapshot.table_root)
+        fs, fpath = filesystem_for(location)
+        offset = desc.offset if desc.offset is not None else 1
+        with fs.open_input_file(fpath) as f:
+            (crc,) = struct.unpack(">I", f.read_at(4, offset + 4 + desc.size_in_bytes))
+        out.update({"dv_file": location, "crc32": f"{crc:08x}", "checksum_verified": True})
+    if as_json:
+        _print_json(out)
+        return
+    storage = {"u": "DV file, table-relative (u)", "p": "DV file, absolute path (p)", "i": "inline in the log (i)"}
+    lines = [
+        ("file", add["path"]), ("version", str(snapshot.version)),
+        ("deleted rows", f"{desc.cardinality:,}" + (f" of {physical:,} ({desc.cardinality / physical:.2%})" if physical else "")),
+        ("storage", storage[desc.storage_type]),
+    ]
+    if desc.is_on_disk:
+        lines += [("DV file", out["dv_file"]), ("offset", f"{out['offset']}"), ("size", f"{desc.size_in_bytes:,} bytes"),
+                  ("checksum", f"CRC-32 {out['crc32']} verified")]
+    else:
+        lines += [("size", f"{desc.size_in_bytes:,} bytes (no checksum for inline DVs)")]
+    shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges)
+    more = n_ranges - len(ranges)
+    lines.append(("row ranges", f"{n_ranges:,}: {shown}" + (f", … ({more:,} more; --max-ranges 0 shows all)" if more else "")))
+    console = _console()
+    for k, v in lines:
+        console.print(f"[bold]{k:>13}[/bold]  {v}", soft_wrap=True)
+
+
+# --- health --------------------------------------------------------------------------------------
+
+
+@cli.command()
+@path_argument
+@version_option
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the pictures (deleted ratio per file, deleted rows per partition, DVs over versions) as PNG.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write a self-contained HTML report (tables and the pictures).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Partitions and recommendations to list.")
+@click.option("--max-deleted-ratio", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+              help="Files with more of their rows deleted are worth rewriting (delta-spark's optimize.maxDeletedRowsRatio).")
+@click.option("--history", "history_versions", type=click.IntRange(min=1), default=200, show_default=True,
+              help="How many recent versions the DV history covers.")
+@json_option
+def health(path: str, version: int | None, plot_path: str | None, html_path: str | None, top: int,
+           max_deleted_ratio: float, history_versions: int, as_json: bool) -> None:
+    """DV health: deleted rows per file and partition, DV storage, stale DV bytes, read overhead, what to run.
+
+    Reads only the log and the DV files' headers (never a data file or a DV body), so it is fast
+    on large tables. The read overhead is an estimate from the measured scan benchmark
+    (BENCHMARKS.md): a file with a DV costs its rows x (measured time ratio at its deleted
+    ratio - 1) extra plain-scan rows. Recommendations give the exact command to run, ranked by
+    rows reclaimed: OPTIMIZE ... WHERE for partitions with several files above --max-deleted-ratio,
+    REORG ... APPLY (PURGE) for a lone such file (OPTIMIZE skips single-file bins), VACUUM for DV
+    files no live file references. Exit 1 when a DV file is missing or a DV header does not
+    match its descriptor.
+    """
+    from dvlake.commands.health import table_health
+
+    with _progress("reading the log") as update:
+        report = table_health(path, version, max_deleted_ratio=max_deleted_ratio, history_versions=history_versions,
+                              on_step=update)
+        if plot_path or html_path:
+            update("drawing pictures")
+            from dvlake.commands import health_report
+
+            if plot_path:
+                health_report.write_png(report, plot_path)
+            if html_path:
+                health_report.write_html(report, html_path)
+    if as_json:
+        _print_json(report.to_dict(max_files=1000))
+    else:
+        _print_health(report, top)
+        if plot_path:
+            click.echo(f"pictures written to {plot_path}")
+        if html_path:
+            click.echo(f"HTML report written to {html_path}")
+    if report.problems:
+        for p in report.problems:
+            click.echo(f"error: {p.message}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _print_health(report: Any, top: int) -> None:
+    from dvlake.commands.health import human_bytes
+
+    console = _console()
+    s = report.summary
+    storage = ", ".join(f"{v:,} {k}" for k, v in s["dv_storage"].items()) or "none"
+    console.print(f"[bold]DV health of {report.table} at version {report.version}[/bold]", soft_wrap=True)
+    summary = [
+        ["files", f"{s['files']:,} ({s['files_with_dv']:,} with a DV) in {s['partitions']:,} partition(s), "
+                  f"{s['partitions_with_dv']:,} with DVs"],
+        ["rows deleted", f"{s['deleted_rows']:,} of {s['physical_rows']:,} physical rows ({s['deleted_ratio']:.2%})"],
+        ["DVs stored", f"{storage}; {human_bytes(s['dv_bytes'])} of bitmaps"],
+        ["DV files", f"{s['dv_files']:,} in use (at most {s['max_dvs_per_dv_file']:,} DVs packed in one), "
+                     f"{s['dv_files_unreferenced']:,} no longer referenced"],
+        ["DV file bytes", f"{human_bytes(s['dv_file_bytes'])}: {human_bytes(s['dv_live_bytes'])} live, "
+                          f"{human_bytes(s['dv_stale_bytes'])} stale"],
+        ["read overhead", f"est. +{s['est_full_scan_overhead']:.0%} full scan, +{s['est_aggregate_overhead']:.0%} "
+                          "2-column aggregate"
+                          + (f", +{s['est_fixed_query_seconds']:.2f} s per query" if s["files_with_dv"] else "")],
+    ]
+    console.print(_table(None, ["", ""], summary, header=False))
+    parts = report.partitions[report.partitions["deleted_rows"] > 0].head(top)
+    if len(parts) and report.partition_columns:
+        rows = [[r.partition, int(r.files), int(r.files_with_dv), int(r.physical_rows), int(r.deleted_rows),
+                 f"{r.deleted_ratio:.1%}", f"{r.max_file_deleted_ratio:.1%}", int(r.dv_files), human_bytes(r.dv_bytes),
+                 f"+{r.overhead_rows_full_scan / r.physical_rows:.0%}" if r.physical_rows else ""]
+                for r in parts.itertuples()]
+        n_more = int((report.partitions["deleted_rows"] > 0).sum()) - len(parts)
+        console.print(_table(f"Partitions with the most deleted rows{f' ({n_more:,} more)' if n_more > 0 else ''}",
+                             ["partition", "files", "with DV", "rows", "deleted", "deleted %", "worst file", "DV files",
+                              "DV bytes", "est. overhead"], rows,
+                             right={"files", "with DV", "rows", "deleted", "deleted %", "worst file", "DV files", "DV bytes",
+                                    "est. overhead"}))
+    recs = report.recommendations[:top]
+    if recs:
+        rows = [[i + 1, r.action, r.partition or "(all)", r.rows_reclaimed,
+                 human_bytes(r.bytes_reclaimed) if r.bytes_reclaimed else "", r.command, r.reason]
+                for i, r in enumerate(recs)]
+        more = len(report.recommendations) - len(recs)
+        console.print(_table(f"Recommendations, ranked by rows reclaimed{f' ({more:,} more)' if more > 0 else ''}",
+                             ["#", "action", "partition", "rows reclaimed", "bytes", "command", "why"], rows,
+                             right={"#", "rows reclaimed", "bytes"}))
+    else:
+        console.print("Recommendations: nothing to do (no file above the deleted-ratio threshold, no stale DV file).")
+
+
+# --- Spark-backed commands ---------------------------------------------------------------------------
+
+
+def _spark() -> SparkSession:
+    """A local Spark session: Spark's job progress bar on a terminal, quiet otherwise."""
+    with _progress("starting Spark"):
+        from dvlake.spark.session import local_session
+
+        tty = _is_tty()
+        session = local_session("dvlake-cli", extra_conf={"spark.ui.showConsoleProgress": "true" if tty else "false"})
+        session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _sql_module() -> Any:
+    return importlib.import_module("dvlake.sql")  # the package attribute `dvlake.sql` is the function
+
+
+def _sql_supports(statement: str) -> bool:
+    """Whether dvlake.sql has a handler for this Delta statement (else it would go to Spark's parser and fail)."""
+    handlers: Any = getattr(_sql_module(), "_HANDLERS", None)
+    try:
+        return any(re.fullmatch(pattern, statement.strip().rstrip(";").strip(), re.I | re.S) for pattern, _ in handlers)
+    except Exception:  # noqa: BLE001 - an unknown handler layout: let the statement run and report what happens
+        return True
+
+
+def _require_sql(statement: str, command: str) -> None:
+    if not _sql_supports(statement):
+        raise CommandNotAvailableError(
+            f"`dvlake {command}` is not available in this build of dvlake: its SQL statement ({statement.split('`')[0]}…) "
+            "has no implementation yet; upgrade dvlake")
+
+
+def _require_api(method: str, command: str) -> Any:
+    """DeltaTable when it has ``method`` (typed Any: the maintenance methods land on other branches)."""
+    from dvlake.api import DeltaTable
+
+    if not hasattr(DeltaTable, method):
+        raise CommandNotAvailableError(
+            f"`dvlake {command}` is not available in this build of dvlake (DeltaTable.{method} is not implemented yet); "
+            "upgrade dvlake")
+    return DeltaTable
+
+
+def _ident(path: str) -> str:
+    from dvlake.storage.paths import normalize_table_root
+
+    root = normalize_table_root(path)
+    if "`" in root:
+        raise InvalidArgumentError(f"a table path with a backtick cannot be named in SQL: {root!r}")
+    return f"delta.`{root}`"
+
+
+def _show(df: DataFrame | None, as_json: bool, limit: int | None = None, title: str | None = None) -> None:
+    """Print a result DataFrame as a table (or JSON); nested values as JSON text."""
+    if df is None:
+        if as_json:
+            _print_json([])
+        return
+    rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
+    truncated = limit is not None and len(rows) > limit
+    rows = rows[:limit] if truncated else rows
+    dicts = [r.asDict(recursive=True) for r in rows]
+    if as_json:
+        _print_json(dicts)
+    else:
+        cols = list(df.columns)
+        cells = [[v if isinstance(v, (int, float, str)) or v is None else json.dumps(v, default=_json_default)
+                  for v in (d[c] for c in cols)] for d in dicts]
+        _console().print(_table(title, cols, cells))
+        if truncated:
+            click.echo(f"(first {limit} rows; --limit changes it)", err=True)
+
+
+@cli.command("sql")
+@click.argument("statement", metavar="STATEMENT")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Show at most this many result rows.")
+@json_option
+def sql_command(statement: str, limit: int, as_json: bool) -> None:
+    """Run one SQL statement on local Spark through dvlake.sql.
+
+    Delta statements on path identifiers (delta.`/path`) run through dvlake's commands:
+    DELETE FROM, DESCRIBE HISTORY/DETAIL, ALTER TABLE ... SET/UNSET TBLPROPERTIES, and the
+    maintenance statements this build has. Anything else goes to spark.sql. Quote the
+    statement for the shell: dvlake sql "DELETE FROM delta.\\`/data/t\\` WHERE id = 3".
+    """
+    spark = _spark()
+    df = _sql_module().sql(spark, statement)
+    _show(df, as_json, limit)
+
+
+@cli.command()
+@path_argument
+@click.option("--where", "where", default=None, help="Partition predicate: compact only these partitions.")
+@click.option("--zorder-by", "zorder_by", default=None, help="Comma-separated columns to Z-order the files by.")
+@json_option
+def optimize(path: str, where: str | None, zorder_by: str | None, as_json: bool) -> None:
+    """Compact small files and files with many deleted rows (OPTIMIZE [WHERE ...] [ZORDER BY ...]).
+
+    Runs DeltaTable.forPath(spark, PATH).optimize().where(WHERE).executeCompaction() (or
+    .executeZOrderBy(...)) and prints its metrics. A lone file in a partition is left as it is
+    (as in delta-spark); `dvlake purge` rewrites it.
+    """
+    delta_table = _require_api("optimize", "optimize")
+    spark = _spark()
+    builder = delta_table.forPath(spark, path).optimize()
+    if where:
+        builder = builder.where(where)
+    if zorder_by:
+        cols = [c.strip() for c in zorder_by.split(",") if c.strip()]
+        df = builder.executeZOrderBy(*cols)
+    else:
+        df = builder.executeCompaction()
+    _show(df, as_json)
+
+
+@cli.command()
+@path_argument
+@click.option("--where", "where", default=None, help="Partition predicate: purge only these partitions.")
+@json_option
+def purge(path: str, where: str | None, as_json: bool) -> None:
+    """Rewrite every file that has a DV without its deleted rows (REORG TABLE ... APPLY (PURGE)).
+
+    Runs `REORG TABLE delta.`PATH` [WHERE ...] APPLY (PURGE)` through dvlake.sql. Files without
+    DVs are untouched; a second run finds nothing to do.
+    """
+    statement = f"REORG TABLE {_ident(path)}" + (f" WHERE {where}" if where else "") + " APPLY (PURGE)"
+    _require_sql(statement, "purge")
+    spark = _spark()
+    _show(_sql_module().sql(spark, statement), as_json)
+
+
+@cli.command()
+@path_argument
+@click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
+@click.option("--retain-hours", type=click.FloatRange(min=0), default=None,
+              help="Keep files removed less than this many hours ago (default: the table's "
+                   "delta.deletedFileRetentionDuration, 168 h).")
+@json_option
+def vacuum(path: str, dry_run: bool, retain_hours: float | None, as_json: bool) -> None:
+    """Delete files (data and DV files) the table no longer references and that are older than the retention.
+
+    A real run calls DeltaTable.vacuum(retentionHours); --dry-run runs
+    `VACUUM delta.`PATH` [RETAIN n HOURS] DRY RUN` and prints the files it would delete.
+    """
+    if dry_run:
+        retain = f" RETAIN {retain_hours:g} HOURS" if retain_hours is not None else ""
+        statement = f"VACUUM {_ident(path)}{retain} DRY RUN"
+        _require_sql(statement, "vacuum --dry-run")
+        spark = _spark()
+        _show(_sql_module().sql(spark, statement), as_json)
+        return
+    delta_table = _require_api("vacuum", "vacuum")
+    spark = _spark()
+    table = delta_table.forPath(spark, path)
+    df = table.vacuum(retain_hours) if retain_hours is not None else table.vacuum()
+    if as_json:
+        _show(df, True)
+    else:
+        _show(df, False)
+        click.echo(f"vacuumed {table.path}")
+
+
+@cli.command()
+@path_argument
+@click.option("--version", "-v", "to_version", type=click.IntRange(min=0), default=None, help="Restore to this version.")
+@click.option("--timestamp", "-t", "to_timestamp", default=None,
+              help="Restore to the version current at this time (ISO 8601, e.g. 2024-06-01T12:00:00Z).")
+@json_option
+def restore(path: str, to_version: int | None, to_timestamp: str | None, as_json: bool) -> None:
+    """Restore the table to an earlier version (RESTORE TABLE ... TO VERSION|TIMESTAMP AS OF).
+
+    Give exactly one of --version and --timestamp. Runs DeltaTable.restoreToVersion(v) or
+    restoreToTimestamp(ts) and prints its metrics (files restored and removed, table size after).
+    """
+    if (to_version is None) == (to_timestamp is None):
+        raise click.UsageError("give exactly one of --version and --timestamp")
+    method = "restoreToVersion" if to_version is not None else "restoreToTimestamp"
+    delta_table = _require_api(method, "restore")
+    spark = _spark()
+    table = delta_table.forPath(spark, path)
+    df = table.restoreToVersion(to_version) if to_version is not None else table.restoreToTimestamp(to_timestamp)
+    _show(df, as_json)
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+
+def _error_message(exc: BaseException) -> str:
+    error_class = getattr(exc, "error_class", None) or (exc.getErrorClass() if hasattr(exc, "getErrorClass") else None)
+    text = str(exc).strip() or type(exc).__name__
+    if not isinstance(exc, DvlakeError):
+        text = f"{type(exc).__name__}: {text}"
+    if error_class and str(error_class) not in text:
+        text = f"[{error_class}] {text}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI and turn its outcome into an exit code."""
+    try:
+        code = cli.main(args=argv, prog_name="dvlake", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:  # usage errors exit 2, others 1
+        exc.show()
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        code = EXIT_ERROR
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a message and exit 1
+        if _State.debug:
+            traceback.print_exc()
+        click.echo(f"error: {_error_message(exc)}", err=True)
+        if not _State.debug and not isinstance(exc, DvlakeError):
+            click.echo("(run with --debug for the traceback)", err=True)
+        code = EXIT_ERROR
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()
