@@ -114,3 +114,24 @@ class ProtocolChangedException(DeltaConcurrentModificationException):
 
 class ConcurrentTransactionException(DeltaConcurrentModificationException):
     """A concurrent commit used the same application transaction id (``txn`` action)."""
+
+
+# --- OPTIMIZE / REORG / Z-order (delta-spark error classes) -------------------------------------
+
+
+class NonPartitionColumnReferenceError(InvalidArgumentError):
+    """OPTIMIZE/REORG ``WHERE`` may only name partition columns (files are chosen, not rows)."""
+
+    error_class = "DELTA_NON_PARTITION_COLUMN_REFERENCE"
+
+
+class ZOrderingOnPartitionColumnError(InvalidArgumentError):
+    """Z-ordering by a partition column is meaningless: every file holds one value of it."""
+
+    error_class = "DELTA_ZORDERING_ON_PARTITION_COLUMN"
+
+
+class ZOrderingColumnDoesNotExistError(InvalidArgumentError):
+    """A Z-order column is not a column of the table."""
+
+    error_class = "DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST"
