@@ -74,7 +74,7 @@ from dvlake.spark.dv_scan import ScanFile
 from dvlake.spark.pruning import condition_text, partition_mask, references_only
 from dvlake.spark.scan import ScanPlan, all_column_names, logical_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
-from dvlake.spark.zorder import zorder_value
+from dvlake.spark.zorder import with_zorder_value
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -314,7 +314,7 @@ def _rewrite_bins(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, bins:
             live = sum(max(0, (num_records_of(a.stats) or 0) - (a.deletion_vector.cardinality if a.deletion_vector else 0))
                        for a in bin_files)
             z = "__dvlake_zorder"
-            df = df.withColumn(z, zorder_value(df, zorder, live))
+            df = with_zorder_value(df, zorder, live, z)
             df = df.repartitionByRange(out_files, F.col(z)).sortWithinPartitions(z).drop(z)
         else:
             df = df.coalesce(1)

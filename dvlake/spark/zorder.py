@@ -66,15 +66,18 @@ def interleave(ids: list[Column], bits: int) -> Column:
     return z
 
 
-def zorder_value(df: DataFrame, columns: list[str], expected_rows: int) -> Column:
-    """The Z-value column of ``df`` over ``columns`` (samples ``df`` once to pick range boundaries)."""
+def with_zorder_value(df: DataFrame, columns: list[str], expected_rows: int, name: str) -> DataFrame:
+    """``df`` plus column ``name``, the Z-value over ``columns`` (samples ``df`` once to pick range boundaries).
+
+    The range ids are projected first and the interleaving refers to them by name, so each
+    comparison tree is evaluated (and shipped in the plan) once per row, not once per bit.
+    """
     bits = bits_per_column(len(columns))
     num_ranges = (1 << bits) - 1  # id 0 is reserved for null
     fraction = 1.0 if expected_rows <= SAMPLE_ROWS else SAMPLE_ROWS / expected_rows
     picked = df.select(*[F.col(f"`{c}`") for c in columns])
     sample = (picked if fraction >= 1.0 else picked.sample(fraction=fraction, seed=17)).collect()
-    ids = []
-    for i, c in enumerate(columns):
-        bounds = range_boundaries([r[i] for r in sample], num_ranges)
-        ids.append(range_id(F.col(f"`{c}`"), bounds))
-    return interleave(ids, bits)
+    id_names = [f"{name}_rid{i}" for i in range(len(columns))]
+    ranged = df.select("*", *[range_id(F.col(f"`{c}`"), range_boundaries([r[i] for r in sample], num_ranges)).alias(rid)
+                              for i, (c, rid) in enumerate(zip(columns, id_names, strict=True))])
+    return ranged.withColumn(name, interleave([F.col(r) for r in id_names], bits)).drop(*id_names)
