@@ -200,6 +200,46 @@ class DeltaTable:
 
         delete(self._spark, self._path, condition)
 
+    # -- compaction (OPTIMIZE, REORG … APPLY (PURGE)) -------------------------------------------------
+    def optimize(self) -> DeltaOptimizeBuilder:
+        """delta-spark's builder: ``.optimize().where("day = '2024-06-01'").executeCompaction()`` or ``.executeZOrderBy(c)``."""
+        return DeltaOptimizeBuilder(self._spark, self._path)
+
+    def reorgPurge(self, condition: str | Column | None = None) -> DataFrame:
+        """REORG TABLE … [WHERE condition] APPLY (PURGE): rewrite every file with a DV (delta-spark has this in SQL only)."""
+        from dvlake.commands import reorg
+
+        return reorg.run(self._spark, self._path, condition)
+
+
+class DeltaOptimizeBuilder:
+    """delta-spark's DeltaOptimizeBuilder: an optional partition filter, then compaction or Z-order."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        self._spark = spark
+        self._path = path
+        self._condition: str | None = None
+
+    def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
+        """Only optimize the partitions ``partitionFilter`` keeps (partition columns only)."""
+        self._condition = partitionFilter if self._condition is None else f"({self._condition}) AND ({partitionFilter})"
+        return self
+
+    def executeCompaction(self) -> DataFrame:
+        """Bin-pack small files and files with many deleted rows; returns delta-spark's ``path, metrics`` frame."""
+        from dvlake.commands import optimize
+
+        return optimize.run(self._spark, self._path, self._condition)
+
+    def executeZOrderBy(self, *cols: str | Sequence[str]) -> DataFrame:
+        """Rewrite the selected partitions clustered by a Z-order over ``cols``."""
+        from dvlake.commands import optimize
+
+        names = [c for group in cols for c in ([group] if isinstance(group, str) else list(group))]
+        if not names:
+            raise InvalidArgumentError("executeZOrderBy needs at least one column")
+        return optimize.run(self._spark, self._path, self._condition, names)
+
 
     # -- lifecycle: VACUUM, RESTORE, GENERATE, protocol ----------------------------------------------
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:

@@ -75,3 +75,18 @@ def normalize_properties(props: Mapping[str, Any] | None) -> dict[str, str]:
         if out[k].lower() in ("true", "false"):
             out[k] = out[k].lower()
     return out
+
+
+# --- OPTIMIZE / REORG / auto-compaction (delta-spark names and defaults) ---------------------------
+OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
+OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+OPTIMIZE_MAX_DELETED_ROWS_RATIO = "spark.databricks.delta.optimize.maxDeletedRowsRatio"
+OPTIMIZE_MAX_THREADS = "spark.databricks.delta.optimize.maxThreads"
+AUTO_COMPACT = "delta.autoOptimize.autoCompact"
+AUTO_COMPACT_MIN_NUM_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
+AUTO_COMPACT_MAX_FILE_SIZE = "spark.databricks.delta.autoCompact.maxFileSize"
+DEFAULT_OPTIMIZE_FILE_SIZE = 1024 * 1024 * 1024
+DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+DEFAULT_OPTIMIZE_MAX_THREADS = 15
+DEFAULT_AUTO_COMPACT_MIN_NUM_FILES = 50
+DEFAULT_AUTO_COMPACT_MAX_FILE_SIZE = 128 * 1024 * 1024

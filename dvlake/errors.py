@@ -241,3 +241,23 @@ class TimeTravelBeyondRetentionError(DeltaErrorClassMixin, VersionNotFoundError)
     """The version asked for is older than delta.deletedFileRetentionDuration: VACUUM may have removed its files."""
 
     error_class = "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION"
+
+# --- OPTIMIZE / REORG / Z-order (delta-spark error classes) -------------------------------------
+
+
+class NonPartitionColumnReferenceError(InvalidArgumentError):
+    """OPTIMIZE/REORG ``WHERE`` may only name partition columns (files are chosen, not rows)."""
+
+    error_class = "DELTA_NON_PARTITION_COLUMN_REFERENCE"
+
+
+class ZOrderingOnPartitionColumnError(InvalidArgumentError):
+    """Z-ordering by a partition column is meaningless: every file holds one value of it."""
+
+    error_class = "DELTA_ZORDERING_ON_PARTITION_COLUMN"
+
+
+class ZOrderingColumnDoesNotExistError(InvalidArgumentError):
+    """A Z-order column is not a column of the table."""
+
+    error_class = "DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST"

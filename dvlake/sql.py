@@ -84,12 +84,27 @@ def _delete(spark: SparkSession, m: re.Match) -> DataFrame:
     return spark.createDataFrame([(int(metrics.get("numDeletedRows", 0)),)], "num_affected_rows long")
 
 
+def _optimize(spark: SparkSession, m: re.Match) -> DataFrame:
+    from dvlake.commands import optimize
+
+    zorder = [c.strip().strip("`") for c in (m.group("zorder") or "").split(",") if c.strip()]
+    return optimize.run(spark, m.group("path"), m.group("where"), zorder)
+
+
+def _reorg_purge(spark: SparkSession, m: re.Match) -> DataFrame:
+    from dvlake.commands import reorg
+
+    return reorg.run(spark, m.group("path"), m.group("where"))
+
+
 _HANDLERS: list[tuple[str, Callable[[SparkSession, re.Match], DataFrame]]] = [
     (rf"ALTER\s+TABLE\s+{_TABLE}\s+SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", _set_props),
     (rf"ALTER\s+TABLE\s+{_TABLE}\s+UNSET\s+TBLPROPERTIES\s*(?P<ifexists>IF\s+EXISTS\s*)?\((?P<props>.*)\)", _unset_props),
     (rf"DESCRIBE\s+HISTORY\s+{_TABLE}(?:\s+LIMIT\s+(?P<limit>\d+))?", _history),
     (rf"DESCRIBE\s+DETAIL\s+{_TABLE}", _detail),
     (rf"DELETE\s+FROM\s+{_TABLE}(?:\s+(?:AS\s+)?\w+)?(?:\s+WHERE\s+(?P<where>.+))?", _delete),
+    (rf"OPTIMIZE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?(?:\s+ZORDER\s+BY\s*\(?(?P<zorder>[^()]+?)\)?)?", _optimize),
+    (rf"REORG\s+TABLE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?\s+APPLY\s*\(\s*PURGE\s*\)", _reorg_purge),
 ]
 
 

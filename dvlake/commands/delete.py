@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.config import DEFAULT_DV_PACKING_TARGET, DELETE_DVS_PERSISTENT, DV_PACKING_TARGET_SIZE
 from dvlake.commands.common import (
     mode_of,
@@ -106,7 +107,8 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     metrics.setdefault("scanTimeMs", scan_ms)
     metrics.setdefault("rewriteTimeMs", 0)
-    txn.commit(actions, "DELETE", {"predicate": _predicate_param(condition)}, metrics)
+    version = txn.commit(actions, "DELETE", {"predicate": _predicate_param(condition)}, metrics)
+    maybe_auto_compact(spark, root, version)  # off unless delta.autoOptimize.autoCompact; never fails the DELETE
     return metrics
 
 
