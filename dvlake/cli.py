@@ -295,7 +295,7 @@ def dv_command(path: str, file: str, version: int | None, max_ranges: int, as_js
 
     from dvlake.dv.descriptor import DeletionVectorDescriptor
     from dvlake.dv.roaring import to_numpy
-    from dvlake.dv.store import filesystem_for, load_bitmap
+    from dvlake.dv.store import load_bitmap
 
     snapshot = _load(path, version)
     add = _find_file(snapshot, file)
@@ -322,10 +322,8 @@ def dv_command(path: str, file: str, version: int | None, max_ranges: int, as_js
                 "last_row": int(rows[-1]) if len(rows) else None})
     if desc.is_on_disk:
         location = desc.absolute_path(snapshot.table_root)
-        fs, fpath = filesystem_for(location)
         offset = desc.offset if desc.offset is not None else 1
-        with fs.open_input_file(fpath) as f:
-            (crc,) = struct.unpack(">I", f.read_at(4, offset + 4 + desc.size_in_bytes))
+        (crc,) = struct.unpack(">I", snapshot.storage.read_range(location, offset + 4 + desc.size_in_bytes, 4))
         out.update({"dv_file": location, "crc32": f"{crc:08x}", "checksum_verified": True})
     if as_json:
         _print_json(out)

@@ -317,33 +317,40 @@ def _list_dv_files(snapshot: Snapshot, known: set[str]) -> dict[str, int]:
                 out[join(folder, name)] = info.size
     for loc in known - set(out):
         try:
-            info = snapshot.storage.fs.get_file_info(snapshot.storage._p(loc))  # noqa: SLF001 - the storage's own path rule
-            if info.size is not None and info.type.name == "File":
+            info = snapshot.storage.stat(loc)
+            if info is not None:
                 out[loc] = info.size
         except OSError:
             pass
     return out
 
 
+def _read_at(f: Any, n: int, offset: int) -> bytes:
+    f.seek(offset)
+    return bytes(f.read(n))
+
+
 def _verify_headers(snapshot: Snapshot, live: pd.DataFrame, present: set[str]) -> list[Problem]:
     """Check each DV file's format byte and each live DV's stored size field (8 bytes per DV, no bitmap read)."""
     problems = []
-    fs = snapshot.storage.fs
+    storage = snapshot.storage
     for key, group in live.groupby("dv_file", sort=False):
         loc = str(key)
         if loc not in present:
             continue
         try:
-            with fs.open_input_file(snapshot.storage._p(loc)) as f:  # noqa: SLF001
-                total = f.size()
-                if f.read_at(1, 0) != b"\x01":
+            f = storage.open_input(loc)
+            try:
+                total = f.seek(0, 2)
+                f.seek(0)
+                if f.read(1) != b"\x01":
                     problems.append(Problem(loc, f"deletion vector file {loc}: format version byte is not 01"))
                     continue
                 bad = 0
                 first = ""
                 for off, size in zip(group["dv_offset"].to_numpy(), group["dv_size_bytes"].to_numpy(), strict=True):
                     off = 1 if off is None or (isinstance(off, float) and math.isnan(off)) else int(off)
-                    head = f.read_at(4, off) if off + 8 + size <= total else b""
+                    head = _read_at(f, 4, off) if off + 8 + size <= total else b""
                     if len(head) != 4 or struct.unpack(">I", head)[0] != size:
                         bad += 1
                         first = first or f"offset {off}: descriptor says {size} bytes, header says " + (
@@ -351,6 +358,8 @@ def _verify_headers(snapshot: Snapshot, live: pd.DataFrame, present: set[str]) -
                 if bad:
                     problems.append(Problem(loc, f"deletion vector file {loc}: {bad} DV header(s) do not match their "
                                                  f"descriptors (first at {first}); reads of those files will fail"))
+            finally:
+                f.close()
         except OSError as exc:
             problems.append(Problem(loc, f"deletion vector file {loc} cannot be read: {exc}"))
     return problems
