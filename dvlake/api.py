@@ -22,6 +22,7 @@ from pyspark.sql.types import (
 
 from dvlake.commands import alter, describe
 from dvlake.commands import write as write_cmd
+from dvlake.commands.merge import DeltaMergeBuilder
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import scan
@@ -134,6 +135,23 @@ class DeltaTable:
 
         delete(self._spark, self._path, condition)
 
+    # -- UPDATE and MERGE ------------------------------------------------------------------------
+    def update(self, condition: str | Column | dict[str, str | Column] | None = None,
+               set: dict[str, str | Column] | None = None) -> None:  # noqa: A002 - delta-spark's keyword
+        """delta-spark's ``update(condition=None, set=None)``: ``set`` maps column names (dotted for nested
+        fields) to SQL strings or Columns; the set alone may be passed positionally (``update({"c": "1"})``)."""
+        from dvlake.commands.update import update
+
+        if set is None and isinstance(condition, dict):
+            condition, set = None, condition
+        if not set:
+            raise InvalidArgumentError("update() needs set={'column': <SQL string or Column>, ...}")
+        update(self._spark, self._path, set, condition, alias=self._alias)  # type: ignore[arg-type]
+
+    def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:
+        """delta-spark's ``merge(source, condition)``: add ``whenMatched…``/``whenNotMatched…`` clauses, then ``execute()``."""
+        return DeltaMergeBuilder(self._spark, self._path, self._alias, source, condition)
+
 
 class DeltaTableBuilder:
     """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``."""
@@ -212,3 +230,4 @@ def write(df: DataFrame, path: str, mode: str = "error", partitionBy: Sequence[s
     parts = [partitionBy] if isinstance(partitionBy, str) else list(partitionBy or [])
     return write_cmd.write(df, path, mode, parts, properties, overwrite_schema=overwriteSchema,
                            session_defaults=_session_defaults(df.sparkSession))
+

@@ -75,3 +75,11 @@ def normalize_properties(props: Mapping[str, Any] | None) -> dict[str, str]:
         if out[k].lower() in ("true", "false"):
             out[k] = out[k].lower()
     return out
+
+
+# UPDATE and MERGE session settings (delta-spark names)
+UPDATE_DVS_PERSISTENT = "spark.databricks.delta.update.deletionVectors.persistent"
+MERGE_DVS_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
+MERGE_INSERT_ONLY_FAST_PATH = "spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled"
+MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"

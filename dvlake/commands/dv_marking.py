@@ -32,6 +32,7 @@ class MarkOutcome:
     actions: list[Action] = field(default_factory=list)
     dv_pairs: list[tuple[bool, bool]] = field(default_factory=list)  # (old had a DV, new has a DV) per touched file
     touched: list[AddFile] = field(default_factory=list)             # every file whose DV changed or that was removed
+    touched_positions: list[int] = field(default_factory=list)      # their positions in the plan
     newly_marked_rows: int = 0
     removed_files: int = 0       # files fully removed (every row deleted)
     removed_bytes: int = 0
@@ -72,6 +73,7 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
         old = candidates[r.file_index]
         out.newly_marked_rows += r.cardinality - r.previous_cardinality
         out.touched.append(old)
+        out.touched_positions.append(int(r.file_index))
         out.actions.append(old.remove(ts))
         if r.all_deleted:
             out.removed_files += 1
