@@ -22,6 +22,7 @@ from pyspark.sql.types import (
 
 from dvlake.commands import alter, describe
 from dvlake.commands import write as write_cmd
+from dvlake.commands.merge import DeltaMergeBuilder
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import scan
@@ -200,6 +201,23 @@ class DeltaTable:
 
         delete(self._spark, self._path, condition)
 
+    # -- UPDATE and MERGE ------------------------------------------------------------------------
+    def update(self, condition: str | Column | dict[str, str | Column] | None = None,
+               set: dict[str, str | Column] | None = None) -> None:  # noqa: A002 - delta-spark's keyword
+        """delta-spark's ``update(condition=None, set=None)``: ``set`` maps column names (dotted for nested
+        fields) to SQL strings or Columns; the set alone may be passed positionally (``update({"c": "1"})``)."""
+        from dvlake.commands.update import update
+
+        if set is None and isinstance(condition, dict):
+            condition, set = None, condition
+        if not set:
+            raise InvalidArgumentError("update() needs set={'column': <SQL string or Column>, ...}")
+        update(self._spark, self._path, set, condition, alias=self._alias)  # type: ignore[arg-type]
+
+    def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:
+        """delta-spark's ``merge(source, condition)``: add ``whenMatched…``/``whenNotMatched…`` clauses, then ``execute()``."""
+        return DeltaMergeBuilder(self._spark, self._path, self._alias, source, condition)
+
     # -- compaction (OPTIMIZE, REORG … APPLY (PURGE)) -------------------------------------------------
     def optimize(self) -> DeltaOptimizeBuilder:
         """delta-spark's builder: ``.optimize().where("day = '2024-06-01'").executeCompaction()`` or ``.executeZOrderBy(c)``."""
@@ -210,36 +228,6 @@ class DeltaTable:
         from dvlake.commands import reorg
 
         return reorg.run(self._spark, self._path, condition)
-
-
-class DeltaOptimizeBuilder:
-    """delta-spark's DeltaOptimizeBuilder: an optional partition filter, then compaction or Z-order."""
-
-    def __init__(self, spark: SparkSession, path: str) -> None:
-        self._spark = spark
-        self._path = path
-        self._condition: str | None = None
-
-    def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
-        """Only optimize the partitions ``partitionFilter`` keeps (partition columns only)."""
-        self._condition = partitionFilter if self._condition is None else f"({self._condition}) AND ({partitionFilter})"
-        return self
-
-    def executeCompaction(self) -> DataFrame:
-        """Bin-pack small files and files with many deleted rows; returns delta-spark's ``path, metrics`` frame."""
-        from dvlake.commands import optimize
-
-        return optimize.run(self._spark, self._path, self._condition)
-
-    def executeZOrderBy(self, *cols: str | Sequence[str]) -> DataFrame:
-        """Rewrite the selected partitions clustered by a Z-order over ``cols``."""
-        from dvlake.commands import optimize
-
-        names = [c for group in cols for c in ([group] if isinstance(group, str) else list(group))]
-        if not names:
-            raise InvalidArgumentError("executeZOrderBy needs at least one column")
-        return optimize.run(self._spark, self._path, self._condition, names)
-
 
     # -- lifecycle: VACUUM, RESTORE, GENERATE, protocol ----------------------------------------------
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:
@@ -281,10 +269,40 @@ class DeltaOptimizeBuilder:
 
         add_feature_support(self._path, featureName)
 
+
 def _restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
     from dvlake.commands.restore import METRICS, RESULT_COLUMNS
 
     return spark.createDataFrame([tuple(int(metrics[m]) for m in METRICS)], ", ".join(f"{c} long" for c in RESULT_COLUMNS))
+
+
+class DeltaOptimizeBuilder:
+    """delta-spark's DeltaOptimizeBuilder: an optional partition filter, then compaction or Z-order."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        self._spark = spark
+        self._path = path
+        self._condition: str | None = None
+
+    def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
+        """Only optimize the partitions ``partitionFilter`` keeps (partition columns only)."""
+        self._condition = partitionFilter if self._condition is None else f"({self._condition}) AND ({partitionFilter})"
+        return self
+
+    def executeCompaction(self) -> DataFrame:
+        """Bin-pack small files and files with many deleted rows; returns delta-spark's ``path, metrics`` frame."""
+        from dvlake.commands import optimize
+
+        return optimize.run(self._spark, self._path, self._condition)
+
+    def executeZOrderBy(self, *cols: str | Sequence[str]) -> DataFrame:
+        """Rewrite the selected partitions clustered by a Z-order over ``cols``."""
+        from dvlake.commands import optimize
+
+        names = [c for group in cols for c in ([group] if isinstance(group, str) else list(group))]
+        if not names:
+            raise InvalidArgumentError("executeZOrderBy needs at least one column")
+        return optimize.run(self._spark, self._path, self._condition, names)
 
 class DeltaTableBuilder:
     """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``.
@@ -391,3 +409,4 @@ def write(df: DataFrame, path: str, mode: str = "error", partitionBy: Sequence[s
     parts = [partitionBy] if isinstance(partitionBy, str) else list(partitionBy or [])
     return write_cmd.write(df, path, mode, parts, properties, overwrite_schema=overwriteSchema,
                            session_defaults=_session_defaults(df.sparkSession))
+

@@ -90,3 +90,10 @@ DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
 DEFAULT_OPTIMIZE_MAX_THREADS = 15
 DEFAULT_AUTO_COMPACT_MIN_NUM_FILES = 50
 DEFAULT_AUTO_COMPACT_MAX_FILE_SIZE = 128 * 1024 * 1024
+
+# UPDATE and MERGE session settings (delta-spark names)
+UPDATE_DVS_PERSISTENT = "spark.databricks.delta.update.deletionVectors.persistent"
+MERGE_DVS_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
+MERGE_INSERT_ONLY_FAST_PATH = "spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled"
+MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"

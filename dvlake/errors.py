@@ -261,3 +261,47 @@ class ZOrderingColumnDoesNotExistError(InvalidArgumentError):
     """A Z-order column is not a column of the table."""
 
     error_class = "DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST"
+
+
+# --- UPDATE and MERGE (delta-spark names; ``error_class`` as delta-spark reports it) ---------------
+
+
+class DeltaInvariantViolationException(InvalidArgumentError):
+    """A row written by a command breaks a table invariant (a NULL in a NOT NULL column); nothing was committed."""
+
+    error_class = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+
+
+class UnresolvedAssignmentError(InvalidArgumentError):
+    """An UPDATE/MERGE assignment names a column the table does not have, or the same column twice."""
+
+    error_class = "DELTA_COLUMN_NOT_FOUND"
+
+
+class UnsafeAssignmentCastError(SchemaMismatchError):
+    """An assigned value cannot be stored in its column under Spark's ANSI store-assignment rules."""
+
+    error_class = "DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION"
+
+
+class DeltaUnsupportedOperationException(DvlakeError):
+    """The command cannot be carried out as asked (delta-spark's DeltaUnsupportedOperationException)."""
+
+    error_class = "DELTA_UNSUPPORTED_OPERATION"
+
+
+class MultipleSourceRowMatchingTargetRowError(DeltaUnsupportedOperationException):
+    """MERGE found several source rows matching one target row: which one should win is ambiguous.
+
+    Raised before anything is written. De-duplicate the source (e.g. keep the latest row per key)
+    or tighten the ON condition so that each target row matches at most one source row.
+    """
+
+    error_class = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+    sql_state = "21506"
+
+
+class ChangeDataFeedNotSupportedError(UnsupportedFeatureError):
+    """UPDATE/MERGE on a table with ``delta.enableChangeDataFeed=true``: dvlake cannot write change data yet."""
+
+    error_class = "DVLAKE_CHANGE_DATA_FEED_NOT_SUPPORTED"

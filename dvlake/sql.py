@@ -7,7 +7,7 @@ runs them through dvlake's commands; every other statement goes to ``spark.sql``
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from dvlake.errors import InvalidArgumentError
 
@@ -97,6 +97,71 @@ def _reorg_purge(spark: SparkSession, m: re.Match) -> DataFrame:
     return reorg.run(spark, m.group("path"), m.group("where"))
 
 
+
+# --- UPDATE and MERGE INTO (issue 10) ---------------------------------------------------------------
+
+
+def _split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside parentheses, brackets, quotes and backquotes."""
+    out: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _assignments(text: str) -> dict[str, str]:
+    """``a = 1, t.b.c = s.x + 1`` → {a: 1, t.b.c: s.x + 1} (the first top-level ``=`` of each item)."""
+    out: dict[str, str] = {}
+    for item in _split_top_level(text):
+        m = re.match(r"\s*((?:`[^`]+`|[\w]+)(?:\s*\.\s*(?:`[^`]+`|\w+))*)\s*=(?!=)\s*(.+)$", item, re.S)
+        if not m:
+            raise InvalidArgumentError(f"cannot parse the assignment {item!r}; write column = expression")
+        out[re.sub(r"\s+", "", m.group(1))] = m.group(2).strip()
+    return out
+
+
+def _update(spark: SparkSession, m: re.Match) -> DataFrame:
+    from dvlake.commands.update import update
+
+    assignments: dict[str, Any] = dict(_assignments(m.group("set")))
+    metrics = update(spark, m.group("path"), assignments, m.group("where"), alias=m.group("alias"))
+    return spark.createDataFrame([(int(metrics.get("numUpdatedRows", 0)),)], "num_affected_rows long")
+
+
+def _merge(spark: SparkSession, m: re.Match) -> DataFrame:
+    from dvlake.commands.merge import merge_from_sql
+
+    return merge_from_sql(spark, m.group("path"), m.group("alias"), m.group("source").strip(), m.group("salias"),
+                          m.group("on"), m.group("clauses"), _split_top_level, _assignments,
+                          schema_evolution=bool(m.group("evolution")))
+
+
+_NOT_KEYWORD = r"(?!(?:SET|USING|ON|WHERE|WHEN)\b)"
+
+_HANDLERS_DML: list[tuple[str, Callable[[SparkSession, re.Match], DataFrame]]] = [
+    (rf"UPDATE\s+{_TABLE}(?:\s+(?:AS\s+)?{_NOT_KEYWORD}(?P<alias>\w+))?\s+SET\s+(?P<set>.+?)(?:\s+WHERE\s+(?P<where>.+))?",
+     _update),
+    (rf"MERGE\s+(?P<evolution>WITH\s+SCHEMA\s+EVOLUTION\s+)?INTO\s+{_TABLE}(?:\s+(?:AS\s+)?{_NOT_KEYWORD}(?P<alias>\w+))?\s+USING\s+"
+     rf"(?P<source>\(.+\)|[\w.`]+)(?:\s+(?:AS\s+)?{_NOT_KEYWORD}(?P<salias>\w+))?\s+ON\s+(?P<on>.+?)"
+     r"\s+(?P<clauses>WHEN\s+.+)", _merge),
+]
+
 _HANDLERS: list[tuple[str, Callable[[SparkSession, re.Match], DataFrame]]] = [
     (rf"ALTER\s+TABLE\s+{_TABLE}\s+SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", _set_props),
     (rf"ALTER\s+TABLE\s+{_TABLE}\s+UNSET\s+TBLPROPERTIES\s*(?P<ifexists>IF\s+EXISTS\s*)?\((?P<props>.*)\)", _unset_props),
@@ -159,3 +224,5 @@ _HANDLERS.extend([
      _restore),
     (rf"GENERATE\s+(?P<mode>\w+)\s+FOR\s+TABLE\s+{_TABLE}", _generate),
 ])
+
+_HANDLERS += _HANDLERS_DML

@@ -15,16 +15,13 @@ snapshot (a DELETE is re-evaluated against the winner's result, which is what se
 from __future__ import annotations
 
 import json
-import math
 import time
-from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from dvlake.commands.auto_compact import maybe_auto_compact
-from dvlake.config import DEFAULT_DV_PACKING_TARGET, DELETE_DVS_PERSISTENT, DV_PACKING_TARGET_SIZE
 from dvlake.commands.common import (
     mode_of,
     num_indexed_cols,
@@ -32,15 +29,15 @@ from dvlake.commands.common import (
     stats_leaf_paths,
     tight_bounds_flag,
 )
-from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.commands.dv_marking import dv_counts, mark_rows
+from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from dvlake.log import features
 from dvlake.log.actions import AddFile, RemoveFile, now_ms
 from dvlake.log.snapshot import Snapshot
-from dvlake.log.stats import num_records_of, with_loose_bounds
-from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
-from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, path_key
 from dvlake.log.predicates import condition_text, references_only
+from dvlake.log.stats import num_records_of
+from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.scan import all_column_names, logical_frame, match_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
@@ -71,13 +68,7 @@ def _predicate_param(condition: str | Column | None) -> str:
     return json.dumps([text] if text else ["true"])
 
 
-def _dv_counts(pairs: list[tuple[bool, bool]]) -> dict[str, int]:
-    """delta-spark's DV metrics from (old has DV, new has DV) per touched file."""
-    updated = sum(1 for o, n in pairs if o and n)
-    added = sum(1 for o, n in pairs if n and not o)
-    removed = sum(1 for o, n in pairs if o and not n)
-    return {"numDeletionVectorsAdded": added + updated, "numDeletionVectorsRemoved": removed + updated,
-            "numDeletionVectorsUpdated": updated}
+_dv_counts = dv_counts
 
 
 def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None) -> dict[str, Any]:
@@ -128,34 +119,12 @@ def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[
 def _delete_with_dvs(spark, snapshot: Snapshot, plan, candidates: list[AddFile], condition) -> tuple[dict[str, Any], list]:
     if not plan.files:
         return {}, []
-    df = match_frame(spark, snapshot, plan).filter(condition)
-    matches = df.select(FILE_PATH_COL, ROW_INDEX_COL)
-    infos = {i: FileToMark(f.num_records, json.dumps(f.dv.to_json()) if f.dv else None) for i, f in enumerate(plan.files)}
-    index_of_path = {path_key(f.path): i for i, f in enumerate(plan.files)}
-    target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)))
-    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
-    tasks = max(1, min(shuffle, math.ceil(len(plan.files) / 64)))
-    fn = build_and_write_dvs(snapshot.table_root, infos, target, FILE_PATH_COL, ROW_INDEX_COL, index_of_path)
-    results = matches.repartition(tasks, FILE_PATH_COL).mapInArrow(fn, RESULT_SCHEMA).collect()
-    ts = now_ms()
-    actions: list = []
-    pairs: list[tuple[bool, bool]] = []
-    deleted_rows = removed_files = removed_bytes = 0
-    for r in results:
-        old = candidates[r.file_index]
-        deleted_rows += r.cardinality - r.previous_cardinality
-        actions.append(old.remove(ts))
-        if r.all_deleted:
-            removed_files += 1
-            removed_bytes += old.size
-            pairs.append((old.deletion_vector is not None, False))
-            continue
-        desc = DeletionVectorDescriptor.from_json(json.loads(r.dv))
-        actions.append(replace(old, deletion_vector=desc, data_change=True, stats=with_loose_bounds(old.stats)))
-        pairs.append((old.deletion_vector is not None, True))
-    metrics = {"numRemovedFiles": removed_files, "numAddedFiles": 0, "numAddedChangeFiles": 0, **_dv_counts(pairs),
-               "numDeletedRows": deleted_rows, "numCopiedRows": 0, "numAddedBytes": 0, "numRemovedBytes": removed_bytes}
-    return metrics, actions
+    matches = match_frame(spark, snapshot, plan).filter(condition)
+    outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matches, FILE_PATH_COL, ROW_INDEX_COL)
+    metrics = {"numRemovedFiles": outcome.removed_files, "numAddedFiles": 0, "numAddedChangeFiles": 0,
+               **outcome.dv_metrics(), "numDeletedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
+               "numAddedBytes": 0, "numRemovedBytes": outcome.removed_bytes}
+    return metrics, outcome.actions
 
 
 def _delete_copy_on_write(spark, snapshot: Snapshot, plan, candidates: list[AddFile], condition) -> tuple[dict[str, Any], list]:

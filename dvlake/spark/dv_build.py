@@ -31,8 +31,12 @@ class FileToMark:
 
 
 def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_file_size: int,
-                        file_path_col: str, row_index_col: str, index_of_path: dict[str, int]):
-    """A ``mapInArrow`` function: matched (file path, row index) rows in, one result row per touched file out."""
+                        file_path_col: str, row_index_col: str, index_of_path: dict[str, int] | None):
+    """A ``mapInArrow`` function: matched (file, row index) rows in, one result row per touched file out.
+
+    The file column holds either the file's location (``index_of_path`` maps it to its key in
+    ``files``) or, when ``index_of_path`` is None, that key itself (an integer column).
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from dvlake.dv.store import DeletionVectorWriter, load_bitmap
@@ -45,9 +49,12 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
             from dvlake.spark.dv_scan import path_key
 
             paths = batch.column(file_path_col)
-            distinct = pc.unique(paths).to_pylist()
-            lookup = pa.array([index_of_path[path_key(p)] for p in distinct], pa.int64())
-            fidx = pc.take(lookup, pc.index_in(paths, value_set=pa.array(distinct, pa.string()))).to_numpy()
+            if index_of_path is None:
+                fidx = paths.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            else:
+                distinct = pc.unique(paths).to_pylist()
+                lookup = pa.array([index_of_path[path_key(p)] for p in distinct], pa.int64())
+                fidx = pc.take(lookup, pc.index_in(paths, value_set=pa.array(distinct, pa.string()))).to_numpy()
             rows = batch.column(row_index_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
             order = np.argsort(fidx, kind="stable")
             fidx, rows = fidx[order], rows[order]

@@ -1,0 +1,299 @@
+"""What UPDATE and MERGE share beyond DV marking: the DV switch, the CDF refusal, retries,
+assignments under Spark's store-assignment rules, NOT NULL enforcement and writing new rows.
+
+Assignments are resolved against the table's logical schema: a key is a column name, or a dotted
+path into nested structs (``address.city``; backquote a name containing a dot). Values are cast
+to the column's type when Spark's ANSI store-assignment policy allows it (any numeric to numeric,
+any atomic to string, date ↔ timestamp); anything else is refused naming the column, before any
+data is read. NOT NULL columns (nested ones too) are checked on every written row; a violation
+fails the write, and nothing is committed.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    AtomicType,
+    DataType,
+    DateType,
+    MapType,
+    NullType,
+    NumericType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from dvlake.commands.common import mode_of, num_indexed_cols, physical_partition_columns, stats_leaf_paths, tight_bounds_flag
+from dvlake.config import ENABLE_CHANGE_DATA_FEED, table_bool
+from dvlake.errors import (
+    ChangeDataFeedNotSupportedError,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    DeltaInvariantViolationException,
+    UnresolvedAssignmentError,
+    UnsafeAssignmentCastError,
+)
+from dvlake.log import features
+from dvlake.log.actions import AddFile, Metadata, Protocol
+from dvlake.log.snapshot import Snapshot
+from dvlake.spark.scan import ScanPlan
+from dvlake.spark.write import to_physical, write_data_files
+
+RETRIES_ON_CONFLICT = 3
+NOT_NULL_MARKER = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+
+T = TypeVar("T")
+
+
+def retry_on_conflict(run_once: Callable[[], T]) -> T:
+    """Run a DML command; when a concurrent DML removed or re-marked files it read, re-run it on the new snapshot."""
+    for attempt in range(RETRIES_ON_CONFLICT + 1):
+        try:
+            return run_once()
+        except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
+            if attempt == RETRIES_ON_CONFLICT:
+                raise
+    raise AssertionError("unreachable")
+
+
+def use_dvs(spark: SparkSession, snapshot: Snapshot, session_key: str) -> bool:
+    """delta-spark's switch: the command's ``…deletionVectors.persistent`` flag and DVs writable on the table."""
+    persistent = str(spark.conf.get(session_key, "true")).lower() == "true"
+    return persistent and features.dvs_enabled(snapshot.protocol, snapshot.metadata)
+
+
+def refuse_change_data_feed(snapshot: Snapshot, operation: str) -> None:
+    """Refuse to commit an UPDATE/MERGE without the change data a CDF table promises its readers."""
+    if table_bool(snapshot.configuration, ENABLE_CHANGE_DATA_FEED):
+        raise ChangeDataFeedNotSupportedError(
+            f"{operation} on {snapshot.table_root}: the table has delta.enableChangeDataFeed=true, and dvlake cannot "
+            "write change data files yet, so the change feed would silently miss this change. Run the command with "
+            "delta-spark, or unset the property (ALTER TABLE … UNSET TBLPROPERTIES ('delta.enableChangeDataFeed')).")
+
+
+def predicate_param(condition: str | Column | None) -> str:
+    """``operationParameters.predicate``: a JSON list with the condition's text, ``[]`` without one."""
+    import json
+
+    from dvlake.spark.pruning import condition_text
+
+    text = condition_text(condition)
+    return json.dumps([text] if text else [])
+
+
+def as_column(value: str | Column) -> Column:
+    return F.expr(value) if isinstance(value, str) else value
+
+
+def unqualified(condition: str | Column | None, alias: str | None) -> str | Column | None:
+    """The condition without the table alias (``t.id`` → ``id``) for file pruning; None when it cannot be said."""
+    if condition is None or not alias:
+        return condition
+    if not isinstance(condition, str):
+        return None  # a Column cannot be rewritten: no pruning, the scan filters
+    pieces = re.split(r"('(?:[^'\\]|\\.)*')", condition)
+    pattern = re.compile(rf"(?<![\w.`]){re.escape(alias)}\.", re.I)
+    return "".join(p if i % 2 else pattern.sub("", p) for i, p in enumerate(pieces))
+
+
+def sub_plan(plan: ScanPlan, positions: list[int]) -> ScanPlan:
+    """The plan restricted to some of its files (positions in ``plan.files``)."""
+    return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
+                    plan.physical_to_logical, plan.rows_indexes[positions])
+
+
+# --- assignments ------------------------------------------------------------------------------
+
+
+def split_name(name: str) -> list[str]:
+    """``a.b`` → [a, b]; ```x.y`.z`` → [x.y, z]."""
+    parts = re.findall(r"`((?:[^`]|``)+)`|([^.`]+)", name.strip())
+    return [(q.replace("``", "`") if q else p.strip()) for q, p in parts]
+
+
+def can_store_assign(src: DataType, dst: DataType) -> bool:
+    """Spark's ANSI store-assignment rule (``Cast.canANSIStoreAssign``), nullability aside."""
+    if isinstance(src, NullType) or _same(src, dst):
+        return True
+    if isinstance(src, NumericType) and isinstance(dst, NumericType):
+        return True
+    if isinstance(dst, StringType) and isinstance(src, AtomicType):
+        return True
+    dates = (DateType, TimestampType, TimestampNTZType)
+    if isinstance(src, dates) and isinstance(dst, dates):
+        return True
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return can_store_assign(src.elementType, dst.elementType)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        return can_store_assign(src.keyType, dst.keyType) and can_store_assign(src.valueType, dst.valueType)
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        return len(src.fields) == len(dst.fields) and all(
+            can_store_assign(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields, strict=True))
+    return False
+
+
+def _same(a: DataType, b: DataType) -> bool:
+    return _strip_nullability(a) == _strip_nullability(b)
+
+
+def _strip_nullability(t: DataType) -> Any:
+    if isinstance(t, StructType):
+        return ("struct", tuple((f.name.lower(), _strip_nullability(f.dataType)) for f in t.fields))
+    if isinstance(t, ArrayType):
+        return ("array", _strip_nullability(t.elementType))
+    if isinstance(t, MapType):
+        return ("map", _strip_nullability(t.keyType), _strip_nullability(t.valueType))
+    return t.simpleString()
+
+
+def _field(struct: StructType, name: str, where: str) -> StructField:
+    for f in struct.fields:
+        if f.name.lower() == name.lower():
+            return f
+    raise UnresolvedAssignmentError(
+        f"{where}: the table has no column {name!r}; its columns are {[f.name for f in struct.fields]}")
+
+
+def store_cast(value: Column, value_type: DataType, target: DataType, column: str) -> Column:
+    """``value`` cast to ``target`` when store assignment allows it; a clear error naming the column otherwise."""
+    if not can_store_assign(value_type, target):
+        raise UnsafeAssignmentCastError(
+            f"cannot assign a value of type {value_type.simpleString()} to column {column!r} of type "
+            f"{target.simpleString()}: Spark's store assignment does not allow that cast. Cast the value explicitly "
+            "(e.g. CAST(x AS <type>)) if the conversion is intended.")
+    return value if _same(value_type, target) else value.cast(target)
+
+
+def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: str,
+                        strip_qualifier: str | None = None) -> dict[tuple[str, ...], Column]:
+    """Assignment keys → (canonical field path, value Column); unknown or duplicate columns are errors."""
+    out: dict[tuple[str, ...], Column] = {}
+    for key, value in assignments.items():
+        parts = split_name(key)
+        if strip_qualifier and len(parts) > 1 and parts[0].lower() == strip_qualifier.lower():
+            parts = parts[1:]
+        struct: DataType = schema
+        canonical: list[str] = []
+        for i, p in enumerate(parts):
+            if not isinstance(struct, StructType):
+                raise UnresolvedAssignmentError(
+                    f"{where}: {'.'.join(canonical)!r} is not a struct, so {key!r} cannot be assigned")
+            f = _field(struct, p, where)
+            canonical.append(f.name)
+            struct = f.dataType
+            del i
+        path = tuple(canonical)
+        clash = [k for k in out if k[:len(path)] == path or path[:len(k)] == k]
+        if clash:
+            raise UnresolvedAssignmentError(f"{where}: column {'.'.join(path)!r} is assigned more than once")
+        out[path] = as_column(value)
+    return out
+
+
+def assigned_columns(frame: DataFrame, schema: StructType, resolved: dict[tuple[str, ...], Column],
+                     current: Callable[[str], Column]) -> list[Column]:
+    """One Column per table column: its assigned value (store-cast), else ``current(name)`` (nested fields merged)."""
+    values = list(resolved.items())
+    types = frame.select(*[v.alias(f"_{i}") for i, (_, v) in enumerate(values)]).schema.fields if values else []
+    typed = {path: (v, t.dataType) for (path, v), t in zip(values, types, strict=True)}
+    cols = []
+    for f in schema.fields:
+        mine = {p: vt for p, vt in typed.items() if p[0] == f.name}
+        if (f.name,) in mine:
+            v, t = mine[(f.name,)]
+            cols.append(store_cast(v, t, f.dataType, f.name).alias(f.name))
+            continue
+        col = current(f.name)
+        for path, (v, t) in mine.items():
+            target: DataType = f.dataType
+            for p in path[1:]:
+                target = _field(target, p, "assignment").dataType  # type: ignore[arg-type]
+            col = col.withField(".".join(f"`{p}`" if "." in p else p for p in path[1:]),
+                                store_cast(v, t, target, ".".join(path)))
+        cols.append(col.alias(f.name))
+    return cols
+
+
+# --- writing new rows -------------------------------------------------------------------------
+
+
+def _not_null_violations(schema: StructType) -> list[tuple[str, Column]]:
+    """(column path, violation Column) for every NOT NULL field reachable through nullable-or-not structs."""
+    out: list[tuple[str, Column]] = []
+
+    def visit(struct: StructType, parent: Column | None, prefix: str, parent_present: Column | None) -> None:
+        for f in struct.fields:
+            col = F.col(f"`{f.name}`") if parent is None else parent.getField(f.name)
+            name = prefix + f.name
+            if not f.nullable:
+                bad = col.isNull() if parent_present is None else (parent_present & col.isNull())
+                out.append((name, bad))
+            if isinstance(f.dataType, StructType):
+                present = col.isNotNull() if parent_present is None else (parent_present & col.isNotNull())
+                visit(f.dataType, col, name + ".", present)
+
+    visit(schema, None, "", None)
+    return out
+
+
+def with_not_null_checks(df: DataFrame, schema: StructType) -> DataFrame:
+    """``df`` (the table's columns) failing at run time on a NULL in a NOT NULL column, naming it."""
+    checks = _not_null_violations(schema)
+    if not checks or not schema.fields:
+        return df
+    any_bad = checks[0][1]
+    for _, c in checks[1:]:
+        any_bad = any_bad | c
+    which = F.when(checks[0][1], F.lit(checks[0][0]))
+    for name, c in checks[1:]:
+        which = which.when(c, F.lit(name))
+    first = schema.fields[0].name
+    guarded = F.when(any_bad, F.raise_error(F.concat(F.lit(f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable "
+                                                           "field "), which)))
+    cols = [guarded.otherwise(F.col(f"`{first}`")).cast(schema.fields[0].dataType).alias(first)]
+    cols += [F.col(f"`{f.name}`") for f in schema.fields[1:]]
+    return df.select(*cols)
+
+
+def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Metadata | None = None,
+               protocol: Protocol | None = None) -> list[AddFile]:
+    """Write ``df`` (logical columns of the table, in any order) as new data files; NOT NULL enforced."""
+    md = metadata or snapshot.metadata
+    proto = protocol or snapshot.protocol
+    schema_json = md.schema
+    from dvlake.log.schema import strip_column_mapping
+
+    logical = StructType.fromJson(strip_column_mapping(schema_json))
+    ordered = df.select(*[F.col(f"`{f.name}`") for f in logical.fields])
+    checked = with_not_null_checks(ordered, logical)
+    cm = mode_of(md)
+    parts = list(md.partition_columns)
+    try:
+        return write_data_files(to_physical(checked, schema_json, cm), table_root, snapshot.storage,
+                                physical_partition_columns(schema_json, parts, cm), stats_leaf_paths(schema_json, parts, cm),
+                                tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration))
+    except Exception as exc:  # noqa: BLE001 - Spark wraps the raise_error; re-raise it typed
+        text = str(exc)
+        if NOT_NULL_MARKER in text:
+            m = re.search(r"non-nullable field ([^\s'\"\]]+)", text)
+            column = m.group(1) if m else "?"
+            raise DeltaInvariantViolationException(
+                f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable field {column!r} of {table_root}: the command "
+                "would write a NULL into a NOT NULL column. Nothing was committed; fix the assigned values (e.g. "
+                "COALESCE) or relax the column.") from None
+        raise
+
+
+def unique_name(stem: str) -> str:
+    """An internal column name no user column can have (a fresh random suffix per command)."""
+    return f"__dvlake_{stem}_{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,581 @@
+"""MERGE: upserts and friends, with deletion vectors for the target rows they change (copy-on-write when off).
+
+How it runs (delta-spark's MergeIntoCommand, restated for DataFrames):
+
+- **Insert-only** (only NOT MATCHED clauses): source left-anti-join target on the ON condition,
+  the insert clauses applied, new files added. No target file is touched, no DV written.
+- Otherwise the source is **materialized** once (``localCheckpoint``) with a row id, so every later
+  step sees the same rows even when the source is non-deterministic or changes underneath.
+  1. *Matches*: source ⋈ target (live rows, each with its file position and row index) on ON,
+     materialized. A target row matched by several source rows raises
+     ``DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE`` here, before anything is written
+     (except with a lone unconditional ``WHEN MATCHED THEN DELETE``, where duplicates are harmless).
+  2. *Changes*: the matched pairs through the MATCHED clauses, the unmatched source rows (anti join on
+     the row id) through the NOT MATCHED clauses, the unmatched target rows (anti join on file and row)
+     through the NOT MATCHED BY SOURCE clauses; the first clause whose condition holds wins.
+  3. Target rows updated or deleted are marked in DVs by the code DELETE uses (``dv_marking.py``);
+     with DVs off their files are rewritten with the untouched rows copied. Updated and inserted rows
+     go to new files. One commit.
+- Both sides are wrapped in one struct column each, named by the aliases (``t``/``s``), so ``s.id``
+  and ``t.id`` resolve as field accesses, and names unique to one side also resolve unqualified. The
+  bookkeeping columns get a random suffix per command, so no user column can collide with them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from dvlake.commands.dml import (
+    as_column,
+    assigned_columns,
+    refuse_change_data_feed,
+    resolve_assignments,
+    retry_on_conflict,
+    sub_plan,
+    unique_name,
+    use_dvs,
+    write_rows,
+)
+from dvlake.commands.dv_marking import dv_counts, mark_rows
+from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH, MERGE_MATERIALIZE_SOURCE
+from dvlake.errors import InvalidArgumentError, MultipleSourceRowMatchingTargetRowError, UnresolvedAssignmentError
+from dvlake.log import features
+from dvlake.log.actions import Action, Metadata
+from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json, strip_column_mapping
+from dvlake.log.snapshot import Snapshot
+from dvlake.log.stats import num_records_of
+from dvlake.spark.pruning import condition_text
+from dvlake.spark.scan import logical_frame, plan_scan
+from dvlake.storage.paths import normalize_table_root
+from dvlake.txn.transaction import OptimisticTransaction
+
+MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
+# kind codes of a change row
+_NOOP, _M_UPDATE, _M_DELETE, _INSERT, _S_UPDATE, _S_DELETE = 0, 1, 2, 3, 4, 5
+_MARKED = (_M_UPDATE, _M_DELETE, _S_UPDATE, _S_DELETE)
+_WRITTEN = (_M_UPDATE, _INSERT, _S_UPDATE)
+
+RESULT_SCHEMA = "num_affected_rows long, num_updated_rows long, num_deleted_rows long, num_inserted_rows long"
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One WHEN clause: its kind, action (update/delete/insert), optional condition and assignments (None = ``*``)."""
+
+    kind: str
+    action: str
+    condition: str | Column | None = None
+    assignments: dict[str, str | Column] | None = None
+
+
+@dataclass
+class MergeSpec:
+    """Everything a MERGE needs, independent of the table version it runs on."""
+
+    source: DataFrame
+    condition: str | Column
+    clauses: list[MergeClause]
+    target_alias: str | None = None
+    source_alias: str | None = None
+    schema_evolution: bool = False
+    _checked: bool = field(default=False, repr=False)
+
+
+class DeltaMergeBuilder:
+    """delta-spark's DeltaMergeBuilder: ``dt.alias("t").merge(src.alias("s"), "t.id = s.id")…execute()``."""
+
+    def __init__(self, spark: SparkSession, path: str, target_alias: str | None, source: DataFrame,
+                 condition: str | Column, source_alias: str | None = None) -> None:
+        self._spark = spark
+        self._path = path
+        self._spec = MergeSpec(source, condition, [], target_alias, source_alias)
+
+    def _add(self, clause: MergeClause) -> DeltaMergeBuilder:
+        self._spec.clauses.append(clause)
+        return self
+
+    def whenMatchedUpdate(self, condition: str | Column | None = None,
+                          set: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:  # noqa: A002
+        if not set:
+            raise InvalidArgumentError("whenMatchedUpdate needs set={'column': <SQL string or Column>, ...}")
+        return self._add(MergeClause(MATCHED, "update", condition, dict(set)))
+
+    def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        return self._add(MergeClause(MATCHED, "update", condition, None))
+
+    def whenMatchedDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        return self._add(MergeClause(MATCHED, "delete", condition))
+
+    def whenNotMatchedInsert(self, condition: str | Column | None = None,
+                             values: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:
+        if not values:
+            raise InvalidArgumentError("whenNotMatchedInsert needs values={'column': <SQL string or Column>, ...}")
+        return self._add(MergeClause(NOT_MATCHED, "insert", condition, dict(values)))
+
+    def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        return self._add(MergeClause(NOT_MATCHED, "insert", condition, None))
+
+    def whenNotMatchedBySourceUpdate(self, condition: str | Column | None = None,
+                                     set: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:  # noqa: A002
+        if not set:
+            raise InvalidArgumentError("whenNotMatchedBySourceUpdate needs set={'column': <SQL string or Column>, ...}")
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", condition, dict(set)))
+
+    def whenNotMatchedBySourceDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", condition))
+
+    def withSchemaEvolution(self) -> DeltaMergeBuilder:
+        """New top-level source columns named by ``*`` clauses are added to the table."""
+        self._spec.schema_evolution = True
+        return self
+
+    def execute(self) -> DataFrame:
+        """Run the MERGE; returns delta-spark's one-row result (affected, updated, deleted, inserted)."""
+        metrics = merge(self._spark, self._path, self._spec)
+        return result_frame(self._spark, metrics)
+
+
+def result_frame(spark: SparkSession, metrics: dict[str, Any]) -> DataFrame:
+    upd, dele, ins = (int(metrics.get(k, 0)) for k in ("numTargetRowsUpdated", "numTargetRowsDeleted",
+                                                         "numTargetRowsInserted"))
+    return spark.createDataFrame([(upd + dele + ins, upd, dele, ins)], RESULT_SCHEMA)
+
+
+def _check_clauses(clauses: list[MergeClause]) -> None:
+    if not clauses:
+        raise InvalidArgumentError("DELTA_MERGE_MISSING_WHEN: MERGE needs at least one WHEN clause")
+    names = {MATCHED: "MATCHED", NOT_MATCHED: "NOT_MATCHED", NOT_MATCHED_BY_SOURCE: "NOT_MATCHED_BY_SOURCE"}
+    for kind, label in names.items():
+        of_kind = [c for c in clauses if c.kind == kind]
+        if any(c.condition is None for c in of_kind[:-1]):
+            raise InvalidArgumentError(
+                f"DELTA_NON_LAST_{label}_CLAUSE_OMIT_CONDITION: when there are several WHEN {label.replace('_', ' ')} "
+                "clauses, only the last one may omit its condition (the clauses are tried in order)")
+
+
+def merge(spark: SparkSession, path: str, spec: MergeSpec) -> dict[str, Any]:
+    """Run a MERGE described by ``spec``; returns the commit's operationMetrics."""
+    _check_clauses(spec.clauses)
+    root = normalize_table_root(path)
+    return retry_on_conflict(lambda: merge_once(spark, Snapshot.load(root), spec))
+
+
+# --- names and frames ---------------------------------------------------------------------------------
+
+
+_QUALIFIER = re.compile(r"(?<![\w.`])(`[^`]+`|[A-Za-z_]\w*)\s*\.\s*(?:`|[A-Za-z_])")
+
+
+def _texts(spec: MergeSpec) -> list[str]:
+    out = [condition_text(spec.condition) or ""]
+    for c in spec.clauses:
+        out.append(condition_text(c.condition) or "")
+        out += [condition_text(v) or "" for v in (c.assignments or {}).values()]
+    return [re.sub(r"'(?:[^'\\]|\\.)*'", "''", t) for t in out]
+
+
+def _source_alias(spec: MergeSpec, target_columns: list[str]) -> str | None:
+    """The alias the source was given (``source.alias("s")``): the qualifier the expressions use that the
+    source DataFrame answers to. PySpark does not expose a DataFrame's alias, so it is probed."""
+    if spec.source_alias:
+        return spec.source_alias
+    taken: set[str] = set()
+    if spec.target_alias:
+        taken.add(spec.target_alias.lower())
+    seen: list[str] = []
+    for text in _texts(spec):
+        for q in _QUALIFIER.findall(text):
+            q = q.strip("`")
+            if q.lower() not in taken and q not in seen:
+                seen.append(q)
+    expected = list(spec.source.columns)
+    for q in seen:
+        try:
+            if spec.source.select(F.col(f"`{q}`.*")).columns == expected:  # a struct column's fields would differ
+                return q
+        except Exception:  # noqa: BLE001 - not an alias of the source
+            continue
+    return None
+
+
+@dataclass
+class _Sides:
+    """The two sides as struct-wrapped frames, and the names used to address them."""
+
+    src: str               # struct column of the source row (the source alias)
+    tgt: str               # struct column of the target row (the target alias)
+    sid: str               # source row id
+    fid: str               # target file position in the plan
+    rid: str               # target physical row index
+    kind: str              # what a change row does (the _M_UPDATE … codes)
+    src_columns: list[str]
+    tgt_columns: list[str]
+    unqualified_src: list[str]
+    unqualified_tgt: list[str]
+
+
+def _wrap_source(df: DataFrame, sides: _Sides, with_id: bool) -> DataFrame:
+    cols = [F.struct(*[F.col(f"`{c}`") for c in sides.src_columns]).alias(sides.src)]
+    cols += [F.col(f"`{c}`") for c in sides.unqualified_src]
+    if with_id:
+        cols.append(F.col(sides.sid))
+    return df.select(*cols)
+
+
+def _wrap_target(df: DataFrame, sides: _Sides) -> DataFrame:
+    cols = [F.struct(*[F.col(f"`{c}`") for c in sides.tgt_columns]).alias(sides.tgt)]
+    cols += [F.col(f"`{c}`") for c in sides.unqualified_tgt]
+    return df.select(*cols, F.col(sides.fid), F.col(sides.rid))
+
+
+# --- schema evolution ----------------------------------------------------------------------------------
+
+
+def _evolved_metadata(snapshot: Snapshot, spec: MergeSpec) -> Metadata | None:
+    """With ``withSchemaEvolution`` and a ``*`` clause: the metadata with the source's new top-level columns added."""
+    if not spec.schema_evolution or not any(c.assignments is None for c in spec.clauses):
+        return None
+    have = {f["name"].lower() for f in snapshot.schema["fields"]}
+    src_fields = json.loads(spec.source.schema.json())["fields"]
+    new = [{**f, "nullable": True, "metadata": {}} for f in src_fields if f["name"].lower() not in have]
+    if not new:
+        return None
+    md = snapshot.metadata
+    conf = dict(md.configuration)
+    if snapshot.column_mapping_mode != "none":
+        start = int(conf.get(MAX_COLUMN_ID_KEY, "0"))
+        mapped, max_id = assign_column_mapping({"type": "struct", "fields": new}, start_id=start)
+        new = mapped["fields"]
+        conf[MAX_COLUMN_ID_KEY] = str(max_id)
+    schema = {"type": "struct", "fields": [*snapshot.schema["fields"], *new]}
+    from dataclasses import replace
+
+    return replace(md, schema_string=schema_json(schema), configuration=conf)
+
+
+# --- clause evaluation ---------------------------------------------------------------------------------
+
+
+def _clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int], schema: StructType,
+                  sides: _Sides, current: Callable[[str], Column], evolving: bool, where: str) -> DataFrame:
+    """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied."""
+    index: Column | None = None
+    for i, c in enumerate(clauses):
+        cond = as_column(c.condition) if c.condition is not None else F.lit(True)
+        index = F.when(cond, F.lit(i)) if index is None else index.when(cond, F.lit(i))
+    assert index is not None
+    idx_name = unique_name("clause")
+    staged = frame.select("*", index.otherwise(F.lit(-1)).alias(idx_name))
+    kind = F.lit(_NOOP)
+    for i, c in enumerate(clauses):
+        kind = F.when(F.col(idx_name) == i, F.lit(kinds[c.action])).otherwise(kind)
+    values: dict[str, Column] = {f.name: current(f.name) for f in schema.fields}
+    for i, c in enumerate(clauses):
+        if c.action == "delete":
+            continue
+        assignments = c.assignments if c.assignments is not None else _star(c, schema, sides, evolving, where)
+        resolved = resolve_assignments(schema, assignments, where, strip_qualifier=sides.tgt)
+        base = current if c.action == "update" else (lambda n: F.lit(None).cast(schema[n].dataType))
+        cols = assigned_columns(staged, schema, resolved, base)
+        for f, col in zip(schema.fields, cols, strict=True):
+            values[f.name] = F.when(F.col(idx_name) == i, col).otherwise(values[f.name])
+    fid = F.col(sides.fid) if sides.fid in frame.columns else F.lit(None).cast("int")
+    rid = F.col(sides.rid) if sides.rid in frame.columns else F.lit(None).cast("long")
+    out = staged.select(kind.alias(sides.kind), fid.alias(sides.fid), rid.alias(sides.rid),
+                        *[values[f.name].cast(f.dataType).alias(f.name) for f in schema.fields])
+    return out.filter(F.col(sides.kind) != _NOOP)
+
+
+def _star(clause: MergeClause, schema: StructType, sides: _Sides, evolving: bool, where: str) -> dict[str, Column]:
+    """``UPDATE SET *`` / ``INSERT *``: every table column from the source column of the same name."""
+    by_lower = {c.lower(): c for c in sides.src_columns}
+    out: dict[str, Column] = {}
+    for f in schema.fields:
+        src = by_lower.get(f.name.lower())
+        if src is not None:
+            out[f.name] = F.col(sides.src).getField(src)
+        elif not evolving:
+            raise UnresolvedAssignmentError(
+                f"{where}: {'UPDATE SET *' if clause.action == 'update' else 'INSERT *'} needs a source column for "
+                f"every table column, and the source has no {f.name!r} (source columns: {sides.src_columns}). Name "
+                "the assignments explicitly, or use withSchemaEvolution().")
+    return out
+
+
+# --- the command ---------------------------------------------------------------------------------------
+
+
+def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict[str, Any]:
+    """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
+    started = time.monotonic()
+    root = snapshot.table_root
+    refuse_change_data_feed(snapshot, "MERGE")
+    features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    txn = OptimisticTransaction(root, snapshot)
+    plan = plan_scan(spark, snapshot)
+    adds = snapshot.add_files()
+    candidates = [adds[i] for i in plan.rows_indexes]
+    txn.read_files(candidates)
+    txn.read_whole_table()
+
+    new_md = _evolved_metadata(snapshot, spec)
+    if new_md is not None:
+        txn.update_metadata(new_md)
+    md = new_md or snapshot.metadata
+    schema = StructType.fromJson(strip_column_mapping(md.schema))
+    old_columns = [f.name for f in plan.logical_schema.fields]
+    src_columns = list(spec.source.columns)
+    lower_t = {c.lower() for c in old_columns}
+    lower_s = {c.lower() for c in src_columns}
+    tgt_name = spec.target_alias or unique_name("target")
+    src_name = _source_alias(spec, old_columns) or unique_name("source")
+    reserved = {tgt_name.lower(), src_name.lower()}
+    sides = _Sides(src=src_name, tgt=tgt_name, sid=unique_name("source_row"), fid=unique_name("file"),
+                   rid=unique_name("row"), kind=unique_name("kind"), src_columns=src_columns, tgt_columns=old_columns,
+                   unqualified_src=[c for c in src_columns if c.lower() not in lower_t | reserved],
+                   unqualified_tgt=[c for c in old_columns if c.lower() not in lower_s | reserved])
+    where = f"MERGE INTO {root}"
+    on = as_column(spec.condition)
+    matched = [c for c in spec.clauses if c.kind == MATCHED]
+    not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
+    by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
+    evolving = new_md is not None or spec.schema_evolution
+
+    def target_frame(p: Any) -> DataFrame:
+        df = logical_frame(spark, snapshot, p, include_row_index=True)
+        return _wrap_target(df.toDF(*old_columns, sides.fid, sides.rid), sides)
+
+    def old_value(name: str) -> Column:
+        if name.lower() in lower_t:
+            return F.col(sides.tgt).getField(next(c for c in old_columns if c.lower() == name.lower()))
+        return F.lit(None).cast(schema[name].dataType)
+
+    def null_value(name: str) -> Column:
+        return F.lit(None).cast(schema[name].dataType)
+
+    insert_kinds = {"insert": _INSERT}
+    fast = str(spark.conf.get(MERGE_INSERT_ONLY_FAST_PATH, "true")).lower() == "true"
+    if not matched and not by_source and fast:
+        return _insert_only(spark, snapshot, spec, txn, plan, sides, on, not_matched, schema, md, evolving, where,
+                            target_frame, null_value, started)
+
+    t0 = time.monotonic()
+    source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
+    if str(spark.conf.get(MERGE_MATERIALIZE_SOURCE, "auto")).lower() != "none":
+        source = source.localCheckpoint(eager=True)
+    materialize_ms = int((time.monotonic() - t0) * 1000)
+    num_source_rows = source.count()
+    src = _wrap_source(source, sides, with_id=True)
+
+    t1 = time.monotonic()
+    target = target_frame(plan)
+    matches = src.join(target, on, "inner").localCheckpoint(eager=True)
+    exempt = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
+    if matched or by_source:
+        dup = matches.groupBy(sides.fid, sides.rid).count().filter(F.col("count") > 1).limit(1).collect()
+        if dup and not exempt:
+            raise MultipleSourceRowMatchingTargetRowError(
+                f"[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] MERGE INTO {root}: a target row matched "
+                f"{dup[0]['count']} source rows, so it is ambiguous how to update or delete it. Nothing was written. "
+                "De-duplicate the source (one row per key), or make the ON condition match at most one source row per "
+                "target row. See https://docs.delta.io/latest/delta-update.html#upsert-into-a-table-using-merge")
+        if dup:
+            matches = matches.dropDuplicates([sides.fid, sides.rid])
+
+    parts = []
+    if matched:
+        parts.append(_clause_frame(matches, matched, {"update": _M_UPDATE, "delete": _M_DELETE}, schema, sides, old_value,
+                                   evolving, where))
+    if not_matched:
+        unmatched_src = src.join(matches.select(sides.sid).distinct(), sides.sid, "left_anti")
+        parts.append(_clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where))
+    if by_source:
+        unmatched_tgt = target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid], "left_anti")
+        parts.append(_clause_frame(unmatched_tgt, by_source, {"update": _S_UPDATE, "delete": _S_DELETE}, schema, sides,
+                                   old_value, evolving, where))
+    changes = parts[0]
+    for p in parts[1:]:
+        changes = changes.unionByName(p)
+    counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
+    scan_ms = int((time.monotonic() - t1) * 1000)
+
+    t2 = time.monotonic()
+    marks = changes.filter(F.col(sides.kind).isin(*_MARKED)).select(sides.fid, sides.rid)
+    new_rows = changes.filter(F.col(sides.kind).isin(*_WRITTEN)).select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    any_marked = any(counts.get(k, 0) for k in _MARKED)
+    actions: list[Action] = []
+    metrics: dict[str, Any] = {}
+    with_dvs = use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT)
+    if any_marked and with_dvs:
+        outcome = mark_rows(spark, root, plan, candidates, marks, sides.fid, sides.rid, by_index=True)
+        actions += outcome.actions
+        metrics.update(outcome.dv_metrics("numTarget"))
+        files_removed, bytes_removed = outcome.removed_files, outcome.removed_bytes
+        written = new_rows
+    elif any_marked:
+        touched_idx = sorted(int(r[0]) for r in marks.select(sides.fid).distinct().collect())
+        touched_plan = sub_plan(plan, touched_idx)
+        positions = F.array(*[F.lit(i) for i in touched_idx])
+        kept = logical_frame(spark, snapshot, touched_plan, include_row_index=True).toDF(*old_columns, sides.fid,
+                                                                                        sides.rid)
+        kept = kept.withColumn(sides.fid, F.element_at(positions, F.col(sides.fid) + 1))
+        kept = kept.join(marks, [sides.fid, sides.rid], "left_anti")
+        copied_rows = kept.select(*[(F.col(f"`{f.name}`") if f.name.lower() in lower_t else F.lit(None))
+                                    .cast(f.dataType).alias(f.name) for f in schema.fields])
+        touched = [candidates[i] for i in touched_idx]
+        ts = _now()
+        actions += [a.remove(ts) for a in touched]
+        metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched], "numTarget"))
+        files_removed, bytes_removed = len(touched), sum(a.size for a in touched)
+        written = new_rows.unionByName(copied_rows)
+    else:
+        metrics.update(dv_counts([], "numTarget"))
+        files_removed = bytes_removed = 0
+        written = new_rows
+    inserted = counts.get(_INSERT, 0)
+    updated = counts.get(_M_UPDATE, 0) + counts.get(_S_UPDATE, 0)
+    new_adds = write_rows(written, root, snapshot, md, txn.protocol) if (inserted or updated or any_marked) else []
+    total_written = sum(num_records_of(a.stats) or 0 for a in new_adds)
+    copied = total_written - inserted - updated if any_marked and not with_dvs else 0
+    actions += new_adds
+    rewrite_ms = int((time.monotonic() - t2) * 1000)
+    metrics.update(_row_metrics(num_source_rows, counts, copied))
+    metrics.update({"numTargetFilesAdded": len(new_adds), "numTargetFilesRemoved": files_removed,
+                    "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": bytes_removed,
+                    "numTargetChangeFilesAdded": 0, "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
+                    "rewriteTimeMs": rewrite_ms})
+    return _commit(txn, spec, actions, metrics, started, new_md is not None)
+
+
+def _now() -> int:
+    from dvlake.log.actions import now_ms
+
+    return now_ms()
+
+
+def _row_metrics(num_source_rows: int, counts: dict[int, int], copied: int) -> dict[str, int]:
+    m_upd, s_upd = counts.get(_M_UPDATE, 0), counts.get(_S_UPDATE, 0)
+    m_del, s_del = counts.get(_M_DELETE, 0), counts.get(_S_DELETE, 0)
+    inserted = counts.get(_INSERT, 0)
+    return {"numSourceRows": num_source_rows, "numTargetRowsInserted": inserted, "numTargetRowsUpdated": m_upd + s_upd,
+            "numTargetRowsMatchedUpdated": m_upd, "numTargetRowsNotMatchedBySourceUpdated": s_upd,
+            "numTargetRowsDeleted": m_del + s_del, "numTargetRowsMatchedDeleted": m_del,
+            "numTargetRowsNotMatchedBySourceDeleted": s_del, "numTargetRowsCopied": copied,
+            "numOutputRows": inserted + m_upd + s_upd + copied}
+
+
+def _clause_params(clauses: list[MergeClause]) -> str:
+    out = []
+    for c in clauses:
+        entry: dict[str, str] = {}
+        text = condition_text(c.condition)
+        if text:
+            entry["predicate"] = text
+        entry["actionType"] = c.action
+        out.append(entry)
+    return json.dumps(out)
+
+
+def _commit(txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action], metrics: dict[str, Any],
+            started: float, schema_changed: bool) -> dict[str, Any]:
+    changed = bool(actions) or schema_changed
+    metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
+    if not changed:
+        return metrics
+    params = {"predicate": json.dumps([condition_text(spec.condition) or ""]),
+              "matchedPredicates": _clause_params([c for c in spec.clauses if c.kind == MATCHED]),
+              "notMatchedPredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED]),
+              "notMatchedBySourcePredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE])}
+    txn.commit(actions, "MERGE", params, metrics)
+    return metrics
+
+
+def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: OptimisticTransaction, plan: Any,
+                 sides: _Sides, on: Column, clauses: list[MergeClause], schema: StructType, md: Metadata, evolving: bool,
+                 where: str, target_frame: Callable[[Any], DataFrame], null_value: Callable[[str], Column],
+                 started: float) -> dict[str, Any]:
+    """No MATCHED / NOT MATCHED BY SOURCE clause: anti join, insert, add files; the target is only read."""
+    from pyspark.sql import Observation
+
+    t0 = time.monotonic()
+    observation = Observation(unique_name("source_rows"))
+    source = spec.source.observe(observation, F.count(F.lit(1)).alias("n"))
+    src = _wrap_source(source, sides, with_id=False)
+    unmatched = src.join(target_frame(plan), on, "left_anti")
+    changes = _clause_frame(unmatched, clauses, {"insert": _INSERT}, schema, sides, null_value, evolving, where)
+    new_rows = changes.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    new_adds = write_rows(new_rows, snapshot.table_root, snapshot, md, txn.protocol)
+    inserted = sum(num_records_of(a.stats) or 0 for a in new_adds)
+    try:
+        num_source_rows = int(observation.get.get("n", 0))
+    except Exception:  # noqa: BLE001 - no action observed the source (empty plan); count it
+        num_source_rows = spec.source.count()
+    metrics: dict[str, Any] = dv_counts([], "numTarget")
+    metrics.update(_row_metrics(num_source_rows, {_INSERT: inserted}, 0))
+    metrics.update({"numTargetFilesAdded": len(new_adds), "numTargetFilesRemoved": 0,
+                    "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": 0,
+                    "numTargetChangeFilesAdded": 0, "materializeSourceTimeMs": 0, "scanTimeMs": 0,
+                    "rewriteTimeMs": int((time.monotonic() - t0) * 1000)})
+    return _commit(txn, spec, list(new_adds), metrics, started, txn.new_metadata is not None)
+
+
+# --- SQL -----------------------------------------------------------------------------------------------
+
+
+_CLAUSE_SPLIT = re.compile(r"\bWHEN\s+(?=(?:NOT\s+)?MATCHED\b)", re.I)
+
+
+def merge_from_sql(spark: SparkSession, path: str, alias: str | None, source_text: str, source_alias: str | None,
+                   on: str, clauses_text: str, split_top_level: Callable[[str], list[str]],
+                   parse_assignments: Callable[[str], dict[str, str]], schema_evolution: bool = False) -> DataFrame:
+    """``MERGE INTO delta.`path` t USING src s ON … WHEN …`` (parsed by ``dvlake.sql``) run as a MERGE."""
+    if source_text.startswith("("):
+        source = spark.sql(source_text[1:-1])
+    else:
+        source = spark.table(source_text)
+    if source_alias:
+        source = source.alias(source_alias)
+    clauses = [_parse_clause(c.strip(), split_top_level, parse_assignments)
+               for c in _CLAUSE_SPLIT.split(clauses_text.strip()) if c.strip()]
+    spec = MergeSpec(source, on.strip(), clauses, alias, source_alias, schema_evolution)
+    return result_frame(spark, merge(spark, path, spec))
+
+
+def _parse_clause(text: str, split_top_level: Callable[[str], list[str]],
+                  parse_assignments: Callable[[str], dict[str, str]]) -> MergeClause:
+    m = re.fullmatch(r"(?P<kind>MATCHED|NOT\s+MATCHED(?:\s+BY\s+(?P<by>TARGET|SOURCE))?)(?:\s+AND\s+(?P<cond>.+?))?"
+                     r"\s+THEN\s+(?P<action>.+)", text, re.I | re.S)
+    if not m:
+        raise InvalidArgumentError(f"cannot parse the MERGE clause 'WHEN {text}'")
+    kind_text = re.sub(r"\s+", " ", m.group("kind").upper())
+    kind = MATCHED if kind_text == "MATCHED" else (NOT_MATCHED_BY_SOURCE if (m.group("by") or "").upper() == "SOURCE"
+                                                   else NOT_MATCHED)
+    cond = m.group("cond")
+    action = m.group("action").strip()
+    if re.fullmatch(r"DELETE", action, re.I):
+        return MergeClause(kind, "delete", cond)
+    if re.fullmatch(r"UPDATE\s+SET\s+\*", action, re.I):
+        return MergeClause(kind, "update", cond, None)
+    um = re.fullmatch(r"UPDATE\s+SET\s+(.+)", action, re.I | re.S)
+    if um:
+        return MergeClause(kind, "update", cond, dict(parse_assignments(um.group(1))))
+    if re.fullmatch(r"INSERT\s*\*", action, re.I):
+        return MergeClause(kind, "insert", cond, None)
+    im = re.fullmatch(r"INSERT\s*\((?P<cols>.+?)\)\s*VALUES\s*\((?P<vals>.+)\)", action, re.I | re.S)
+    if im:
+        cols = split_top_level(im.group("cols"))
+        vals = split_top_level(im.group("vals"))
+        if len(cols) != len(vals):
+            raise InvalidArgumentError(f"INSERT names {len(cols)} columns but gives {len(vals)} values: 'WHEN {text}'")
+        return MergeClause(kind, "insert", cond, dict(zip(cols, vals, strict=True)))
+    raise InvalidArgumentError(f"cannot parse the action of the MERGE clause 'WHEN {text}'")
+

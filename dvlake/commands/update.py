@@ -1,0 +1,177 @@
+"""UPDATE: mark the matched rows in deletion vectors and write only the updated rows, or rewrite files.
+
+As delta-spark's UpdateCommand:
+1. no condition, or one on partition columns only → the candidate files are removed whole and all
+   their rows rewritten with the assignments applied (no DVs, even on the DV path);
+2. DVs on (``delta.enableDeletionVectors`` and ``spark.databricks.delta.update.deletionVectors.persistent``
+   not false) → the matched (file, row) pairs are marked in each touched file's DV, built and packed
+   on executors by the same code as DELETE (``dv_marking.py``); the touched files are scanned again
+   (DVs applied) to write only the updated rows into new files;
+3. DVs off → copy-on-write: every touched file is rewritten, matched rows updated, others copied.
+One commit; a conflict with a concurrent DML on the same files re-runs the command on the new snapshot.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from dvlake.commands.dml import (
+    as_column,
+    assigned_columns,
+    predicate_param,
+    refuse_change_data_feed,
+    resolve_assignments,
+    retry_on_conflict,
+    sub_plan,
+    unqualified,
+    use_dvs,
+    write_rows,
+)
+from dvlake.commands.dv_marking import mark_rows
+from dvlake.config import UPDATE_DVS_PERSISTENT
+from dvlake.errors import InvalidArgumentError
+from dvlake.log import features
+from dvlake.log.actions import Action, AddFile, now_ms
+from dvlake.log.snapshot import Snapshot
+from dvlake.log.stats import num_records_of
+from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
+from dvlake.spark.pruning import references_only
+from dvlake.spark.scan import ScanPlan, all_column_names, logical_frame, match_frame, plan_scan
+from dvlake.storage.paths import normalize_table_root
+from dvlake.txn.transaction import OptimisticTransaction
+
+Assignments = dict[str, str | Column]
+
+
+def update(spark: SparkSession, path: str, assignments: Assignments, condition: str | Column | None = None, *,
+           alias: str | None = None) -> dict[str, Any]:
+    """Set ``assignments`` on the rows matching ``condition``; returns the commit's operationMetrics ({} if none).
+
+    ``alias`` names the table in the condition and values (``t.id``) as ``UPDATE … AS t`` does.
+    """
+    if not assignments:
+        raise InvalidArgumentError("UPDATE needs at least one assignment, e.g. set={'col': 'col + 1'}")
+    root = normalize_table_root(path)
+    return retry_on_conflict(lambda: update_once(spark, Snapshot.load(root), assignments, condition, alias))
+
+
+def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignments,
+                condition: str | Column | None, alias: str | None = None) -> dict[str, Any]:
+    """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
+    started = time.monotonic()
+    root = snapshot.table_root
+    refuse_change_data_feed(snapshot, "UPDATE")
+    features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    planning = unqualified(condition, alias)
+    plan = plan_scan(spark, snapshot, planning)
+    schema = plan.logical_schema
+    resolved = resolve_assignments(schema, assignments, f"UPDATE {root}", strip_qualifier=alias)
+    empty = _aliased(spark.createDataFrame([], schema), alias)
+    if condition is not None:
+        empty.filter(as_column(condition)).schema  # noqa: B018 - analysis only: a bad condition fails before any scan
+    assigned_columns(empty, schema, resolved, lambda c: F.col(f"`{c}`"))  # validates types before any scan
+
+    txn = OptimisticTransaction(root, snapshot)
+    adds = snapshot.add_files()
+    candidates = [adds[i] for i in plan.rows_indexes]
+    txn.read_files(candidates)
+    txn.read_whole_table()  # a concurrent data-changing append the condition could match is a conflict
+    partition_only = condition is None or (bool(snapshot.partition_columns) and planning is not None and references_only(
+        planning, set(snapshot.partition_columns), all_column_names(snapshot)))
+    if not plan.files:
+        return {}
+    if partition_only:
+        metrics, actions = _rewrite_whole_files(spark, snapshot, plan, candidates, resolved, condition, alias)
+    elif use_dvs(spark, snapshot, UPDATE_DVS_PERSISTENT):
+        metrics, actions = _update_with_dvs(spark, snapshot, plan, candidates, resolved, condition, alias)
+    else:
+        metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
+    if not actions:
+        return {}
+    metrics["numAddedChangeFiles"] = 0
+    metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
+    txn.commit(actions, "UPDATE", {"predicate": predicate_param(condition)}, metrics)
+    return metrics
+
+
+def _aliased(df: DataFrame, alias: str | None) -> DataFrame:
+    return df.alias(alias) if alias else df
+
+
+def _updated(df: DataFrame, plan: ScanPlan, resolved: dict, condition: str | Column | None) -> DataFrame:
+    """``df`` with the assignments applied to the rows matching ``condition`` (all rows when None)."""
+    cond = as_column(condition) if condition is not None else None
+    cols = assigned_columns(df, plan.logical_schema, resolved, lambda c: F.col(f"`{c}`"))
+    if cond is None:
+        return df.select(*cols)
+    names = [f.name for f in plan.logical_schema.fields]
+    return df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)])
+
+
+def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
+                         resolved: dict, condition: str | Column | None,
+                         alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+    """Partition-only (or no) condition: every row of the candidate files matches; rewrite them all, no DVs."""
+    t0 = time.monotonic()
+    new_adds = write_rows(_updated(_aliased(logical_frame(spark, snapshot, plan), alias), plan, resolved, condition),
+                          snapshot.table_root, snapshot)
+    ts = now_ms()
+    updated = sum(num_records_of(a.stats) or 0 for a in new_adds)
+    metrics = {"numRemovedFiles": len(candidates), "numAddedFiles": len(new_adds), "numUpdatedRows": updated,
+               "numCopiedRows": 0, "numAddedBytes": sum(a.size for a in new_adds),
+               "numRemovedBytes": sum(a.size for a in candidates), "scanTimeMs": 0,
+               "rewriteTimeMs": int((time.monotonic() - t0) * 1000)}
+    return metrics, [*[a.remove(ts) for a in candidates], *new_adds]
+
+
+def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
+                     resolved: dict, condition: str | Column | None, alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+    t0 = time.monotonic()
+    cond = as_column(condition) if condition is not None else F.lit(True)
+    matches = _aliased(match_frame(spark, snapshot, plan), alias).filter(cond)
+    outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matches, FILE_PATH_COL, ROW_INDEX_COL)
+    scan_ms = int((time.monotonic() - t0) * 1000)
+    if not outcome.touched:
+        return {}, []
+    t1 = time.monotonic()
+    touched_plan = sub_plan(plan, outcome.touched_positions)
+    rows = _aliased(logical_frame(spark, snapshot, touched_plan), alias).filter(cond)
+    new_adds = write_rows(_updated(rows, plan, resolved, None), snapshot.table_root, snapshot)
+    metrics = {"numRemovedFiles": len(outcome.touched), "numAddedFiles": len(new_adds), **outcome.dv_metrics(),
+               "numUpdatedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
+               "numAddedBytes": sum(a.size for a in new_adds), "numRemovedBytes": 0, "scanTimeMs": scan_ms,
+               "rewriteTimeMs": int((time.monotonic() - t1) * 1000)}
+    return metrics, [*outcome.actions, *new_adds]
+
+
+def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
+                          resolved: dict, condition: str | Column | None,
+                         alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+    t0 = time.monotonic()
+    cond = as_column(condition) if condition is not None else F.lit(True)
+    df = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), alias)
+    counts = {r[0]: r[1] for r in df.filter(cond).groupBy(FILE_INDEX_COL).count().collect()}
+    scan_ms = int((time.monotonic() - t0) * 1000)
+    if not counts:
+        return {}, []
+    t1 = time.monotonic()
+    touched_idx = sorted(counts)
+    touched_plan = sub_plan(plan, touched_idx)
+    new_adds = write_rows(_updated(_aliased(logical_frame(spark, snapshot, touched_plan), alias), plan, resolved, condition),
+                          snapshot.table_root, snapshot)
+    ts = now_ms()
+    touched = [candidates[i] for i in touched_idx]
+    updated = sum(counts.values())
+    written = sum(num_records_of(a.stats) or 0 for a in new_adds)
+    metrics = {"numRemovedFiles": len(touched), "numAddedFiles": len(new_adds), "numUpdatedRows": updated,
+               "numCopiedRows": written - updated, "numAddedBytes": sum(a.size for a in new_adds),
+               "numRemovedBytes": sum(a.size for a in touched), "scanTimeMs": scan_ms,
+               "rewriteTimeMs": int((time.monotonic() - t1) * 1000)}
+    from dvlake.commands.dv_marking import dv_counts
+
+    metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched]))
+    return metrics, [*[a.remove(ts) for a in touched], *new_adds]
