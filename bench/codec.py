@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import median_time  # noqa: E402
-
 import numpy as np  # noqa: E402
 import pyroaring  # noqa: E402
 
+from bench.common import median_time  # noqa: E402
 from dvlake.dv import roaring  # noqa: E402
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-
 import sys
 import tempfile
 import time
@@ -19,7 +18,6 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import median_time  # noqa: E402
-
 from dvlake.log.snapshot import Snapshot  # noqa: E402
 from dvlake.txn.transaction import checkpoint  # noqa: E402
 

@@ -14,6 +14,8 @@ import shutil
 import time
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
 from dvlake import DeltaTable, read, sql, write
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.log.snapshot import Snapshot
@@ -32,7 +34,7 @@ def _files(root: Path) -> dict[str, int]:
     return out
 
 
-def _timed_delete(spark, path: Path, condition: str) -> tuple[float, dict[str, int]]:
+def _timed_delete(spark: SparkSession, path: Path, condition: str) -> tuple[float, dict[str, int]]:
     before = _files(path)
     t0 = time.perf_counter()
     DeltaTable.forPath(spark, str(path)).delete(condition)

@@ -9,8 +9,9 @@ import json
 import math
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 PREFIX = "test%dv%prefix-"
 
@@ -90,8 +91,8 @@ def render(value: Any, dtype: Any) -> Any:
         return value.isoformat()
     if dtype == "timestamp":
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+            value = value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
     if dtype == "timestamp_ntz":
         return value.replace(tzinfo=None).isoformat(timespec="microseconds")
     raise TypeError(dtype)

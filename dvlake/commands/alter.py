@@ -9,8 +9,9 @@ explicit writer features.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any
 
 from dvlake.config import normalize_properties
 from dvlake.errors import InvalidArgumentError

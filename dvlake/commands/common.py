@@ -7,6 +7,7 @@ from typing import Any
 from dvlake.config import DATA_SKIPPING_NUM_INDEXED_COLS
 from dvlake.errors import TableNotFoundError
 from dvlake.log import features
+from dvlake.log.actions import Metadata, Protocol
 from dvlake.log.schema import column_mapping_mode, physical_name
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.paths import normalize_table_root
@@ -47,10 +48,10 @@ def num_indexed_cols(configuration: dict[str, str]) -> int:
     return int(configuration.get(DATA_SKIPPING_NUM_INDEXED_COLS, 32))
 
 
-def tight_bounds_flag(snapshot_protocol) -> bool | None:
+def tight_bounds_flag(snapshot_protocol: Protocol) -> bool | None:
     """delta-spark writes ``tightBounds: true`` on fresh files once a table supports DVs."""
     return True if features.dvs_supported(snapshot_protocol) else None
 
 
-def mode_of(metadata) -> str:
+def mode_of(metadata: Metadata) -> str:
     return column_mapping_mode(metadata)

@@ -14,7 +14,7 @@ HISTORY_COLUMNS = ["version", "timestamp", "userId", "userName", "operation", "o
 
 
 def _ts(ms: int | None) -> dt.datetime | None:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc) if ms is not None else None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC) if ms is not None else None
 
 
 def history_rows(snapshot: Snapshot, limit: int | None = None) -> list[dict[str, Any]]:

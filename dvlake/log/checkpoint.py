@@ -19,8 +19,7 @@ import pyarrow.parquet as pq
 
 from dvlake.errors import CorruptLogError
 from dvlake.log.actions import DomainMetadata, Metadata, Protocol, Sidecar, Txn
-from dvlake.log.arrow import (ADD_SCHEMA, ADD_TYPE, REMOVE_SCHEMA, REMOVE_TYPE, STRING_MAP, conform, rows_to_table,
-                              struct_to_table)
+from dvlake.log.arrow import ADD_SCHEMA, ADD_TYPE, REMOVE_SCHEMA, REMOVE_TYPE, STRING_MAP, conform, rows_to_table, struct_to_table
 from dvlake.log.segment import Checkpoint, log_path
 from dvlake.storage.base import Storage
 from dvlake.storage.paths import join
@@ -101,7 +100,8 @@ def _read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) 
         if row.get("sidecar"):
             sidecars.append(Sidecar.from_json(row["sidecar"]))
     for sc in sidecars:
-        path = sc.path if "/" in sc.path and sc.path.startswith(("/", "s3", "file")) else join(log_path(table_root), "_sidecars", sc.path)
+        absolute = "/" in sc.path and sc.path.startswith(("/", "s3", "file"))
+        path = sc.path if absolute else join(log_path(table_root), "_sidecars", sc.path)
         take_parquet(_read_parquet_actions(storage, path))
 
     contents = CheckpointContents(

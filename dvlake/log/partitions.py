@@ -32,7 +32,7 @@ def parse_partition_value(text: str | None, delta_type: Any) -> Any:
             return dt.date.fromisoformat(text[:10])
         if t == "timestamp":  # UTC unless the text says otherwise
             ts = _parse_timestamp(text)
-            return ts.replace(tzinfo=dt.timezone.utc) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc)
+            return ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts.astimezone(dt.UTC)
         if t == "timestamp_ntz":
             return _parse_timestamp(text).replace(tzinfo=None)
         if t.startswith("decimal"):
@@ -47,5 +47,5 @@ def parse_partition_value(text: str | None, delta_type: Any) -> Any:
 def _parse_timestamp(text: str) -> dt.datetime:
     s = text.strip().replace("T", " ")
     if s.endswith("Z"):
-        return dt.datetime.fromisoformat(s[:-1]).replace(tzinfo=dt.timezone.utc)
+        return dt.datetime.fromisoformat(s[:-1]).replace(tzinfo=dt.UTC)
     return dt.datetime.fromisoformat(s)

@@ -103,7 +103,7 @@ def _literal(text: str) -> Any:
         return dt.date.fromisoformat(t[t.index("'") + 1:-1])
     if up.startswith("TIMESTAMP"):
         v = dt.datetime.fromisoformat(t[t.index("'") + 1:-1].replace("Z", "+00:00"))
-        return v if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)
+        return v if v.tzinfo else v.replace(tzinfo=dt.UTC)
     if t.startswith("'"):
         return t[1:-1].replace("\\'", "'")
     if up in ("TRUE", "FALSE"):

@@ -16,9 +16,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from dvlake.storage.base import Storage, storage_for
-
 from dvlake.log.stats import build_stats
+from dvlake.storage.base import Storage, storage_for
 
 STRING_PREFIX = 32
 
@@ -48,8 +47,8 @@ def _json_value(value: Any, is_max: bool) -> Any:
         return None if is_max else value[:STRING_PREFIX]
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        value = value.astimezone(dt.timezone.utc)
+            value = value.replace(tzinfo=dt.UTC)
+        value = value.astimezone(dt.UTC)
         if is_max and value.microsecond % 1000:
             value = value + dt.timedelta(microseconds=1000 - value.microsecond % 1000)
         else:

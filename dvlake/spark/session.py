@@ -44,5 +44,6 @@ def check_version(session: SparkSession) -> None:
     parts = tuple(int(p) for p in session.version.split(".")[:2])
     if parts < MIN_SPARK_VERSION:
         raise UnsupportedEnvironmentError(
-            f"dvlake needs Spark >= {MIN_SPARK_VERSION[0]}.{MIN_SPARK_VERSION[1]} for _metadata.row_index; found {session.version}"
+            f"dvlake needs Spark >= {MIN_SPARK_VERSION[0]}.{MIN_SPARK_VERSION[1]} for _metadata.row_index; "
+            f"found {session.version}"
         )

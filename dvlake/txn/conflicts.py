@@ -9,8 +9,9 @@ writers that both rewrite the DV of one file collide here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dvlake.errors import (
     ConcurrentAppendException,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-
 import uuid
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from dvlake._version import __version__
 from dvlake.config import APPEND_ONLY, checkpoint_interval, deleted_file_retention_ms, table_bool

@@ -45,7 +45,7 @@ def test_time_travel_by_timestamp(spark, tmp_path):
     os.utime(os.path.join(log, f"{0:020d}.json"), (1_700_000_000, 1_700_000_000))
     dvlake.write(_df(spark, 3, 3), path, mode="append")
     os.utime(os.path.join(log, f"{1:020d}.json"), (1_700_000_100, 1_700_000_100))
-    at = dt.datetime.fromtimestamp(1_700_000_050, dt.timezone.utc)
+    at = dt.datetime.fromtimestamp(1_700_000_050, dt.UTC)
     assert _ids(dvlake.read(spark, path, timestamp=at)) == [0, 1, 2]
     assert _ids(dvlake.read(spark, path, timestamp="2023-11-14T22:16:00Z")) == list(range(6))
     with pytest.raises(VersionNotFoundError):

@@ -76,8 +76,9 @@ def test_serialization_matches_delta_spark_bytes():
 def test_legacy_native_layout_is_read():
     bm32 = pyroaring.BitMap([1, 5, 70000])
     body = bm32.serialize()
-    data = struct.pack("<I", roaring.MAGIC_NATIVE) + struct.pack("<I", 2) + struct.pack("<I", len(pyroaring.BitMap().serialize())) \
-        + pyroaring.BitMap().serialize() + struct.pack("<I", len(body)) + body
+    empty = pyroaring.BitMap().serialize()
+    data = struct.pack("<I", roaring.MAGIC_NATIVE) + struct.pack("<I", 2) + struct.pack("<I", len(empty)) \
+        + empty + struct.pack("<I", len(body)) + body
     assert sorted(roaring.deserialize(data)) == [(1 << 32) + 1, (1 << 32) + 5, (1 << 32) + 70000]
 
 
@@ -216,7 +217,8 @@ def test_offset_past_end_and_cardinality_mismatch(tmp_path):
         load_bitmap(DeletionVectorDescriptor(d.storage_type, d.path_or_inline_dv, d.size_in_bytes, 5, d.offset),
                     str(tmp_path))
     with pytest.raises(CorruptDeletionVectorError, match="size mismatch"):
-        read_bitmap_bytes(storage_for(str(tmp_path)), path, DeletionVectorDescriptor("u", d.path_or_inline_dv, d.size_in_bytes - 2, 4, d.offset))
+        wrong_size = DeletionVectorDescriptor("u", d.path_or_inline_dv, d.size_in_bytes - 2, 4, d.offset)
+        read_bitmap_bytes(storage_for(str(tmp_path)), path, wrong_size)
 
 
 def test_missing_file(tmp_path):

@@ -23,7 +23,7 @@ def test_arrow_form_equals_scalar_rule_on_every_shared_descriptor(testdata, tmp_
         pytest.skip(f"{name} references no DV")
     rows = [{f.name: dv.get(f.name) for f in DV_TYPE} for dv in dvs]
     # plus the two spellings of "no DV": a null struct and a checkpoint's all-null struct
-    arr = pa.array([*rows, None, dict.fromkeys((f.name for f in DV_TYPE))], type=DV_TYPE)
+    arr = pa.array([*rows, None, dict.fromkeys(f.name for f in DV_TYPE)], type=DV_TYPE)
     vectorized = dv_unique_ids(arr).to_pylist()
     expected = [DeletionVectorDescriptor.from_json(dv).unique_id for dv in dvs]
     assert vectorized[: len(dvs)] == expected

@@ -58,7 +58,7 @@ def test_in_commit_timestamps_win_over_mtimes(tmp_path):
     (1700000000000, 1700000000000),
     ("2023-11-14T22:13:20Z", 1700000000000),
     ("2023-11-14 22:13:20", 1700000000000),
-    (dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc), 1700000000000),
+    (dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC), 1700000000000),
     (dt.date(2023, 11, 14), 1699920000000),
 ])
 def test_timestamp_forms(value, expected):

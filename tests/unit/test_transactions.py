@@ -155,7 +155,7 @@ def test_metadata_changed(table):
     t1 = start(table)
     t1.read_whole_table()
     t2 = start(table)
-    t2.update_metadata(Snapshot.load(table).metadata.with_configuration(**{"x": "1"}))
+    t2.update_metadata(Snapshot.load(table).metadata.with_configuration(x="1"))
     t2.commit([], "SET TBLPROPERTIES")
     with pytest.raises(MetadataChangedException):
         t1.commit([add("z.parquet")], "WRITE")
