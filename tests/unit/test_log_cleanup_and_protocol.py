@@ -56,7 +56,7 @@ def test_checkpoint_cleans_up_expired_commits_but_keeps_what_versions_need(tmp_p
     assert not (root / "_delta_log" / f"{0:020d}.checkpoint.parquet").exists()
     for v in range(2, 7):
         assert Snapshot.load(str(root), version=v).num_files == min(v, 4) + 1
-    with pytest.raises(VersionNotFoundError, match="available versions are 2 to 6"):
+    with pytest.raises(VersionNotFoundError, match="available versions are 2 to 6 .*log cleanup"):
         Snapshot.load(str(root), version=1)
 
 
