@@ -418,7 +418,10 @@ def vacuum(spark: Any, path: str, retention_hours: float | None = None, mode: st
             result.num_deleted = _delete_all(snapshot.storage, root, cands, dirs, int(conf(PARALLELISM, "0")))
         except BaseException:
             if logged:
-                _end_commit(root, {"status": "FAILED"}, None, result)
+                try:
+                    _end_commit(root, {"status": "FAILED"}, None, result)
+                except Exception as exc:  # noqa: BLE001 - the deletion error is the one to report
+                    log.warning("could not record VACUUM END (FAILED) on %s: %s", root, exc)
             raise
         if logged:
             _end_commit(root, {"status": "COMPLETED"},

@@ -245,3 +245,24 @@ def test_vacuum_of_delta_spark_tables_keeps_them_exactly_readable(testdata: Path
     after = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "_delta_log" not in p.parts}
     assert after < before, "these tables have stale files: VACUUM must remove some"
     assert read_with_deltalake(str(root)).num_rows == entry["expected_latest"]["row_count"]
+
+
+def test_failed_deletion_commits_vacuum_end_failed_and_reraises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dvlake.commands.vacuum as vacuum_module
+
+    root = tmp_path / "t"
+    _touch(root / "a.parquet")
+    _touch(root / "stale.parquet")
+    _commit(root, 0, [PROTOCOL, _metadata(), _add("a.parquet")])
+
+    def boom(guard: object, relative: str) -> bool:
+        raise PermissionError(f"cannot delete {relative}")
+
+    monkeypatch.setattr(vacuum_module, "delete_inside", boom)
+    with pytest.raises(PermissionError):
+        vacuum(None, str(root))
+    end = [json.loads(ln)["commitInfo"] for ln in (root / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
+           if "commitInfo" in ln][0]
+    assert end["operation"] == "VACUUM END" and end["operationParameters"] == {"status": "FAILED"}
+    assert end["operationMetrics"] == {}
+    assert not (root / "_delta_log" / LAST_VACUUM_INFO).exists()
