@@ -50,7 +50,8 @@ def restore(spark: Any, path: str, version: int | None = None, timestamp: Any = 
     current = Snapshot.load(root)
     if timestamp is not None:
         version = version_at_timestamp(current.storage, root, current.listing, timestamp)
-    assert version is not None
+    if version is None:  # unreachable: exactly one of version/timestamp was checked above
+        raise RestoreError("RESTORE could not resolve a version to restore to")
     earliest = earliest_version(current.listing)
     if version >= current.version or version < earliest:
         raise RestoreError(

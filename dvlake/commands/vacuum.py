@@ -35,6 +35,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvlake.commands.common import mode_of, physical_partition_columns
 from dvlake.config import RETENTION_CHECK, deleted_file_retention_ms
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import InvalidArgumentError, VacuumLiteError, VacuumRetentionError
@@ -224,8 +225,6 @@ class _Spiller:
 
 def _full_candidates(snapshot: Snapshot, live: pa.Array, live_dirs: set[str], delete_before: int,
                      spill: str) -> _Candidates:
-    from dvlake.commands.common import mode_of, physical_partition_columns
-
     md = snapshot.metadata
     parts = list(md.partition_columns)
     parts += physical_partition_columns(md.schema, parts, mode_of(md)) if parts else []
@@ -418,7 +417,10 @@ def vacuum(spark: Any, path: str, retention_hours: float | None = None, mode: st
             result.num_deleted = _delete_all(snapshot.storage, root, cands, dirs, int(conf(PARALLELISM, "0")))
         except BaseException:
             if logged:
-                _end_commit(root, {"status": "FAILED"}, None, result)
+                try:
+                    _end_commit(root, {"status": "FAILED"}, None, result)
+                except Exception as exc:  # noqa: BLE001 - the deletion error is the one to report
+                    log.warning("could not record VACUUM END (FAILED) on %s: %s", root, exc)
             raise
         if logged:
             _end_commit(root, {"status": "COMPLETED"},

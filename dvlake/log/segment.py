@@ -99,9 +99,11 @@ def select_segment(listing: LogListing, table_root: str, version: int | None) ->
     latest = listing.latest_version
     target = latest if version is None else version
     if target < earliest_version(listing) or target > latest:
+        cleaned = (" (the log files of older versions were removed by log cleanup after delta.logRetentionDuration, or "
+                   "never existed)") if target < earliest_version(listing) and earliest_version(listing) > 0 else ""
         raise VersionNotFoundError(
             f"cannot time travel {table_root} to version {version}: available versions are "
-            f"{earliest_version(listing)} to {latest}")
+            f"{earliest_version(listing)} to {latest}{cleaned}")
     return target, [c for c in reversed(listing.checkpoints) if c.version <= target]
 
 

@@ -217,3 +217,52 @@ def test_retention_checks(tmp_path: Path) -> None:
     assert err.value.error_class == "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
     # delta-spark 4.1+: RETAIN n HOURS with n != 0 is ignored (the table's retention applies), no error
     assert vacuum(None, str(root), retention_hours=1, dry_run=True).paths == []
+
+
+#: shared delta-spark tables whose history leaves stale data or DV files
+SHARED = ["dv-partitioned-with-checkpoint", "basic-dv-with-checkpoint", "dv-with-columnmapping", "log-replay-dv-key-cases"]
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("name", SHARED)
+def test_vacuum_of_delta_spark_tables_keeps_them_exactly_readable(testdata: Path, tmp_path: Path, name: str) -> None:
+    from dvlake.dv.store import load_bitmap
+    from tests.conftest import copy_table
+    from tests.peers import read_with_deltalake
+    from tests.testdata_util import prepare, tables
+
+    entry = next(t for t in tables(testdata) if t["name"] == name)
+    src = prepare(testdata, entry, tmp_path / "scratch")
+    root = copy_table(src, tmp_path / "t") if src.is_relative_to(testdata) else src
+    before = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "_delta_log" not in p.parts}
+    for mode in ("LITE", "FULL"):
+        vacuum(NO_CHECK, str(root), retention_hours=0, mode=mode)
+    snap = Snapshot.load(str(root))
+    for a in snap.add_files():
+        assert (root / a.path).exists()
+        if a.deletion_vector is not None:
+            assert len(load_bitmap(a.deletion_vector, snap.table_root)) == a.deletion_vector.cardinality
+    after = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "_delta_log" not in p.parts}
+    assert after < before, "these tables have stale files: VACUUM must remove some"
+    assert read_with_deltalake(str(root)).num_rows == entry["expected_latest"]["row_count"]
+
+
+def test_failed_deletion_commits_vacuum_end_failed_and_reraises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dvlake.commands.vacuum as vacuum_module
+
+    root = tmp_path / "t"
+    _touch(root / "a.parquet")
+    _touch(root / "stale.parquet")
+    _commit(root, 0, [PROTOCOL, _metadata(), _add("a.parquet")])
+
+    def boom(guard: object, relative: str) -> bool:
+        raise PermissionError(f"cannot delete {relative}")
+
+    monkeypatch.setattr(vacuum_module, "delete_inside", boom)
+    with pytest.raises(PermissionError):
+        vacuum(None, str(root))
+    end = [json.loads(ln)["commitInfo"] for ln in (root / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
+           if "commitInfo" in ln][0]
+    assert end["operation"] == "VACUUM END" and end["operationParameters"] == {"status": "FAILED"}
+    assert end["operationMetrics"] == {}
+    assert not (root / "_delta_log" / LAST_VACUUM_INFO).exists()
