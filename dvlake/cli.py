@@ -456,13 +456,29 @@ def _print_health(report: Any, top: int) -> None:
 
 
 def _spark() -> SparkSession:
-    """A local Spark session: Spark's job progress bar on a terminal, quiet otherwise."""
-    with _progress("starting Spark"):
-        from dvlake.spark.session import local_session
+    """A local Spark session: Spark's job progress bar on a terminal, quiet otherwise.
 
-        tty = _is_tty()
-        session = local_session("dvlake-cli", extra_conf={"spark.ui.showConsoleProgress": "true" if tty else "false"})
-        session.sparkContext.setLogLevel("ERROR")
+    Off a terminal (and without --debug) the JVM is started with its stderr on /dev/null: its
+    start-up banner and log lines are noise for scripts, and every failure reaches Python as an
+    exception anyway, which ``main`` prints.
+    """
+    from dvlake.spark.session import local_session
+
+    tty = _is_tty()
+    silence = not tty and not _State.debug
+    saved = os.dup(2) if silence else None
+    if saved is not None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)  # the JVM inherits fd 2 when PySpark launches it
+        os.close(devnull)
+    try:
+        with _progress("starting Spark"):
+            session = local_session("dvlake-cli", extra_conf={"spark.ui.showConsoleProgress": "true" if tty else "false"})
+            session.sparkContext.setLogLevel("ERROR")
+    finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
     return session
 
 

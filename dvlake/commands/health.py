@@ -112,7 +112,8 @@ class HealthReport:
 
     def to_dict(self, max_files: int | None = None) -> dict[str, Any]:
         """JSON-friendly form (``max_files`` keeps the per-file list short: most-deleted files first)."""
-        files = self.files.sort_values("deleted_rows", ascending=False)
+        files = self.files.drop(columns=[c for c in self.files.columns if c.startswith("_")])
+        files = files.sort_values(["deleted_rows", "path"], ascending=[False, True])
         if max_files is not None:
             files = files.head(max_files)
         return {

@@ -61,7 +61,7 @@ def figure(report: HealthReport) -> Figure:
         deleted = parts["deleted_rows"].to_numpy()[::-1]
         live = (parts["physical_rows"] - parts["deleted_rows"]).to_numpy()[::-1]
         y = np.arange(len(parts))
-        ax_part.barh(y, deleted, color="#d1495b", label="deleted rows")
+        ax_part.barh(y, deleted, height=0.6, color="#d1495b", label="deleted rows")
         ax_part.set_yticks(y, labels, fontsize=8 if len(parts) > 12 else 9)
         ax_part.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
         ax_part.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
@@ -79,7 +79,7 @@ def figure(report: HealthReport) -> Figure:
 
     # 3. live DVs and deleted rows over versions
     v = report.versions
-    ax_ver.step(v["version"], v["live_dvs"], where="post", color="#00798c", label="live DVs")
+    ax_ver.step(v["version"], v["live_dvs"], where="post", color="#00798c", label="live DVs", marker="o", markersize=3)
     ax_ver.set_xlabel("table version")
     ax_ver.set_ylabel("live DVs", color="#00798c")
     ax_ver.xaxis.set_major_locator(MaxNLocator(integer=True))
