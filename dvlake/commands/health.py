@@ -171,6 +171,7 @@ def table_health(path: str, version: int | None = None, *, max_deleted_ratio: fl
     versions = dv_history(snapshot, history_versions)
     recs = recommend(snapshot, files, dv_files, max_deleted_ratio)
     summary = _summary(snapshot, files, dv_files, partitions)
+    summary["max_deleted_ratio"] = max_deleted_ratio
     return HealthReport(snapshot.table_root, snapshot.version, snapshot.partition_columns, summary, files, partitions,
                         dv_files, versions, recs, problems)
 
@@ -236,7 +237,7 @@ def file_frame(snapshot: Snapshot) -> pd.DataFrame:
     return frame
 
 
-_STORAGE_KIND = {"u": "file (relative)", "p": "file (absolute)", "i": "inline"}
+_STORAGE_KIND = {"u": "in DV files (u)", "p": "in DV files by absolute path (p)", "i": "inline (i)"}
 
 
 def _dv_locations(table_root: str, frame: pd.DataFrame) -> np.ndarray:

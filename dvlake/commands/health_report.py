@@ -44,6 +44,10 @@ def figure(report: HealthReport) -> Figure:
     ratios = with_dv["deleted_ratio"].dropna().to_numpy()
     bins = np.linspace(0, 1, 21)
     ax_hist.hist(ratios, bins=bins, color="#d1495b", edgecolor="white")
+    threshold = float(s.get("max_deleted_ratio", 0.05))
+    ax_hist.axvline(threshold, color="#555", linestyle=":", linewidth=1)
+    ax_hist.text(threshold, 0.97, f" rewrite above {threshold:.0%}", transform=ax_hist.get_xaxis_transform(), fontsize=8,
+                 va="top", color="#555")
     ax_hist.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax_hist.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_hist.set_xlim(0, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ def cli_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "dvlake.cli"]
 
 
-def run_cli(*args: str, expect: int | None = 0, timeout: float = 300) -> Result:
+def run_cli(*args: str, expect: int | None = 0, timeout: float = 900) -> Result:
     """Run ``dvlake ARGS`` in a subprocess (not a terminal); check the exit code when ``expect`` is given."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.pop("DVLAKE_DEBUG", None)
@@ -70,7 +71,13 @@ def build_known_table(spark, path: str) -> str:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def known_table(spark, tmp_path_factory) -> str:
-    """A fresh known table for the module (read-only tests share it)."""
+    """The known table, built once (tests that only read share it; writers use ``fresh_table``)."""
     return build_known_table(spark, str(tmp_path_factory.mktemp("cli") / "events"))
+
+
+@pytest.fixture
+def fresh_table(known_table: str, tmp_path: Path) -> str:
+    """A writable copy of the known table (its log uses relative paths, so a copy is the same table)."""
+    return str(shutil.copytree(known_table, tmp_path / "events"))

@@ -54,7 +54,7 @@ def test_files_lists_all_or_only_those_with_dvs(known_table: str) -> None:
     assert sum(f["physical_rows"] for f in all_files) == KNOWN["physical_rows"]
     with_dvs = run_cli("files", known_table, "--with-dvs", "--json").json()
     assert sorted(f["deleted_rows"] for f in with_dvs) == [1, 10, 10, 25]
-    assert all(f["dv_storage"] == "file (relative)" and f["dv_file"].endswith(".bin") and f["dv_offset"] >= 1
+    assert all(f["dv_storage"] == "in DV files (u)" and f["dv_file"].endswith(".bin") and f["dv_offset"] >= 1
                for f in with_dvs)
     text = run_cli("files", known_table, "--with-dvs").out
     for f in with_dvs:

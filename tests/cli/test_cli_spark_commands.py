@@ -15,19 +15,13 @@ import pytest
 from dvlake.api import DeltaTable
 from dvlake.cli import _sql_supports
 from dvlake.log.snapshot import Snapshot
-from tests.cli.conftest import KNOWN, build_known_table, run_cli
+from tests.cli.conftest import KNOWN, run_cli
 
 HAS_OPTIMIZE = hasattr(DeltaTable, "optimize")
 HAS_VACUUM = hasattr(DeltaTable, "vacuum")
 HAS_RESTORE = hasattr(DeltaTable, "restoreToVersion") and hasattr(DeltaTable, "restoreToTimestamp")
 HAS_PURGE = _sql_supports("REORG TABLE delta.`/t` APPLY (PURGE)")
 HAS_VACUUM_DRY_RUN = _sql_supports("VACUUM delta.`/t` DRY RUN")
-
-
-@pytest.fixture
-def fresh_table(spark, tmp_path: Path) -> str:
-    """A writable copy of the known table for a command that changes it."""
-    return build_known_table(spark, str(tmp_path / "events"))
 
 
 def test_sql_runs_dvlake_delete(fresh_table: str) -> None:
