@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.dv.store import filesystem_for
 from dvlake.errors import CorruptLogError
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.paths import join, normalize_table_root
@@ -311,32 +312,25 @@ def _list_dv_files(snapshot: Snapshot, known: set[str]) -> dict[str, int]:
     folders = {root} | {loc.rsplit("/", 1)[0] for loc in known}
     out: dict[str, int] = {}
     for folder in sorted(folders):
-        if not (folder == root or folder.startswith(root + "/")):
-            continue  # absolute ('p') DVs elsewhere: stat them one by one below
+        inside = folder == root or folder.startswith(root + "/")
         for info in snapshot.storage.list_dir(folder):
             name = info.path.rsplit("/", 1)[-1]
-            if _DV_FILE.match(name):
-                out[join(folder, name)] = info.size
-    for loc in known - set(out):
-        try:
-            info = snapshot.storage.fs.get_file_info(snapshot.storage._p(loc))  # noqa: SLF001 - the storage's own path rule
-            if info.size is not None and info.type.name == "File":
+            loc = join(folder, name)
+            if loc in known or (inside and _DV_FILE.match(name)):  # elsewhere ('p' DVs): only the files the log names
                 out[loc] = info.size
-        except OSError:
-            pass
     return out
 
 
 def _verify_headers(snapshot: Snapshot, live: pd.DataFrame, present: set[str]) -> list[Problem]:
     """Check each DV file's format byte and each live DV's stored size field (8 bytes per DV, no bitmap read)."""
     problems = []
-    fs = snapshot.storage.fs
     for key, group in live.groupby("dv_file", sort=False):
         loc = str(key)
         if loc not in present:
             continue
         try:
-            with fs.open_input_file(snapshot.storage._p(loc)) as f:  # noqa: SLF001
+            fs, fpath = filesystem_for(loc)  # how the DV reader opens DV files
+            with fs.open_input_file(fpath) as f:
                 total = f.size()
                 if f.read_at(1, 0) != b"\x01":
                     problems.append(Problem(loc, f"deletion vector file {loc}: format version byte is not 01"))

@@ -164,3 +164,19 @@ def test_health_scales_to_many_files(tmp_path: Path) -> None:
     assert report.summary["deleted_rows"] == 8_000 and not report.problems
     assert len(report.partitions) == 100 and report.summary["max_dvs_per_dv_file"] == 200
     assert elapsed < 30, elapsed  # ~0.5 s on an idle 2-core machine; generous for a loaded CI box
+
+
+def test_absolute_path_dv_of_the_special_char_table(testdata: Path, tmp_path: Path) -> None:
+    """A 'p' DV (absolute URI, percent-encoded folder name) is found, stat'ed and header-checked like a 'u' one."""
+    from tests.conftest import copy_table
+
+    root = copy_table(testdata / "table-with-dv-special-char", tmp_path / "t")
+    commit = root / "_delta_log" / "00000000000000000000.json"
+    folder = f"{root.resolve()}/folder&with%25special%20char"
+    commit.write_text(commit.read_text().replace("{{FOLDER_WITH_SPECIAL_CHAR}}", folder))
+    report = table_health(str(root))
+    assert not report.problems
+    assert report.summary["dv_storage"] == {"in DV files by absolute path (p)": 1}
+    assert report.summary["physical_rows"] - report.summary["deleted_rows"] == 5
+    live = report.dv_files[report.dv_files["live_dvs"] == 1]
+    assert len(live) == 1 and "folder&with%special char" in live["dv_file"].iloc[0] and live["size_bytes"].iloc[0] > 0
