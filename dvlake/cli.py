@@ -36,7 +36,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 class CommandNotAvailableError(DvlakeError):
-    """The command's implementation is not part of this build of dvlake (it lands on another branch)."""
+    """The command's implementation (an API method or SQL statement) is not part of this build of dvlake."""
 
     error_class = "DVLAKE_COMMAND_NOT_AVAILABLE"
 
