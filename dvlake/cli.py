@@ -36,7 +36,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 class CommandNotAvailableError(DvlakeError):
-    """The command's implementation is not part of this build of dvlake (it lands on another branch)."""
+    """The command's implementation (an API method or SQL statement) is not part of this build of dvlake."""
 
     error_class = "DVLAKE_COMMAND_NOT_AVAILABLE"
 
@@ -239,7 +239,7 @@ def files(path: str, version: int | None, with_dvs: bool, limit: int | None, as_
               "dv_storage": "DV storage", "dv_file": "DV file", "dv_offset": "offset", "dv_size_bytes": "DV bytes"}
     _console().print(_table(None, [labels.get(c, c) for c in cols], rows,
                             right={"bytes", "rows", "deleted", "deleted %", "offset", "DV bytes"}))
-    if not as_json and _is_tty():
+    if _is_tty():
         _console(stderr=True).print(f"{len(frame):,} file(s)")
 
 
@@ -438,29 +438,45 @@ def _print_health(report: Any, top: int) -> None:
                              right={"files", "with DV", "rows", "deleted", "deleted %", "worst file", "DV files", "DV bytes",
                                     "est. overhead"}))
     recs = report.recommendations[:top]
-    if recs:
-        rows = [[i + 1, r.action, r.partition or "(all)", r.rows_reclaimed,
-                 human_bytes(r.bytes_reclaimed) if r.bytes_reclaimed else "", r.command, r.reason]
-                for i, r in enumerate(recs)]
-        more = len(report.recommendations) - len(recs)
-        console.print(_table(f"Recommendations, ranked by rows reclaimed{f' ({more:,} more)' if more > 0 else ''}",
-                             ["#", "action", "partition", "rows reclaimed", "bytes", "command", "why"], rows,
-                             right={"#", "rows reclaimed", "bytes"}))
-    else:
+    if not recs:
         console.print("Recommendations: nothing to do (no file above the deleted-ratio threshold, no stale DV file).")
+        return
+    more = len(report.recommendations) - len(recs)
+    console.print(f"[bold]Recommendations, ranked by rows reclaimed[/bold]{f' ({more:,} more with --top)' if more > 0 else ''}")
+    for i, r in enumerate(recs, 1):
+        gain = f"{r.rows_reclaimed:,} rows" if r.rows_reclaimed else human_bytes(r.bytes_reclaimed)
+        where = f" {r.partition}" if r.partition and r.partition != "(table)" else ""
+        console.print(f"{i:>2}. {r.action}{where}: reclaims {gain}. {r.reason}.", soft_wrap=True)
+        console.print(f"    {r.command}", soft_wrap=True, markup=False)
 
 
 # --- Spark-backed commands ---------------------------------------------------------------------------
 
 
 def _spark() -> SparkSession:
-    """A local Spark session: Spark's job progress bar on a terminal, quiet otherwise."""
-    with _progress("starting Spark"):
-        from dvlake.spark.session import local_session
+    """A local Spark session: Spark's job progress bar on a terminal, quiet otherwise.
 
-        tty = _is_tty()
-        session = local_session("dvlake-cli", extra_conf={"spark.ui.showConsoleProgress": "true" if tty else "false"})
-        session.sparkContext.setLogLevel("ERROR")
+    Off a terminal (and without --debug) the JVM is started with its stderr on /dev/null: its
+    start-up banner and log lines are noise for scripts, and every failure reaches Python as an
+    exception anyway, which ``main`` prints.
+    """
+    from dvlake.spark.session import local_session
+
+    tty = _is_tty()
+    silence = not tty and not _State.debug
+    saved = os.dup(2) if silence else None
+    if saved is not None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)  # the JVM inherits fd 2 when PySpark launches it
+        os.close(devnull)
+    try:
+        with _progress("starting Spark"):
+            session = local_session("dvlake-cli", extra_conf={"spark.ui.showConsoleProgress": "true" if tty else "false"})
+            session.sparkContext.setLogLevel("ERROR")
+    finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
     return session
 
 
@@ -609,9 +625,8 @@ def vacuum(path: str, dry_run: bool, retain_hours: float | None, as_json: bool) 
     table = delta_table.forPath(spark, path)
     df = table.vacuum(retain_hours) if retain_hours is not None else table.vacuum()
     if as_json:
-        _show(df, True)
+        _show(df, True)  # delta-spark's vacuum() returns an empty DataFrame; the rows, if any, are printed
     else:
-        _show(df, False)
         click.echo(f"vacuumed {table.path}")
 
 

@@ -112,7 +112,8 @@ class HealthReport:
 
     def to_dict(self, max_files: int | None = None) -> dict[str, Any]:
         """JSON-friendly form (``max_files`` keeps the per-file list short: most-deleted files first)."""
-        files = self.files.sort_values("deleted_rows", ascending=False)
+        files = self.files.drop(columns=[c for c in self.files.columns if c.startswith("_")])
+        files = files.sort_values(["deleted_rows", "path"], ascending=[False, True])
         if max_files is not None:
             files = files.head(max_files)
         return {
@@ -170,6 +171,7 @@ def table_health(path: str, version: int | None = None, *, max_deleted_ratio: fl
     versions = dv_history(snapshot, history_versions)
     recs = recommend(snapshot, files, dv_files, max_deleted_ratio)
     summary = _summary(snapshot, files, dv_files, partitions)
+    summary["max_deleted_ratio"] = max_deleted_ratio
     return HealthReport(snapshot.table_root, snapshot.version, snapshot.partition_columns, summary, files, partitions,
                         dv_files, versions, recs, problems)
 
@@ -235,7 +237,7 @@ def file_frame(snapshot: Snapshot) -> pd.DataFrame:
     return frame
 
 
-_STORAGE_KIND = {"u": "file (relative)", "p": "file (absolute)", "i": "inline"}
+_STORAGE_KIND = {"u": "in DV files (u)", "p": "in DV files by absolute path (p)", "i": "inline (i)"}
 
 
 def _dv_locations(table_root: str, frame: pd.DataFrame) -> np.ndarray:
@@ -309,19 +311,12 @@ def _list_dv_files(snapshot: Snapshot, known: set[str]) -> dict[str, int]:
     folders = {root} | {loc.rsplit("/", 1)[0] for loc in known}
     out: dict[str, int] = {}
     for folder in sorted(folders):
-        if not (folder == root or folder.startswith(root + "/")):
-            continue  # absolute ('p') DVs elsewhere: stat them one by one below
+        inside = folder == root or folder.startswith(root + "/")
         for info in snapshot.storage.list_dir(folder):
             name = info.path.rsplit("/", 1)[-1]
-            if _DV_FILE.match(name):
-                out[join(folder, name)] = info.size
-    for loc in known - set(out):
-        try:
-            info = snapshot.storage.stat(loc)
-            if info is not None:
+            loc = join(folder, name)
+            if loc in known or (inside and _DV_FILE.match(name)):  # elsewhere ('p' DVs): only the files the log names
                 out[loc] = info.size
-        except OSError:
-            pass
     return out
 
 
@@ -333,17 +328,15 @@ def _read_at(f: Any, n: int, offset: int) -> bytes:
 def _verify_headers(snapshot: Snapshot, live: pd.DataFrame, present: set[str]) -> list[Problem]:
     """Check each DV file's format byte and each live DV's stored size field (8 bytes per DV, no bitmap read)."""
     problems = []
-    storage = snapshot.storage
     for key, group in live.groupby("dv_file", sort=False):
         loc = str(key)
         if loc not in present:
             continue
         try:
-            f = storage.open_input(loc)
+            f = snapshot.storage.open_input(loc)  # through the storage seam, like the DV reader
             try:
                 total = f.seek(0, 2)
-                f.seek(0)
-                if f.read(1) != b"\x01":
+                if _read_at(f, 1, 0) != b"\x01":
                     problems.append(Problem(loc, f"deletion vector file {loc}: format version byte is not 01"))
                     continue
                 bad = 0

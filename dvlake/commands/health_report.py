@@ -44,6 +44,10 @@ def figure(report: HealthReport) -> Figure:
     ratios = with_dv["deleted_ratio"].dropna().to_numpy()
     bins = np.linspace(0, 1, 21)
     ax_hist.hist(ratios, bins=bins, color="#d1495b", edgecolor="white")
+    threshold = float(s.get("max_deleted_ratio", 0.05))
+    ax_hist.axvline(threshold, color="#555", linestyle=":", linewidth=1)
+    ax_hist.text(threshold, 0.97, f" rewrite above {threshold:.0%}", transform=ax_hist.get_xaxis_transform(), fontsize=8,
+                 va="top", color="#555")
     ax_hist.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax_hist.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_hist.set_xlim(0, 1)
@@ -61,7 +65,7 @@ def figure(report: HealthReport) -> Figure:
         deleted = parts["deleted_rows"].to_numpy()[::-1]
         live = (parts["physical_rows"] - parts["deleted_rows"]).to_numpy()[::-1]
         y = np.arange(len(parts))
-        ax_part.barh(y, deleted, color="#d1495b", label="deleted rows")
+        ax_part.barh(y, deleted, height=0.6, color="#d1495b", label="deleted rows")
         ax_part.set_yticks(y, labels, fontsize=8 if len(parts) > 12 else 9)
         ax_part.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
         ax_part.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
@@ -79,7 +83,7 @@ def figure(report: HealthReport) -> Figure:
 
     # 3. live DVs and deleted rows over versions
     v = report.versions
-    ax_ver.step(v["version"], v["live_dvs"], where="post", color="#00798c", label="live DVs")
+    ax_ver.step(v["version"], v["live_dvs"], where="post", color="#00798c", label="live DVs", marker="o", markersize=3)
     ax_ver.set_xlabel("table version")
     ax_ver.set_ylabel("live DVs", color="#00798c")
     ax_ver.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -1,0 +1,182 @@
+"""DV health: numbers checked against a table with known deletions and against delta-spark's tables,
+the pictures and the HTML page, header checks, and the `dvlake health` command in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dvlake.commands.health import (
+    MEASURED_FULL_SCAN,
+    MEASURED_NARROW_AGGREGATE,
+    estimate_read_overhead,
+    table_health,
+)
+from dvlake.log.snapshot import Snapshot
+from tests.cli.conftest import KNOWN, run_cli
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_known_table_numbers(known_table: str) -> None:
+    report = table_health(known_table)
+    s = report.summary
+    for key in ("files", "files_with_dv", "physical_rows", "deleted_rows", "version"):
+        assert s[key] == KNOWN[key], key
+    assert s["deleted_ratio"] == pytest.approx(46 / 400)
+    per_part = dict(zip(report.partitions["partition"], report.partitions["deleted_rows"], strict=True))
+    assert per_part == KNOWN["per_partition"]
+    ratios = sorted(report.files.loc[report.files["has_dv"], "deleted_ratio"])
+    assert ratios == pytest.approx([0.02, 0.2, 0.2, 0.5])
+    # three DELETEs wrote three DV files; the first packs the DVs of both files of part a
+    live = report.dv_files[report.dv_files["live_dvs"] > 0]
+    assert sorted(live["live_dvs"]) == [1, 1, 2] and s["max_dvs_per_dv_file"] == 2
+    assert (live["live_bytes"] == live["size_bytes"]).all() and s["dv_stale_bytes"] == 0  # nothing superseded yet
+    assert s["dv_live_bytes"] == 3 + int(report.files["dv_size_bytes"].sum()) + 8 * 4  # version bytes + bitmaps + size/CRC
+    assert list(report.versions.itertuples(index=False, name=None)) == KNOWN["dv_history"]
+    assert not report.problems
+
+
+def test_known_table_read_overhead_follows_the_stated_model(known_table: str) -> None:
+    report = table_health(known_table)
+    f = report.files
+    # a file with a DV costs its rows x (interpolated measured ratio - 1); the model's points are the benchmark's
+    part_b = f[f["deleted_ratio"] == 0.5].iloc[0]
+    assert part_b["overhead_rows_full_scan"] == pytest.approx(50 * (MEASURED_FULL_SCAN[-1][1] - 1))  # clamped at 10 %
+    part_c = f[f["deleted_ratio"] == 0.02].iloc[0]
+    x = (np.log10(0.02) - np.log10(0.01)) / (np.log10(0.1) - np.log10(0.01))
+    expected = 50 * (MEASURED_FULL_SCAN[1][1] + x * (MEASURED_FULL_SCAN[2][1] - MEASURED_FULL_SCAN[1][1]) - 1)
+    assert part_c["overhead_rows_full_scan"] == pytest.approx(expected)
+    assert (f.loc[~f["has_dv"], "overhead_rows_full_scan"] == 0).all()
+    assert report.summary["est_full_scan_overhead"] == pytest.approx(f["overhead_rows_full_scan"].sum() / 400)
+    agg = estimate_read_overhead(np.array([1000]), np.array([1]), np.array([True]), MEASURED_NARROW_AGGREGATE)
+    assert agg[0] == pytest.approx(1000 * (MEASURED_NARROW_AGGREGATE[0][1] - 1))  # 0.1 %: the first measured point
+
+
+def test_known_table_recommendations_ranked_by_rows_reclaimed(known_table: str) -> None:
+    recs = table_health(known_table).recommendations
+    assert [(r.action, r.partition, r.rows_reclaimed, r.files_rewritten) for r in recs] == [
+        ("REORG PURGE", "part=b", 25, 1),  # a lone file at 50 %: OPTIMIZE would skip it
+        ("OPTIMIZE", "part=a", 20, 2),  # two files at 20 %
+    ]  # part c (2 %) is below delta-spark's maxDeletedRowsRatio 5 %; part d has nothing
+    assert recs[0].command == f'dvlake purge "{known_table}" --where "part = \'b\'"'
+    assert recs[0].sql == f"REORG TABLE delta.`{known_table}` WHERE part = 'b' APPLY (PURGE)"
+    assert recs[1].sql == f"OPTIMIZE delta.`{known_table}` WHERE part = 'a'"
+    lower = table_health(known_table, max_deleted_ratio=0.01).recommendations
+    assert ("REORG PURGE", "part=c", 1) in [(r.action, r.partition, r.rows_reclaimed) for r in lower]
+
+
+def test_health_command_text_json_png_html(known_table: str, tmp_path: Path) -> None:
+    png, page = tmp_path / "health.png", tmp_path / "health.html"
+    res = run_cli("health", known_table, "--plot", str(png), "--html", str(page))
+    assert "46 of 400 physical rows (11.50%)" in res.out
+    assert "REORG PURGE" in res.out and "OPTIMIZE" in res.out and f"pictures written to {png}" in res.out
+    assert res.out.index("REORG PURGE") < res.out.index("OPTIMIZE")  # ranked by rows reclaimed
+    data = png.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 1000 and height > 400
+    text = page.read_text()
+    assert "data:image/png;base64," in text and "REORG TABLE delta.`" in text and "part=b" in text
+    doc = run_cli("health", known_table, "--json").json()
+    assert doc["summary"]["deleted_rows"] == 46 and doc["recommendations"][0]["rows_reclaimed"] == 25
+    assert [v["live_dvs"] for v in doc["versions"]] == [h[1] for h in KNOWN["dv_history"]]
+    assert len(doc["files"]) == 8 and doc["files"][0]["deleted_rows"] == 25 and "_dv_path" not in doc["files"][0]
+    old = run_cli("health", known_table, "--version", "2", "--json").json()
+    assert old["summary"]["deleted_rows"] == 20 and old["summary"]["files_with_dv"] == 2
+
+
+def _testdata_tables(testdata: Path) -> list[dict]:
+    return json.loads((testdata / "MANIFEST.json").read_text())["tables"]
+
+
+def test_health_matches_delta_spark_tables_row_counts(testdata: Path) -> None:
+    """physical - deleted = the MANIFEST's row count, and the DV history matches a snapshot per version."""
+    checked = 0
+    for t in _testdata_tables(testdata):
+        root = testdata / t["path"]
+        if t.get("special_handling"):
+            continue  # test-only DV names / templates: covered below
+        report = table_health(str(root), history_versions=1000)
+        assert report.summary["physical_rows"] - report.summary["deleted_rows"] == t["expected_latest"]["row_count"], t["name"]
+        assert not report.problems, (t["name"], report.problems)
+        for v, live_dvs, deleted in report.versions.itertuples(index=False, name=None):
+            snap = Snapshot.load(str(root), version=v)
+            assert (live_dvs, deleted) == (snap.dv_count(), int(snap.dv_cardinalities().sum())), (t["name"], v)
+        checked += 1
+    assert checked >= 4
+
+
+def test_health_reports_missing_dv_files(testdata: Path) -> None:
+    """delta-spark's test-only DV file names make the DVs unreadable: health says so and exits 1."""
+    root = testdata / "table-with-dv-large"
+    report = table_health(str(root))
+    assert report.problems and all("is missing" in p.message for p in report.problems)
+    res = run_cli("health", str(root), expect=1)
+    assert "error: deletion vector file" in res.err and "is missing" in res.err
+
+
+def test_health_detects_a_corrupt_dv_header(testdata: Path, tmp_path: Path) -> None:
+    from tests.conftest import copy_table
+
+    root = copy_table(testdata / "basic-dv-no-checkpoint", tmp_path / "t")
+    report = table_health(str(root))
+    assert not report.problems
+    dv_file = Path(report.dv_files.loc[report.dv_files["live_dvs"] > 0, "dv_file"].iloc[0])
+    data = bytearray(dv_file.read_bytes())
+    struct.pack_into(">I", data, 1, 999)  # the size field of the DV at offset 1
+    dv_file.write_bytes(bytes(data))
+    problems = table_health(str(root)).problems
+    assert len(problems) == 1 and "descriptor says 36 bytes, header says 999" in problems[0].message
+    res = run_cli("dv", str(root), report.files.loc[report.files["has_dv"], "path"].iloc[0], expect=1)
+    assert "size mismatch" in res.err and "Traceback" not in res.err
+
+
+def test_stale_and_unreferenced_dv_files(testdata: Path) -> None:
+    """15 DELETEs rewrote DVs: superseded DV files are stale (tombstoned or unreferenced) and VACUUM is recommended."""
+    report = table_health(str(testdata / "dv-partitioned-with-checkpoint"))
+    states = report.dv_files["state"].value_counts().to_dict()
+    assert states["live"] == 2 and states.get("retained by tombstones", 0) + states.get("unreferenced", 0) == 13
+    assert report.summary["dv_stale_bytes"] == int(report.dv_files.loc[report.dv_files["live_dvs"] == 0, "size_bytes"].sum())
+    vacuum = [r for r in report.recommendations if r.action == "VACUUM"]
+    assert len(vacuum) == 1 and vacuum[0].bytes_reclaimed == report.summary["dv_stale_bytes"]
+    assert report.recommendations[-1].action == "VACUUM"  # reclaims no rows: ranked last
+
+
+def test_health_scales_to_many_files(tmp_path: Path) -> None:
+    """A 20,000-file synthetic log (4,000 DVs in one DV file) is reported in seconds (bench/health.py does 100,000)."""
+    import time
+
+    from bench.health import write_dv_file
+    from bench.log_replay import build
+
+    root = str(tmp_path / "t")
+    build(root, 20_000, 20, 20, 200)
+    write_dv_file(root, 200)
+    t0 = time.perf_counter()
+    report = table_health(root)
+    elapsed = time.perf_counter() - t0
+    assert report.summary["files"] == 20_000 and report.summary["files_with_dv"] == 4_000
+    assert report.summary["deleted_rows"] == 8_000 and not report.problems
+    assert len(report.partitions) == 100 and report.summary["max_dvs_per_dv_file"] == 200
+    assert elapsed < 30, elapsed  # ~0.5 s on an idle 2-core machine; generous for a loaded CI box
+
+
+def test_absolute_path_dv_of_the_special_char_table(testdata: Path, tmp_path: Path) -> None:
+    """A 'p' DV (absolute URI, percent-encoded folder name) is found, stat'ed and header-checked like a 'u' one."""
+    from tests.conftest import copy_table
+
+    root = copy_table(testdata / "table-with-dv-special-char", tmp_path / "t")
+    commit = root / "_delta_log" / "00000000000000000000.json"
+    folder = f"{root.resolve()}/folder&with%25special%20char"
+    commit.write_text(commit.read_text().replace("{{FOLDER_WITH_SPECIAL_CHAR}}", folder))
+    report = table_health(str(root))
+    assert not report.problems
+    assert report.summary["dv_storage"] == {"in DV files by absolute path (p)": 1}
+    assert report.summary["physical_rows"] - report.summary["deleted_rows"] == 5
+    live = report.dv_files[report.dv_files["live_dvs"] == 1]
+    assert len(live) == 1 and "folder&with%special char" in live["dv_file"].iloc[0] and live["size_bytes"].iloc[0] > 0
