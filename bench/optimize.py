@@ -29,6 +29,18 @@ HEADING = "## Compaction: OPTIMIZE and REORG PURGE (bench/optimize.py)"
 DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
+NOTES = """Reading the numbers:
+
+- After PURGE the table is a single file (the default `optimize.maxFileSize` is 1 GiB), which both readers read
+  with the same tasks; what remains of the ratio for `dvlake.read(path)` is its fixed cost (log replay and
+  planning) over a scan of about a second. The planned-files row separates that fixed cost from the per-row cost.
+- The physical limit packs the small files into ~30 read tasks (128 MB splits, 4 MB open cost per file) and writes
+  one output file per task, in parallel; OPTIMIZE writes one file per bin (as delta-spark: `coalesce(1)`), so for 1,000 small files it does
+  less work in one task. `optimize.repartition.enabled` (read in parallel, shuffle to one writer) did not pay here.
+- delta-rs compacts in-process in Rust with no job scheduling; at these sizes dvlake's time is mostly Spark's
+  per-job cost (larger tables were not measured)."""
+
+
 def _frame(spark, rows: int, parts: int):
     from pyspark.sql import functions as F
 
@@ -60,44 +72,56 @@ def _paired(plain: Callable[[], object], ours: Callable[[], object], repeat: int
     return statistics.median(ratios), statistics.median(tp), statistics.median(to)
 
 
-def read_overhead(spark, tmp: str, rows: int, repeat: int) -> list[tuple[str, float, float]]:
-    """(state, noop ratio, sum ratio) before and after REORG PURGE."""
+def read_overhead(spark, tmp: str, rows: int, repeat: int) -> list[tuple[str, str, float, float]]:
+    """(state, reader, noop ratio, sum ratio) before and after REORG PURGE.
+
+    Two readers against the same plain scan: ``dvlake.read(path)`` end to end (log replay and planning
+    included, as a user calls it), and the scan of the already planned files (``logical_frame``, the
+    read benchmark's method), which isolates what DVs cost per row.
+    """
+    from pyspark.sql import functions as F
+
     import dvlake
     from dvlake.commands.reorg import purge
-    from pyspark.sql import functions as F
+    from dvlake.log.snapshot import Snapshot
+    from dvlake.spark.scan import logical_frame, plan_scan
 
     path = os.path.join(tmp, "read")
     dvlake.write(_frame(spark, rows, 8), path, properties=DV_PROPS)
     dvlake.DeltaTable.forPath(spark, path).delete("pmod(hash(id), 100) = 0")  # ~1 % of every file
     out = []
+    agg = [F.sum("a"), F.sum("b")]
     for state in ("1 % deleted in 8/8 files (DVs)", "after REORG … APPLY (PURGE)"):
         if state.startswith("after"):
             purge(spark, path)
         paths = _data_paths(path)
         schema = spark.read.parquet(paths[0]).schema
+        snap = Snapshot.load(path)
+        plan = plan_scan(spark, snap, None)
 
         def plain(paths=paths, schema=schema):
             return spark.read.schema(schema).parquet(*paths)
 
-        def ours():
-            return dvlake.read(spark, path)
-
-        ours().write.format("noop").mode("overwrite").save()  # warm-up
-        plain().write.format("noop").mode("overwrite").save()
-        noop = _paired(lambda: plain().write.format("noop").mode("overwrite").save(),
-                       lambda: ours().write.format("noop").mode("overwrite").save(), repeat)
-        agg = [F.sum("a"), F.sum("b")]
-        total = _paired(lambda: plain().agg(*agg).collect(), lambda: ours().agg(*agg).collect(), repeat)
-        print(f"read {state}: noop {noop[0]:.2f}x sum {total[0]:.2f}x ({len(paths)} files)", flush=True)
-        out.append((state, noop[0], total[0]))
+        readers = [("`dvlake.read(path)`", lambda: dvlake.read(spark, path)),
+                   ("scan of the planned files", lambda snap=snap, plan=plan: logical_frame(spark, snap, plan))]
+        for reader, ours in readers:
+            ours().write.format("noop").mode("overwrite").save()  # warm-up
+            plain().write.format("noop").mode("overwrite").save()
+            noop = _paired(lambda: plain().write.format("noop").mode("overwrite").save(),
+                           lambda ours=ours: ours().write.format("noop").mode("overwrite").save(), repeat)
+            total = _paired(lambda: plain().agg(*agg).collect(), lambda ours=ours: ours().agg(*agg).collect(), repeat)
+            print(f"read {state} / {reader}: noop {noop[0]:.2f}x sum {total[0]:.2f}x ({len(paths)} files; plain "
+                  f"{noop[1]:.2f}s / {total[1]:.2f}s)", flush=True)
+            out.append((state, reader, noop[0], total[0]))
     return out
 
 
 def compaction(spark, tmp: str, label: str, rows: int, files: int, delete: str | None,
-               repeat: int) -> tuple[str, float, float, float | None, str]:
-    """(label, dvlake OPTIMIZE s, physical limit s, delta-rs compact s or None, note)."""
+               repeat: int) -> tuple[str, float, float, float, float | None, str]:
+    """(label, dvlake OPTIMIZE s, same with optimize.repartition.enabled, physical limit s, delta-rs s or None, note)."""
     import dvlake
     from dvlake import DeltaTable
+    from dvlake.config import OPTIMIZE_REPARTITION
 
     base = os.path.join(tmp, f"base-{files}")
     rs_base = os.path.join(tmp, f"rs-base-{files}")
@@ -106,7 +130,7 @@ def compaction(spark, tmp: str, label: str, rows: int, files: int, delete: str |
     if delete:
         DeltaTable.forPath(spark, base).delete(delete)
     shutil.copytree(base, rs_base)
-    ours, limit, rs = [], [], []
+    ours, ours_rep, limit, rs = [], [], [], []
     note = ""
     for i in range(repeat):
         work = os.path.join(tmp, f"work-{files}-{i}")
@@ -121,6 +145,15 @@ def compaction(spark, tmp: str, label: str, rows: int, files: int, delete: str |
         assert m.numFilesRemoved == files, m
         limit.append(t1 - t0)
         ours.append(t2 - t1)
+        work_rep = os.path.join(tmp, f"work-rep-{files}-{i}")
+        shutil.copytree(base, work_rep)
+        spark.conf.set(OPTIMIZE_REPARTITION, "true")
+        try:
+            t0 = time.perf_counter()
+            DeltaTable.forPath(spark, work_rep).optimize().executeCompaction().collect()
+            ours_rep.append(time.perf_counter() - t0)
+        finally:
+            spark.conf.unset(OPTIMIZE_REPARTITION)
         rs_work = os.path.join(tmp, f"rs-work-{files}-{i}")
         shutil.copytree(rs_base, rs_work)
         try:
@@ -131,11 +164,12 @@ def compaction(spark, tmp: str, label: str, rows: int, files: int, delete: str |
             rs.append(time.perf_counter() - t3)
         except Exception as exc:  # noqa: BLE001 - reported in the table, e.g. a writer feature delta-rs lacks
             note = f"delta-rs: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-        for p in (work, out, rs_work):
+        for p in (work, work_rep, out, rs_work):
             shutil.rmtree(p, ignore_errors=True)
     rs_s = statistics.median(rs) if rs else None
-    result = (label, statistics.median(ours), statistics.median(limit), rs_s, note)
-    print(f"{label}: dvlake {result[1]:.2f}s, physical limit {result[2]:.2f}s ({result[1] / result[2]:.2f}x), "
+    result = (label, statistics.median(ours), statistics.median(ours_rep), statistics.median(limit), rs_s, note)
+    print(f"{label}: dvlake {result[1]:.2f}s (repartition {result[2]:.2f}s), physical limit {result[3]:.2f}s "
+          f"({result[1] / result[3]:.2f}x), "
           f"delta-rs {rs_s if rs_s is None else round(rs_s, 2)} {note}", flush=True)
     return result
 
@@ -145,6 +179,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=4_000_000, help="rows of the read table and of each compaction table")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--write-md", action="store_true")
+    ap.add_argument("--only", choices=["read", "compact"], help="run one half (the other half's section is not written)")
     args = ap.parse_args()
 
     from dvlake.spark.session import local_session
@@ -152,7 +187,10 @@ def main() -> None:
     spark = local_session("bench-optimize", shuffle_partitions=8, driver_memory="6g")
     tmp = tempfile.mkdtemp(prefix="dvlake-bench-optimize-")
     try:
-        reads = read_overhead(spark, tmp, args.rows, args.repeat)
+        reads = read_overhead(spark, tmp, args.rows, args.repeat) if args.only != "compact" else []
+        if args.only == "read":
+            print(reads)
+            return
         small = compaction(spark, tmp, "1,000 small files", args.rows // 4, 1000, None, args.repeat)
         dv16 = compaction(spark, tmp, "16 files, 5 % rows deleted (DVs)", args.rows, 16, "pmod(hash(id), 20) = 0",
                           args.repeat)
@@ -163,21 +201,22 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%d')}, 2 cores shared with other work, local[2]; table shape of bench/read_overhead.py "
         f"(6 columns). Read: {args.rows:,} rows in 8 files, ~1 % of every file deleted, dvlake's read vs "
         f"`spark.read.parquet` of the same data files, median of {args.repeat} alternating pairs.",
-        "", "| table state | full materialization (noop) | 2-column sum |", "|---|---:|---:|",
-        *[f"| {s} | {n:.2f}x | {t:.2f}x |" for s, n, t in reads],
+        "", "| table state | reader | full materialization (noop) | 2-column sum |", "|---|---|---:|---:|",
+        *[f"| {s} | {r} | {n:.2f}x | {t:.2f}x |" for s, r, n, t in reads],
         "", f"OPTIMIZE (`executeCompaction`, default sizes: every file is small, one bin, one output file) vs the "
         f"physical limit `spark.read.parquet(files).write.parquet(out)` in the same run, and delta-rs "
         f"`optimize.compact()` on a copy of the same table; median of {args.repeat}, fresh copy each run.",
-        "", "| input | dvlake OPTIMIZE s | physical limit s | dvlake / limit | delta-rs compact s |",
-        "|---|---:|---:|---:|---:|",
+        "", "| input | dvlake OPTIMIZE s | dvlake / limit | with `optimize.repartition.enabled` | physical limit s "
+        "| delta-rs compact s |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     notes = []
-    for label, ours, limit, rs, note in (small, dv16):
-        lines.append(f"| {label} | {ours:.2f} | {limit:.2f} | {ours / limit:.2f}x | "
+    for label, ours, rep, limit, rs, note in (small, dv16):
+        lines.append(f"| {label} | {ours:.2f} | {ours / limit:.2f}x | {rep:.2f} s ({rep / limit:.2f}x) | {limit:.2f} | "
                      f"{'n/a' if rs is None else f'{rs:.2f}'} |")
         if note:
             notes.append(f"- {label}: {note}")
-    body = "\n".join(lines + ([""] + notes if notes else []))
+    body = "\n".join(lines + ([""] + notes if notes else []) + ["", NOTES])
     print(body)
     if args.write_md:
         from bench.common import update_benchmarks_md

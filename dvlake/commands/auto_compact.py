@@ -71,7 +71,8 @@ def _auto_compact(spark: SparkSession, root: str, version: int) -> OptimizeOutco
     min_files = int(str(spark.conf.get(AUTO_COMPACT_MIN_NUM_FILES, str(DEFAULT_AUTO_COMPACT_MIN_NUM_FILES))))
     session = OptimizeSettings.from_session(spark)
     settings = OptimizeSettings(min_file_size=max_size, max_file_size=max_size,
-                                max_deleted_rows_ratio=session.max_deleted_rows_ratio, max_threads=session.max_threads)
+                                max_deleted_rows_ratio=session.max_deleted_rows_ratio, max_threads=session.max_threads,
+                                repartition=session.repartition)
     by_part: dict[tuple[tuple[str, Any], ...], list[AddFile]] = defaultdict(list)
     for a in snapshot.add_files():
         key = _key(a.partition_values)

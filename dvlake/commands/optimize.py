@@ -58,6 +58,7 @@ from dvlake.config import (
     OPTIMIZE_MAX_FILE_SIZE,
     OPTIMIZE_MAX_THREADS,
     OPTIMIZE_MIN_FILE_SIZE,
+    OPTIMIZE_REPARTITION,
 )
 from dvlake.errors import (
     DeltaConcurrentModificationException,
@@ -92,6 +93,8 @@ class OptimizeSettings:
     max_file_size: int = DEFAULT_OPTIMIZE_FILE_SIZE
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
     max_threads: int = DEFAULT_OPTIMIZE_MAX_THREADS
+    #: ``repartition(1)`` (inputs read in parallel, one shuffle) instead of ``coalesce(1)`` (one task reads and writes)
+    repartition: bool = False
 
     @classmethod
     def from_session(cls, spark: SparkSession) -> OptimizeSettings:
@@ -101,7 +104,8 @@ class OptimizeSettings:
         return cls(min_file_size=int(conf(OPTIMIZE_MIN_FILE_SIZE, DEFAULT_OPTIMIZE_FILE_SIZE)),
                    max_file_size=int(conf(OPTIMIZE_MAX_FILE_SIZE, DEFAULT_OPTIMIZE_FILE_SIZE)),
                    max_deleted_rows_ratio=float(conf(OPTIMIZE_MAX_DELETED_ROWS_RATIO, DEFAULT_MAX_DELETED_ROWS_RATIO)),
-                   max_threads=max(1, int(conf(OPTIMIZE_MAX_THREADS, DEFAULT_OPTIMIZE_MAX_THREADS))))
+                   max_threads=max(1, int(conf(OPTIMIZE_MAX_THREADS, DEFAULT_OPTIMIZE_MAX_THREADS))),
+                   repartition=conf(OPTIMIZE_REPARTITION, "false").strip().lower() == "true")
 
 
 # -- selection and bin packing ------------------------------------------------------------------
@@ -317,7 +321,7 @@ def _rewrite_bins(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, bins:
             df = with_zorder_value(df, zorder, live, z)
             df = df.repartitionByRange(out_files, F.col(z)).sortWithinPartitions(z).drop(z)
         else:
-            df = df.coalesce(1)
+            df = df.repartition(1) if settings.repartition else df.coalesce(1)
         written = write_data_files(to_physical(df, schema, cm), snapshot.table_root, snapshot.storage, part_phys,
                                    stats_cols, tight_bounds=tight, num_indexed_cols=indexed)
         return [a for a in written if (num_records_of(a.stats) or 0) > 0]  # empty outputs are dropped
