@@ -91,8 +91,11 @@ def predicate_param(condition: str | Column | None) -> str:
     return json.dumps([text] if text else [])
 
 
-def as_column(value: str | Column) -> Column:
-    return F.expr(value) if isinstance(value, str) else value
+def as_column(value: Any) -> Column:
+    """A SQL string parsed as an expression; a Column as is; any other Python value as a literal."""
+    if isinstance(value, str):
+        return F.expr(value)
+    return value if isinstance(value, Column) else F.lit(value)
 
 
 def unqualified(condition: str | Column | None, alias: str | None) -> str | Column | None:
