@@ -118,7 +118,8 @@ def test_every_clause_with_dvs_and_copy_on_write_give_the_oracle(spark, tmp_path
     assert int(m["numSourceRows"]) == 100 and m["numTargetRowsCopied"] == "0"
     assert result.num_affected_rows == result.num_updated_rows + result.num_deleted_rows + result.num_inserted_rows
     assert result.num_updated_rows == int(m["numTargetRowsMatchedUpdated"]) + int(m["numTargetRowsNotMatchedBySourceUpdated"])
-    assert result.num_inserted_rows == 25 and int(m["numTargetDeletionVectorsAdded"]) > 0
+    # 25 even new ids, plus 156 and 182: deleted earlier, so they do not match and are inserted again
+    assert result.num_inserted_rows == 27 and int(m["numTargetDeletionVectorsAdded"]) > 0
     assert all(json.loads(a["add"]["stats"])["tightBounds"] is False for a in commit
                if "add" in a and a["add"].get("deletionVector"))
     assert _peers_agree(spark, dv_path) == oracle
