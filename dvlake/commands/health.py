@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvlake.commands.common import physical_partition_columns
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.dv.store import filesystem_for
 from dvlake.errors import CorruptLogError
@@ -188,9 +189,10 @@ def _partition_keys(snapshot: Snapshot) -> pa.Array:
     if not snapshot.partition_columns:
         return pa.array([_UNPARTITIONED] * n, pa.string())
     values = _column(snapshot.files, "partitionValues")
+    physical = physical_partition_columns(snapshot.schema, snapshot.partition_columns, snapshot.column_mapping_mode)
     parts = []
-    for col in snapshot.partition_columns:
-        found = pc.map_lookup(values, pa.scalar(col, pa.string()), "first") if n else pa.array([], pa.string())
+    for col, key in zip(snapshot.partition_columns, physical, strict=True):  # column mapping: keys are physical names
+        found = pc.map_lookup(values, pa.scalar(key, pa.string()), "first") if n else pa.array([], pa.string())
         parts.append(pc.binary_join_element_wise(pa.scalar(col + "="), pc.fill_null(found, "__HIVE_DEFAULT_PARTITION__"), ""))
     return pc.binary_join_element_wise(*parts, "/") if len(parts) > 1 else parts[0]
 

@@ -180,3 +180,12 @@ def test_absolute_path_dv_of_the_special_char_table(testdata: Path, tmp_path: Pa
     assert report.summary["physical_rows"] - report.summary["deleted_rows"] == 5
     live = report.dv_files[report.dv_files["live_dvs"] == 1]
     assert len(live) == 1 and "folder&with%special char" in live["dv_file"].iloc[0] and live["size_bytes"].iloc[0] > 0
+
+
+def test_partitions_under_column_mapping_use_logical_names(testdata: Path) -> None:
+    """partitionValues are keyed by physical names under column mapping; the report shows the logical ones."""
+    plain = table_health(str(testdata / "dv-partitioned-with-checkpoint")).partitions
+    mapped = table_health(str(testdata / "dv-with-columnmapping")).partitions
+    cols = ["partition", "files", "files_with_dv", "physical_rows", "deleted_rows"]
+    assert len(mapped) == 10 and mapped[cols].values.tolist() == plain[cols].values.tolist()
+    assert "part=__HIVE_DEFAULT_PARTITION__" not in set(mapped["partition"])
