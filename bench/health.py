@@ -72,7 +72,9 @@ def main() -> None:
         t_cli = median_time(cli, args.repeat)
         table = "\n".join([
             f"{args.files:,} files in 100 partitions (checkpoint + 20 JSON commits, 20 % with DVs packed in one DV file); "
-            f"median of {args.repeat}; {time.strftime('%Y-%m-%d')}, 2 cores shared with other work. Target: seconds.", "",
+            f"median of {args.repeat}; {time.strftime('%Y-%m-%d')}, 2 cores shared with other work (load average "
+            f"{os.getloadavg()[0]:.0f} at the end: absolute times are inflated, the ratio to a bare snapshot load is the "
+            "number to compare). Target: seconds.", "",
             "| step | median s | / snapshot load |", "|---|---:|---:|",
             f"| `Snapshot.load` alone (the log replay every reader pays) | {t_load:.2f} | 1.00x |",
             f"| `table_health` (replay, per-file frame, {args.files // 5:,} DV headers, partitions, history, recommendations) "

@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvlake.commands.common import physical_partition_columns
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import CorruptLogError
 from dvlake.log.snapshot import Snapshot
@@ -181,17 +182,23 @@ def _column(table: pa.Table, name: str) -> pa.Array:
     return col.combine_chunks() if col.num_chunks else pa.array([], type=col.type)
 
 
-def _partition_keys(snapshot: Snapshot) -> pa.Array:
-    """``col=value/col2=value2`` of every live file (``(table)`` when unpartitioned), computed per column in Arrow."""
+def _partition_keys(snapshot: Snapshot) -> tuple[pa.Array, list[pa.Array]]:
+    """``col=value/col2=value2`` of every live file (``(table)`` when unpartitioned), and each column's raw values.
+
+    Computed per column in Arrow. The raw values (null for a null partition) are kept beside the
+    display key so predicates never have to re-parse a key whose values contain '/' or '='.
+    """
     n = snapshot.num_files
     if not snapshot.partition_columns:
-        return pa.array([_UNPARTITIONED] * n, pa.string())
+        return pa.array([_UNPARTITIONED] * n, pa.string()), []
     values = _column(snapshot.files, "partitionValues")
-    parts = []
-    for col in snapshot.partition_columns:
-        found = pc.map_lookup(values, pa.scalar(col, pa.string()), "first") if n else pa.array([], pa.string())
+    physical = physical_partition_columns(snapshot.schema, snapshot.partition_columns, snapshot.column_mapping_mode)
+    parts, raw = [], []
+    for col, key in zip(snapshot.partition_columns, physical, strict=True):  # column mapping: keys are physical names
+        found = pc.map_lookup(values, pa.scalar(key, pa.string()), "first") if n else pa.array([], pa.string())
+        raw.append(found)
         parts.append(pc.binary_join_element_wise(pa.scalar(col + "="), pc.fill_null(found, "__HIVE_DEFAULT_PARTITION__"), ""))
-    return pc.binary_join_element_wise(*parts, "/") if len(parts) > 1 else parts[0]
+    return (pc.binary_join_element_wise(*parts, "/") if len(parts) > 1 else parts[0]), raw
 
 
 def file_frame(snapshot: Snapshot) -> pd.DataFrame:
@@ -214,9 +221,10 @@ def file_frame(snapshot: Snapshot) -> pd.DataFrame:
         offset = dv_path = storage_np = np.zeros(0, object)
     deleted = np.where(has_dv, deleted, 0).astype(np.int64)
     physical = snapshot.num_records().astype(np.int64)
+    keys, raw_values = _partition_keys(snapshot)
     frame = pd.DataFrame({
         "path": _column(t, "path").to_numpy(zero_copy_only=False),
-        "partition": _partition_keys(snapshot).to_numpy(zero_copy_only=False),
+        "partition": keys.to_numpy(zero_copy_only=False),
         "size_bytes": _column(t, "size").to_numpy(zero_copy_only=False).astype(np.int64),
         "physical_rows": physical,
         "deleted_rows": deleted,
@@ -227,6 +235,8 @@ def file_frame(snapshot: Snapshot) -> pd.DataFrame:
         "_dv_kind": storage_np,
         "_dv_path": dv_path,
     })
+    for i, values in enumerate(raw_values):
+        frame[f"_pv{i}"] = values.to_numpy(zero_copy_only=False)
     known = physical >= 0
     frame["deleted_ratio"] = np.divide(deleted, physical, out=np.zeros(n, np.float64), where=known & (physical > 0))
     frame.loc[~known & has_dv, "deleted_ratio"] = np.nan  # no numRecords: delta-spark would rewrite it on OPTIMIZE
@@ -423,23 +433,25 @@ def _quote_ident(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
 
 
-def partition_predicate(snapshot: Snapshot, partition: str) -> str | None:
-    """The SQL predicate selecting one partition key (``day = '2024-01-01' AND k = 3``), None when unpartitioned."""
-    if partition == _UNPARTITIONED:
+def partition_predicate(snapshot: Snapshot, values: list[str | None]) -> str | None:
+    """The SQL predicate selecting one partition (``day = '2024-01-01' AND k = 3``), None when unpartitioned.
+
+    ``values`` are the partition's raw ``partitionValues`` strings in partition-column order (None or '' for null).
+    """
+    if not snapshot.partition_columns:
         return None
     types = {f["name"].lower(): f["type"] for f in snapshot.schema["fields"]}
     clauses = []
-    for col, part in zip(snapshot.partition_columns, partition.split("/"), strict=False):
-        value = part.split("=", 1)[1]
+    for col, value in zip(snapshot.partition_columns, values, strict=True):
         ident = _quote_ident(col)
         t = types.get(col.lower())
-        if value == "__HIVE_DEFAULT_PARTITION__":
+        if value is None or value == "":
             clauses.append(f"{ident} IS NULL")
         elif t in ("byte", "short", "integer", "long", "float", "double", "boolean") or (
                 isinstance(t, str) and t.startswith("decimal")):
             clauses.append(f"{ident} = {value}")
         else:
-            clauses.append(f"{ident} = '" + value.replace("'", "''") + "'")
+            clauses.append(f"{ident} = '" + value.replace("\\", "\\\\").replace("'", "\\'") + "'")
     return " AND ".join(clauses)
 
 
@@ -462,8 +474,10 @@ def recommend(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame,
     ratio = files["deleted_ratio"]
     worth = files["has_dv"] & (ratio.isna() | (ratio > max_deleted_ratio))
     out: list[Recommendation] = []
+    n_cols = len(snapshot.partition_columns)
     for partition, group in files[worth].groupby("partition", sort=False):
-        pred = partition_predicate(snapshot, str(partition))
+        first = group.iloc[0]
+        pred = partition_predicate(snapshot, [first[f"_pv{i}"] for i in range(n_cols)])
         where_cli = f" --where {_shell_quote(pred)}" if pred else ""
         where_sql = f" WHERE {pred}" if pred else ""
         rows = int(group["deleted_rows"].sum())

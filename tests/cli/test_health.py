@@ -180,3 +180,48 @@ def test_absolute_path_dv_of_the_special_char_table(testdata: Path, tmp_path: Pa
     assert report.summary["physical_rows"] - report.summary["deleted_rows"] == 5
     live = report.dv_files[report.dv_files["live_dvs"] == 1]
     assert len(live) == 1 and "folder&with%special char" in live["dv_file"].iloc[0] and live["size_bytes"].iloc[0] > 0
+
+
+def test_partitions_under_column_mapping_use_logical_names(testdata: Path) -> None:
+    """partitionValues are keyed by physical names under column mapping; the report shows the logical ones."""
+    plain = table_health(str(testdata / "dv-partitioned-with-checkpoint")).partitions
+    mapped = table_health(str(testdata / "dv-with-columnmapping")).partitions
+    cols = ["partition", "files", "files_with_dv", "physical_rows", "deleted_rows"]
+    assert len(mapped) == 10 and mapped[cols].values.tolist() == plain[cols].values.tolist()
+    assert "part=__HIVE_DEFAULT_PARTITION__" not in set(mapped["partition"])
+
+
+INLINE_DV = "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"  # never decoded: health reads descriptors only
+
+
+def _log_only_table(root: Path, partition_values: list[str | None]) -> None:
+    """A log-only table: string partition `p`, one file per value with an inline DV of 5 of its 10 rows."""
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                                           {"name": "p", "type": "string", "nullable": True, "metadata": {}}]}
+    lines = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+                      "writerFeatures": ["deletionVectors"]}},
+        {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema),
+                      "partitionColumns": ["p"], "configuration": {"delta.enableDeletionVectors": "true"}}},
+    ]
+    for i, value in enumerate(partition_values):
+        lines.append({"add": {"path": f"f{i}.parquet", "partitionValues": {"p": value}, "size": 100,
+                              "modificationTime": 1, "dataChange": True, "stats": '{"numRecords":10}',
+                              "deletionVector": {"storageType": "i", "pathOrInlineDv": INLINE_DV, "sizeInBytes": 40,
+                                                 "cardinality": 5}}})
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def test_predicates_quote_awkward_partition_values(tmp_path: Path) -> None:
+    """Values with '/', '=' and quotes, and null partitions, give exact SQL predicates (no key re-parsing)."""
+    root = tmp_path / "t"
+    _log_only_table(root, ["a/b=c'd", "a/b=c'd", None])
+    report = table_health(str(root))
+    assert report.summary["dv_storage"] == {"inline (i)": 3} and not report.problems
+    by_part = {r.partition: r for r in report.recommendations}
+    assert by_part["p=a/b=c'd"].sql == f"OPTIMIZE delta.`{root}` WHERE p = 'a/b=c\\'d'"
+    assert by_part["p=a/b=c'd"].rows_reclaimed == 10 and by_part["p=a/b=c'd"].files_rewritten == 2
+    assert by_part["p=__HIVE_DEFAULT_PARTITION__"].sql == f"REORG TABLE delta.`{root}` WHERE p IS NULL APPLY (PURGE)"
+    assert by_part["p=__HIVE_DEFAULT_PARTITION__"].command == f'dvlake purge "{root}" --where "p IS NULL"'
