@@ -40,7 +40,8 @@ from dvlake.log.stats import num_records_of, with_loose_bounds
 from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, path_key
 from dvlake.spark.pruning import condition_text, references_only
-from dvlake.spark.scan import all_column_names, logical_frame, match_frame, plan_scan
+from dvlake.spark.scan import all_column_names, check_condition, logical_frame, match_frame, plan_scan
+from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -53,7 +54,8 @@ def delete(spark: SparkSession, path: str, condition: str | Column | None = None
     root = normalize_table_root(path)
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
-            return _delete_once(spark, Snapshot.load(root), condition)
+            with translated():  # a dvlake error raised in a task reaches the caller as itself
+                return _delete_once(spark, Snapshot.load(root), condition)
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:
                 raise
@@ -84,6 +86,7 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     root = snapshot.table_root
     txn = OptimisticTransaction(root, snapshot)
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    check_condition(spark, snapshot, condition, "DELETE")
     plan = plan_scan(spark, snapshot, condition)
     adds = snapshot.add_files()
     candidates = [adds[i] for i in plan.rows_indexes]
@@ -128,12 +131,14 @@ def _delete_with_dvs(spark, snapshot: Snapshot, plan, candidates: list[AddFile],
         return {}, []
     df = match_frame(spark, snapshot, plan).filter(condition)
     matches = df.select(FILE_PATH_COL, ROW_INDEX_COL)
-    infos = {i: FileToMark(f.num_records, json.dumps(f.dv.to_json()) if f.dv else None) for i, f in enumerate(plan.files)}
+    infos = {i: FileToMark(f.num_records, json.dumps(f.dv.to_json()) if f.dv else None, f.path)
+             for i, f in enumerate(plan.files)}
     index_of_path = {path_key(f.path): i for i, f in enumerate(plan.files)}
     target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)))
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
     tasks = max(1, min(shuffle, math.ceil(len(plan.files) / 64)))
-    fn = build_and_write_dvs(snapshot.table_root, infos, target, FILE_PATH_COL, ROW_INDEX_COL, index_of_path)
+    fn = build_and_write_dvs(snapshot.table_root, infos, target, FILE_PATH_COL, ROW_INDEX_COL, index_of_path,
+                             confine=plan.confine)
     results = matches.repartition(tasks, FILE_PATH_COL).mapInArrow(fn, RESULT_SCHEMA).collect()
     ts = now_ms()
     actions: list = []
@@ -171,7 +176,7 @@ def _delete_copy_on_write(spark, snapshot: Snapshot, plan, candidates: list[AddF
     from dvlake.spark.scan import ScanPlan
 
     sub = ScanPlan([plan.files[i] for i in touched_idx], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                   plan.physical_to_logical, plan.rows_indexes[touched_idx])
+                   plan.physical_to_logical, plan.rows_indexes[touched_idx], plan.confine)
     kept = logical_frame(spark, snapshot, sub).filter(~F.coalesce(cond, F.lit(False)))
     md = snapshot.metadata
     cm = mode_of(md)

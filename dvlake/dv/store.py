@@ -13,16 +13,28 @@ import string
 import struct
 import uuid
 import zlib
+from typing import Any
 
 import pyarrow.fs as pafs
 import pyroaring
 
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
-from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError, InvalidArgumentError
+from dvlake.errors import (
+    CorruptDeletionVectorError,
+    DeletionVectorNotFoundError,
+    InvalidArgumentError,
+    NotARegularFileError,
+)
+from dvlake.storage.confine import RegularFile, check_local_files, dv_file_location
 
 FORMAT_VERSION = 1
 MAX_FILE_SIZE = 1536 * 1024 * 1024  # offsets are int32 in the protocol
+
+
+def _missing_dv(location: str) -> DeletionVectorNotFoundError:
+    return DeletionVectorNotFoundError(
+        f"deletion vector file {location} does not exist; the table is missing a file its log needs")
 
 
 def filesystem_for(location: str) -> tuple[pafs.FileSystem, str]:
@@ -33,16 +45,22 @@ def filesystem_for(location: str) -> tuple[pafs.FileSystem, str]:
 
 
 def read_bitmap_bytes(fs: pafs.FileSystem, path: str, descriptor: DeletionVectorDescriptor) -> bytes:
-    """The verified bitmap bytes (magic included) of one on-disk DV."""
+    """The verified bitmap bytes (magic included) of one on-disk DV.
+
+    Only a regular file is opened (a FIFO would block forever), reads are bounded by the file's
+    size, and no error message quotes bytes of the file (it may not be a DV file at all).
+    """
     offset = descriptor.offset if descriptor.offset is not None else 1
     size = descriptor.size_in_bytes
     where = f"deletion vector file {path} at offset {offset}"
     try:
-        f = fs.open_input_file(path)
+        f = _open_regular(fs, path)
     except FileNotFoundError as exc:
         raise DeletionVectorNotFoundError(
             f"deletion vector file {path} does not exist (referenced at offset {offset}); the table is missing a file "
             "its log needs") from exc
+    except NotADirectoryError as exc:
+        raise DeletionVectorNotFoundError(f"deletion vector file {path} does not exist (a parent is not a folder)") from exc
     except OSError as exc:
         if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
             raise DeletionVectorNotFoundError(f"deletion vector file {path} does not exist: {exc}") from exc
@@ -52,36 +70,58 @@ def read_bitmap_bytes(fs: pafs.FileSystem, path: str, descriptor: DeletionVector
         head = f.read_at(1, 0)
         if head != bytes([FORMAT_VERSION]):
             raise CorruptDeletionVectorError(
-                f"deletion vector file {path}: format version byte is {head.hex() or 'missing'}, expected 01")
-        if offset < 1 or offset + 4 + size + 4 > total:
+                f"deletion vector file {path}: the first byte is not the format version 1 "
+                f"({'the file is empty' if not head else 'this is not a DV file, or it is damaged'})")
+        if size < 0 or offset < 1 or offset + 4 + size + 4 > total:
             raise CorruptDeletionVectorError(
                 f"{where}: a DV of {size} bytes needs bytes {offset}..{offset + 8 + size} but the file has {total}")
         record = f.read_at(size + 8, offset)
     (stored_size,) = struct.unpack_from(">I", record, 0)
     if stored_size != size:
         raise CorruptDeletionVectorError(
-            f"{where}: size mismatch (DELTA_DELETION_VECTOR_SIZE_MISMATCH): descriptor says {size} bytes, file says {stored_size}")
+            f"{where}: size mismatch (DELTA_DELETION_VECTOR_SIZE_MISMATCH): the size field in the file differs from "
+            f"the descriptor's sizeInBytes {size}")
     data = record[4:4 + size]
     (stored_crc,) = struct.unpack_from(">I", record, 4 + size)
     crc = zlib.crc32(data) & 0xFFFFFFFF
     if crc != stored_crc:
         raise CorruptDeletionVectorError(
-            f"{where}: checksum mismatch (DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH): stored CRC-32 {stored_crc:08x}, "
-            f"computed {crc:08x}")
+            f"{where}: checksum mismatch (DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH): the stored CRC-32 does not match "
+            "the DV bytes")
     return data
 
 
-def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, fs: pafs.FileSystem | None = None) -> pyroaring.BitMap64:
-    """The rows a DV marks deleted, verified against the descriptor's cardinality."""
+def _open_regular(fs: pafs.FileSystem, path: str) -> Any:
+    """Open ``path`` for positional reads, refusing anything but a regular file before opening it."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        return RegularFile(path)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(path)
+    if info.type != pafs.FileType.File:
+        raise NotARegularFileError(f"DVLAKE_NOT_A_REGULAR_FILE: deletion vector path {path} is not a regular file")
+    return fs.open_input_file(path)
+
+
+def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, fs: pafs.FileSystem | None = None, *,
+                confine: bool = True) -> pyroaring.BitMap64:
+    """The rows a DV marks deleted, verified against the descriptor's cardinality.
+
+    ``confine`` (the table's confinement setting, see ``storage/confine.py``): the DV file must
+    resolve inside ``table_root``; a symlink leaving it is refused too.
+    """
     if descriptor.is_inline:
         where = f"inline deletion vector {descriptor.path_or_inline_dv[:40]!r}"
         bitmap = roaring.deserialize(descriptor.inline_bitmap_bytes(), where) if descriptor.size_in_bytes else pyroaring.BitMap64()
     else:
-        location = descriptor.absolute_path(table_root)
+        location = dv_file_location(table_root, descriptor.storage_type, descriptor.path_or_inline_dv,
+                                    descriptor.absolute_path(table_root), confine)
         if fs is None:
             fs, path = filesystem_for(location)
         else:
             path = location.split("://", 1)[1] if "://" in location else location
+        if confine and isinstance(fs, pafs.LocalFileSystem):
+            check_local_files(table_root, [path], True, _missing_dv)
         where = f"deletion vector file {location} at offset {descriptor.offset}"
         bitmap = roaring.deserialize(read_bitmap_bytes(fs, path, descriptor), where)
     if len(bitmap) != descriptor.cardinality:

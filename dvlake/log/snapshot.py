@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvlake.errors import VersionNotFoundError
+from dvlake.errors import InvalidArgumentError, VersionNotFoundError
 from dvlake.log import features
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
@@ -45,10 +45,11 @@ class Snapshot:
              storage: Storage | None = None) -> Snapshot:
         """Load the latest version, or time travel by ``version`` or ``timestamp`` (not both)."""
         root = normalize_table_root(table_root)
+        version = _check_version_arg(version)
         storage = storage or storage_for(root)
         listing = list_log(storage, root)
         if version is not None and timestamp is not None:
-            raise ValueError("give either version or timestamp, not both")
+            raise InvalidArgumentError("give either version or timestamp, not both")
         if timestamp is not None:
             version = version_at_timestamp(storage, root, listing, timestamp)
         state = replay(storage, root, listing, version)
@@ -150,6 +151,21 @@ class Snapshot:
         return out
 
 
+def _check_version_arg(version: Any) -> int | None:
+    """A version given as an int or a string of digits (as Spark's ``versionAsOf`` option passes it)."""
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, (int, str)):
+        raise InvalidArgumentError(f"version must be an integer; got {version!r} ({type(version).__name__})")
+    if isinstance(version, str):
+        if not version.strip().lstrip("-").isdigit():
+            raise InvalidArgumentError(f"version must be an integer; got the string {version!r}")
+        version = int(version.strip())
+    if version < 0:
+        raise VersionNotFoundError(f"version {version} is negative; versions start at 0")
+    return version
+
+
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
     """An Arrow row back to action JSON: maps to dicts, no nulls, no null DV struct."""
     out = {}
@@ -185,14 +201,17 @@ def to_epoch_ms(timestamp: Any) -> int:
     if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
         return int(timestamp)
     if isinstance(timestamp, str):
-        timestamp = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        try:
+            timestamp = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidArgumentError(f"cannot parse the timestamp {timestamp!r}; write e.g. '2024-06-01T00:00:00Z'") from exc
     if isinstance(timestamp, dt.date) and not isinstance(timestamp, dt.datetime):
         timestamp = dt.datetime(timestamp.year, timestamp.month, timestamp.day)
     if isinstance(timestamp, dt.datetime):
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=dt.timezone.utc)
         return int(timestamp.timestamp() * 1000)
-    raise ValueError(f"cannot interpret {timestamp!r} as a timestamp")
+    raise InvalidArgumentError(f"cannot interpret {timestamp!r} as a timestamp")
 
 
 def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing, timestamp: Any) -> int:
@@ -206,6 +225,11 @@ def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing,
         if ict is not None:
             stamps[v] = ict
     first = earliest_version(listing)
+    if versions and ts > stamps[versions[-1]]:
+        latest_at = dt.datetime.fromtimestamp(stamps[versions[-1]] / 1000, dt.UTC)
+        raise VersionNotFoundError(
+            f"DELTA_TIMESTAMP_GREATER_THAN_COMMIT: the timestamp {timestamp} is after the latest commit of {table_root} "
+            f"(version {versions[-1]}, committed {latest_at}); use a timestamp at or before it")
     candidates = [v for v in versions if v >= first and stamps[v] <= ts]
     if not candidates:
         earliest = dt.datetime.fromtimestamp(stamps[first] / 1000, dt.timezone.utc) if first in stamps else "?"
