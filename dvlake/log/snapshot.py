@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvlake.errors import InvalidArgumentError, VersionNotFoundError
+from dvlake.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from dvlake.log import features
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
@@ -53,6 +53,7 @@ class Snapshot:
         if timestamp is not None:
             version = version_at_timestamp(storage, root, listing, timestamp)
         state = replay(storage, root, listing, version)
+        _check_schema(state.metadata, root)
         features.validate_protocol(state.protocol)
         features.check_can_read(state.protocol, root)
         return cls(root, storage, listing, state)
@@ -149,6 +150,18 @@ class Snapshot:
                          if "commitInfo" in ln), {})
             out.append({**info, "version": v, "timestamp": info.get("inCommitTimestamp") or self.commit_timestamp(v)})
         return out
+
+
+def _check_schema(metadata: Metadata, root: str) -> None:
+    """The metaData's schemaString must be a JSON struct type (a damaged one is a typed error, not a JSONDecodeError)."""
+    try:
+        schema = metadata.schema
+        ok = isinstance(schema, dict) and isinstance(schema.get("fields"), list)
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise CorruptLogError(f"the metaData action of {root} has a schemaString that is not a JSON struct type; the "
+                              "log is damaged")
 
 
 def _check_version_arg(version: Any) -> int | None:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyroaring
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
-from dvlake.spark.task_errors import on_executor
+from dvlake.spark.task_errors import MapInArrowFn, on_executor
 
 RESULT_SCHEMA = "file_index int, dv string, cardinality long, previous_cardinality long, all_deleted boolean"
 
@@ -33,7 +33,7 @@ class FileToMark:
 
 
 def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_file_size: int,
-                        file_path_col: str, row_index_col: str, index_of_path: dict[str, int], *, confine: bool = True):
+                        file_path_col: str, row_index_col: str, index_of_path: dict[str, int], *, confine: bool = True) -> MapInArrowFn:
     """A ``mapInArrow`` function: matched (file path, row index) rows in, one result row per touched file out.
 
     ``confine``: existing DV files must resolve inside ``table_root`` (``storage/confine.py``).

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
-from dvlake.spark.task_errors import on_executor
+from dvlake.spark.task_errors import MapInArrowFn, on_executor
 
 FILE_INDEX_COL = "__dvlake_file_index"
 FILE_PATH_COL = "__dvlake_file_path"
@@ -190,7 +190,7 @@ def block_words(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return block[new_block], out
 
 
-def _dv_block_words(table_root: str, one_long: bool, confine: bool = True):
+def _dv_block_words(table_root: str, one_long: bool, confine: bool = True) -> MapInArrowFn:
     """mapInArrow: (file key, descriptor JSON) rows → one row per block holding a deletion.
 
     Output ``(block key, words)`` with the one-long key, else ``(file key, block, words)``. The

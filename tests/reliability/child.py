@@ -100,17 +100,25 @@ def main(argv: list[str]) -> None:
         spark = local_session(app_name="dvlake-crash-child", cores=1, shuffle_partitions=2, driver_memory="1g")
     install_kill_site(site, int(n))
     print("READY", flush=True)
+    from dvlake.errors import DeltaConcurrentModificationException
+
     for k in range(int(count)):
         i = first + k if first is not None else Snapshot.load(table).version + 1
         name = command_at(i)
-        if spark is not None:
-            COMMANDS[name].run_spark(spark, table, i, int(owner))
-        elif name == "append":
-            engine_append(table, batch_ids(i, int(owner)))
-        elif name == "delete":
-            engine_delete(table, delete_condition(i, int(owner)))
-        else:
-            raise SystemExit(f"the engine has no {name!r}; run it in spark mode")
+        try:
+            if spark is not None:
+                COMMANDS[name].run_spark(spark, table, i, int(owner))
+            elif name == "append":
+                engine_append(table, batch_ids(i, int(owner)))
+            elif name == "delete":
+                engine_delete(table, delete_condition(i, int(owner)))
+            else:
+                raise SystemExit(f"the engine has no {name!r}; run it in spark mode")
+        except DeltaConcurrentModificationException as exc:
+            if first is None:
+                raise
+            print(f"CONFLICT {i} {type(exc).__name__}", flush=True)  # lost the race: not committed, by design
+            continue
         print(f"DONE {i}", flush=True)
     if spark is not None:
         spark.stop()

@@ -41,20 +41,27 @@ def eval_condition(condition: str, row_id: int) -> bool:
     return bool(eval(expr, {"__builtins__": {}}, {"id": row_id}))  # noqa: S307 - our own generated text
 
 
+#: (state before, the commit's actions, table, state of every earlier version) -> state after
+Replay = Callable[[State, list[dict[str, Any]], str, dict[int, State]], State]
+
+
 @dataclass(frozen=True)
 class Command:
-    """One kind of command: run it with Spark, and its effect on the model."""
+    """One kind of command: run it with Spark, its effect on the model, and how to re-apply a commit of it."""
 
     name: str
     run_spark: Callable[[Any, str, int, int], None]  # (spark, table, i, owner)
     model: Callable[[State, int, int], State]  # (state before, i, owner) -> state after
+    operation: str  # commitInfo.operation of its commits
+    replay: Replay  # serial application of one of its commits, from what the commit records
 
 
 COMMANDS: dict[str, Command] = {}
 
 
-def register(name: str, run_spark: Callable[[Any, str, int, int], None], model: Callable[[State, int, int], State]) -> None:
-    COMMANDS[name] = Command(name, run_spark, model)
+def register(name: str, run_spark: Callable[[Any, str, int, int], None], model: Callable[[State, int, int], State],
+             operation: str, replay: Replay) -> None:
+    COMMANDS[name] = Command(name, run_spark, model, operation, replay)
 
 
 def _append_spark(spark: Any, table: str, i: int, owner: int) -> None:
@@ -80,9 +87,29 @@ def _delete_model(state: State, i: int, owner: int) -> State:
     return {k: v for k, v in state.items() if not eval_condition(cond, k)}
 
 
-register("append", _append_spark, _append_model)
-register("delete", _delete_spark, _delete_model)
-# register("update", _update_spark, _update_model)     # one line per command as UPDATE/MERGE/OPTIMIZE land
+def _append_replay(state: State, actions: list[dict[str, Any]], table: str, history: dict[int, State]) -> State:
+    out = dict(state)
+    for a in actions:
+        if "add" in a:
+            t = pq.read_table(os.path.join(table, a["add"]["path"]), columns=["id", "v"])
+            out.update(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
+    return out
+
+
+def _delete_replay(state: State, actions: list[dict[str, Any]], table: str, history: dict[int, State]) -> State:
+    """WriteSerializable (delta-spark's default): blind appends committed after the DELETE read the table
+    do not conflict with it and serialize *after* it, so it removes the matching rows it could see."""
+    import json
+
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    cond = json.loads(info["operationParameters"]["predicate"])[0]
+    seen = history[int(info["readVersion"])]
+    return {k: v for k, v in state.items() if not (k in seen and eval_condition(cond, k))}
+
+
+register("append", _append_spark, _append_model, "WRITE", _append_replay)
+register("delete", _delete_spark, _delete_model, "DELETE", _delete_replay)
+# register("update", _update_spark, _update_model, "UPDATE", _update_replay)   # one line each as UPDATE/MERGE/OPTIMIZE land
 
 
 def command_at(i: int) -> str:
@@ -90,7 +117,7 @@ def command_at(i: int) -> str:
     return SEQUENCE[i % len(SEQUENCE)] if i > 0 else "append"
 
 
-SEQUENCE = ["delete", "append"]  # index 1, 2, 3, … → delete, append, delete, …
+SEQUENCE = ["delete", "append"]  # index 1, 2, 3, … → append, delete, append, … (i % 2)
 
 
 def model_after(n: int, owner: int = 0) -> State:
