@@ -109,7 +109,7 @@ class DeltaTable:
         try:
             Snapshot.load(normalize_table_root(identifier))
             return True
-        except TableNotFoundError:
+        except (TableNotFoundError, NotADirectoryError):  # nothing there, or a regular file
             return False
 
     @classmethod

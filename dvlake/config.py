@@ -98,3 +98,23 @@ MERGE_DVS_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
 MERGE_INSERT_ONLY_FAST_PATH = "spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled"
 MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+
+# --- confinement to the table root (issue 8) ---------------------------------------------------
+#: Session setting: "true" (default) refuses data and DV paths that resolve outside the table
+#: root; "false" allows them (shallow-clone style tables). When set, it wins over the table.
+CONFINE_SESSION_KEY = "spark.dvlake.confineToTableRoot"
+#: Table property with the same meaning, used when the session does not set the key. A reader of
+#: untrusted tables sets the session key to "true" explicitly, which no table can override.
+CONFINE_TABLE_PROPERTY = "dvlake.confineToTableRoot"
+
+
+def confinement_enabled(session_value: str | None, table_conf: Mapping[str, str]) -> bool:
+    """Whether paths must stay inside the table root: session setting, else table property, else on."""
+    value = session_value if session_value is not None else table_conf.get(CONFINE_TABLE_PROPERTY)
+    if value is None:
+        return True
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(
+            f"{CONFINE_SESSION_KEY} / {CONFINE_TABLE_PROPERTY} must be true or false; got {value!r}")
+    return text == "true"

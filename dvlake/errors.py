@@ -305,3 +305,47 @@ class ChangeDataFeedNotSupportedError(UnsupportedFeatureError):
     """UPDATE/MERGE on a table with ``delta.enableChangeDataFeed=true``: dvlake cannot write change data yet."""
 
     error_class = "DVLAKE_CHANGE_DATA_FEED_NOT_SUPPORTED"
+
+
+# --- reliability: hostile paths, executor failures (issue 8) -----------------------------------
+# ``error_class`` names the condition the way delta-spark's error classes do, so a caller can
+# branch on one stable string; dvlake-only conditions use a ``DVLAKE_`` prefix.
+
+
+class PathOutsideTableRootError(DeltaProtocolError):
+    """A data or DV path of the log resolves outside the table root while confinement is on.
+
+    ``..`` segments, absolute paths, a ``u`` DV prefix with separators, or a symlink that leaves
+    the root. Tables that really reference outside files (shallow clones) need confinement off:
+    session ``spark.dvlake.confineToTableRoot=false`` or table property ``dvlake.confineToTableRoot=false``.
+    """
+
+    error_class = "DVLAKE_PATH_OUTSIDE_TABLE_ROOT"
+
+
+class NotARegularFileError(DvlakeError):
+    """A data or DV path names a FIFO, device, socket or directory: never opened (it could block forever)."""
+
+    error_class = "DVLAKE_NOT_A_REGULAR_FILE"
+
+
+class DataFileSchemaMismatchError(DvlakeError):
+    """A data file's Parquet schema disagrees with the table schema in the log (a column's type differs)."""
+
+    error_class = "DVLAKE_DATA_FILE_SCHEMA_MISMATCH"
+
+
+class CorruptDataFileError(DvlakeError):
+    """A data file the log lists is not readable Parquet (truncated, overwritten, not Parquet at all)."""
+
+    error_class = "DVLAKE_CORRUPT_DATA_FILE"
+
+
+class ExecutorEnvironmentError(DvlakeError):
+    """Spark's Python workers cannot import dvlake or one of its dependencies.
+
+    The driver found them, the executors did not: the worker interpreter is not the one dvlake is
+    installed in (PYSPARK_PYTHON unset or wrong), or dvlake is not deployed to the cluster's nodes.
+    """
+
+    error_class = "DVLAKE_EXECUTOR_ENVIRONMENT"

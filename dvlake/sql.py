@@ -80,6 +80,9 @@ def _detail(spark: SparkSession, m: re.Match) -> DataFrame:
 def _delete(spark: SparkSession, m: re.Match) -> DataFrame:
     from dvlake.commands.delete import delete
 
+    if m.group("kw") and not (m.group("where") or "").strip():
+        raise InvalidArgumentError(
+            "DELETE … WHERE has no condition after WHERE; write the condition, or omit WHERE to delete every row")
     metrics = delete(spark, m.group("path"), m.group("where"))
     return spark.createDataFrame([(int(metrics.get("numDeletedRows", 0)),)], "num_affected_rows long")
 
@@ -167,7 +170,8 @@ _HANDLERS: list[tuple[str, Callable[[SparkSession, re.Match], DataFrame]]] = [
     (rf"ALTER\s+TABLE\s+{_TABLE}\s+UNSET\s+TBLPROPERTIES\s*(?P<ifexists>IF\s+EXISTS\s*)?\((?P<props>.*)\)", _unset_props),
     (rf"DESCRIBE\s+HISTORY\s+{_TABLE}(?:\s+LIMIT\s+(?P<limit>\d+))?", _history),
     (rf"DESCRIBE\s+DETAIL\s+{_TABLE}", _detail),
-    (rf"DELETE\s+FROM\s+{_TABLE}(?:\s+(?:AS\s+)?\w+)?(?:\s+WHERE\s+(?P<where>.+))?", _delete),
+    # the alias may not be WHERE itself, or "… WHERE" (no condition) would read as an alias and delete every row
+    (rf"DELETE\s+FROM\s+{_TABLE}(?:\s+(?:AS\s+)?(?!WHERE\b)\w+)?(?:\s+(?P<kw>WHERE)\b(?:\s+(?P<where>.*))?)?", _delete),
     (rf"OPTIMIZE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?(?:\s+ZORDER\s+BY\s*\(?(?P<zorder>[^()]+?)\)?)?", _optimize),
     (rf"REORG\s+TABLE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?\s+APPLY\s*\(\s*PURGE\s*\)", _reorg_purge),
 ]

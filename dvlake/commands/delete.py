@@ -38,7 +38,8 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.log.predicates import condition_text, references_only
 from dvlake.log.stats import num_records_of
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
-from dvlake.spark.scan import all_column_names, logical_frame, match_frame, plan_scan
+from dvlake.spark.scan import all_column_names, check_condition, logical_frame, match_frame, plan_scan
+from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -51,7 +52,8 @@ def delete(spark: SparkSession, path: str, condition: str | Column | None = None
     root = normalize_table_root(path)
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
-            return _delete_once(spark, Snapshot.load(root), condition)
+            with translated():  # a dvlake error raised in a task reaches the caller as itself
+                return _delete_once(spark, Snapshot.load(root), condition)
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:
                 raise
@@ -76,6 +78,7 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     root = snapshot.table_root
     txn = OptimisticTransaction(root, snapshot)
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    check_condition(spark, snapshot, condition, "DELETE")
     plan = plan_scan(spark, snapshot, condition)
     adds = snapshot.add_files()
     candidates = [adds[i] for i in plan.rows_indexes]
@@ -142,7 +145,7 @@ def _delete_copy_on_write(spark, snapshot: Snapshot, plan, candidates: list[AddF
     from dvlake.spark.scan import ScanPlan
 
     sub = ScanPlan([plan.files[i] for i in touched_idx], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                   plan.physical_to_logical, plan.rows_indexes[touched_idx])
+                   plan.physical_to_logical, plan.rows_indexes[touched_idx], plan.confine)
     kept = logical_frame(spark, snapshot, sub).filter(~F.coalesce(cond, F.lit(False)))
     md = snapshot.metadata
     cm = mode_of(md)

@@ -60,12 +60,13 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
     """
     if not plan.files:
         return MarkOutcome()
-    infos = {i: FileToMark(f.num_records, json.dumps(f.dv.to_json()) if f.dv else None) for i, f in enumerate(plan.files)}
+    infos = {i: FileToMark(f.num_records, json.dumps(f.dv.to_json()) if f.dv else None, f.path)
+             for i, f in enumerate(plan.files)}
     index_of_path = None if by_index else {path_key(f.path): i for i, f in enumerate(plan.files)}
     target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)) or DEFAULT_DV_PACKING_TARGET)
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
     tasks = max(1, min(shuffle, math.ceil(len(plan.files) / 64)))
-    fn = build_and_write_dvs(table_root, infos, target, file_col, row_col, index_of_path)
+    fn = build_and_write_dvs(table_root, infos, target, file_col, row_col, index_of_path, confine=plan.confine)
     results = matches.select(file_col, row_col).repartition(tasks, file_col).mapInArrow(fn, RESULT_SCHEMA).collect()
     ts = now_ms()
     out = MarkOutcome()

@@ -29,6 +29,7 @@ from dvlake.commands.common import (
     tight_bounds_flag,
     try_load,
 )
+from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.base import storage_for
 from dvlake.storage.paths import normalize_table_root
@@ -117,11 +118,18 @@ def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[
           properties: dict[str, Any] | None = None, *, overwrite_schema: bool = False,
           session_defaults: dict[str, str] | None = None) -> int | None:
     """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored)."""
-    mode_key = mode.lower()
+    mode_key = mode.lower() if isinstance(mode, str) else None
     if mode_key not in MODES:
         raise InvalidArgumentError(f"unknown save mode {mode!r}; use one of error, append, overwrite, ignore")
     root = normalize_table_root(path)
     snapshot = try_load(root)
+    with translated():
+        return _write(df, root, snapshot, mode, mode_key, partition_by, properties, overwrite_schema, session_defaults)
+
+
+def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_key: str,
+           partition_by: Sequence[str] | None, properties: dict[str, Any] | None, overwrite_schema: bool,
+           session_defaults: dict[str, str] | None) -> int | None:
     if snapshot is not None and mode_key in ("error", "errorifexists"):
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}; use mode='append' or 'overwrite'")
     if snapshot is not None and mode_key == "ignore":

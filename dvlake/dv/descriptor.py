@@ -28,6 +28,23 @@ def dv_unique_id(storage_type: str, path_or_inline_dv: str, offset: int | None) 
     base = storage_type + path_or_inline_dv
     return base if offset is None else f"{base}@{offset}"
 
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _count(value: Any) -> int:
+    """A non-negative integer field (JSON numbers only: a bool or a fraction is malformed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    number = int(value)
+    if number != value and not isinstance(value, str):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if number < 0:
+        raise ValueError(f"expected a non-negative number, got {number}")
+    return number
+
 
 @dataclass(frozen=True)
 class DeletionVectorDescriptor:
@@ -48,12 +65,18 @@ class DeletionVectorDescriptor:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> DeletionVectorDescriptor:
+        """Parse and sanity-check a descriptor from the log (a hostile log gets a typed error, never a crash)."""
+        if not isinstance(d, dict):
+            raise InvalidDescriptorError(f"a deletion vector descriptor must be a JSON object; got {type(d).__name__}")
         try:
             offset = d.get("offset")
-            return cls(str(d["storageType"]), str(d["pathOrInlineDv"]), int(d["sizeInBytes"]), int(d["cardinality"]),
-                       int(offset) if offset is not None else None)
+            out = cls(_text(d["storageType"]), _text(d["pathOrInlineDv"]), _count(d["sizeInBytes"]),
+                      _count(d["cardinality"]), _count(offset) if offset is not None else None)
         except KeyError as exc:
             raise InvalidDescriptorError(f"deletion vector descriptor {d!r} lacks the field {exc}") from exc
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidDescriptorError(f"deletion vector descriptor {d!r} has a malformed field: {exc}") from exc
+        return out
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"storageType": self.storage_type, "pathOrInlineDv": self.path_or_inline_dv}
@@ -91,7 +114,10 @@ class DeletionVectorDescriptor:
         if self.storage_type == "u":
             return table_root.rstrip("/") + "/" + self.relative_path()
         if self.storage_type == "p":
-            parsed = urlparse(self.path_or_inline_dv)
+            try:
+                parsed = urlparse(self.path_or_inline_dv)
+            except ValueError as exc:
+                raise InvalidDescriptorError(f"'p' deletion vector path {self.path_or_inline_dv!r} is not a URI: {exc}") from exc
             if parsed.scheme in ("", "file"):
                 return unquote(parsed.path)
             return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"

@@ -48,12 +48,12 @@ def deserialize(data: bytes, where: str = "deletion vector") -> pyroaring.BitMap
         except Exception as exc:  # noqa: BLE001 - CRoaring refuses malformed input with various errors
             raise CorruptDeletionVectorError(f"{where}: malformed portable roaring bitmap: {exc}") from exc
         if len(bm) and bm.max() >= 1 << 63:
-            raise CorruptDeletionVectorError(f"{where}: row index {bm.max()} has the top bit set")
+            raise CorruptDeletionVectorError(f"{where}: a row index has the top bit set (above 2**63 - 1)")
         return bm
     if magic == MAGIC_NATIVE:
         return _deserialize_native(data, where)
     raise CorruptDeletionVectorError(
-        f"{where}: unknown bitmap magic {magic} (expected {MAGIC_PORTABLE}, or legacy {MAGIC_NATIVE})")
+        f"{where}: the bitmap does not start with the magic number {MAGIC_PORTABLE} (or legacy {MAGIC_NATIVE})")
 
 
 def _deserialize_native(data: bytes, where: str) -> pyroaring.BitMap64:

@@ -22,13 +22,18 @@ from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
 from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError, InvalidArgumentError
 from dvlake.storage.base import Storage, storage_for
+from dvlake.storage.confine import check_local_files, dv_file_location
 
 FORMAT_VERSION = 1
 MAX_FILE_SIZE = 1536 * 1024 * 1024  # offsets are int32 in the protocol
 
 
 def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDescriptor) -> bytes:
-    """The verified bitmap bytes (magic included) of one on-disk DV at ``path`` (a storage location)."""
+    """The verified bitmap bytes (magic included) of one on-disk DV at ``path`` (a storage location).
+
+    The storage opens only regular files (a FIFO would block forever), reads are bounded by the
+    file's size, and no error message quotes bytes of the file (it may not be a DV file at all).
+    """
     offset = descriptor.offset if descriptor.offset is not None else 1
     size = descriptor.size_in_bytes
     where = f"deletion vector file {path} at offset {offset}"
@@ -38,6 +43,8 @@ def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDes
         raise DeletionVectorNotFoundError(
             f"deletion vector file {path} does not exist (referenced at offset {offset}); the table is missing a file "
             "its log needs") from exc
+    except NotADirectoryError as exc:
+        raise DeletionVectorNotFoundError(f"deletion vector file {path} does not exist (a parent is not a folder)") from exc
     except OSError as exc:
         if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
             raise DeletionVectorNotFoundError(f"deletion vector file {path} does not exist: {exc}") from exc
@@ -48,8 +55,9 @@ def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDes
         head = f.read(1)
         if head != bytes([FORMAT_VERSION]):
             raise CorruptDeletionVectorError(
-                f"deletion vector file {path}: format version byte is {head.hex() or 'missing'}, expected 01")
-        if offset < 1 or offset + 4 + size + 4 > total:
+                f"deletion vector file {path}: the first byte is not the format version 1 "
+                f"({'the file is empty' if not head else 'this is not a DV file, or it is damaged'})")
+        if size < 0 or offset < 1 or offset + 4 + size + 4 > total:
             raise CorruptDeletionVectorError(
                 f"{where}: a DV of {size} bytes needs bytes {offset}..{offset + 8 + size} but the file has {total}")
         f.seek(offset)
@@ -59,29 +67,42 @@ def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDes
     (stored_size,) = struct.unpack_from(">I", record, 0)
     if stored_size != size:
         raise CorruptDeletionVectorError(
-            f"{where}: size mismatch (DELTA_DELETION_VECTOR_SIZE_MISMATCH): descriptor says {size} bytes, file says {stored_size}")
+            f"{where}: size mismatch (DELTA_DELETION_VECTOR_SIZE_MISMATCH): the size field in the file differs from "
+            f"the descriptor's sizeInBytes {size}")
     data = record[4:4 + size]
     (stored_crc,) = struct.unpack_from(">I", record, 4 + size)
     crc = zlib.crc32(data) & 0xFFFFFFFF
     if crc != stored_crc:
         raise CorruptDeletionVectorError(
-            f"{where}: checksum mismatch (DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH): stored CRC-32 {stored_crc:08x}, "
-            f"computed {crc:08x}")
+            f"{where}: checksum mismatch (DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH): the stored CRC-32 does not match "
+            "the DV bytes")
     return data
 
 
-def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, storage: Storage | None = None) -> pyroaring.BitMap64:
+def _missing_dv(location: str) -> DeletionVectorNotFoundError:
+    return DeletionVectorNotFoundError(
+        f"deletion vector file {location} does not exist; the table is missing a file its log needs")
+
+
+def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, storage: Storage | None = None, *,
+                confine: bool = True) -> pyroaring.BitMap64:
     """The rows a DV marks deleted, verified against the descriptor's cardinality.
 
     ``storage`` defaults to the table root's (``storage_for``), which is what executors use.
+    ``confine`` (the table's confinement setting, see ``storage/confine.py``): the DV file must
+    resolve inside ``table_root``; a symlink leaving it is refused too.
     """
     if descriptor.is_inline:
         where = f"inline deletion vector {descriptor.path_or_inline_dv[:40]!r}"
         bitmap = roaring.deserialize(descriptor.inline_bitmap_bytes(), where) if descriptor.size_in_bytes else pyroaring.BitMap64()
     else:
-        location = descriptor.absolute_path(table_root)
+        location = dv_file_location(table_root, descriptor.storage_type, descriptor.path_or_inline_dv,
+                                    descriptor.absolute_path(table_root), confine)
+        storage = storage or storage_for(table_root)
+        if confine and storage.is_local:
+            check_local_files(table_root, [location], True, _missing_dv)
         where = f"deletion vector file {location} at offset {descriptor.offset}"
-        bitmap = roaring.deserialize(read_bitmap_bytes(storage or storage_for(table_root), location, descriptor), where)
+        bitmap = roaring.deserialize(read_bitmap_bytes(storage, location, descriptor), where)
     if len(bitmap) != descriptor.cardinality:
         raise CorruptDeletionVectorError(
             f"{where}: cardinality mismatch (DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH): descriptor says "

@@ -71,10 +71,17 @@ class LogState:
 
 def read_commit(storage: Storage, path: str) -> list[dict[str, Any]]:
     """The JSON lines of one commit file (parsed by orjson: JSON parsing dominates replay time)."""
+    data = storage.read_bytes(path)
+    if not data.strip():  # every commit holds at least commitInfo; an empty file is a torn or truncated write
+        raise CorruptLogError(f"commit file {path} is empty; a Delta commit has at least one action. Restore the file "
+                              "from a backup, or copy the table without this version")
     try:
-        return [orjson.loads(line) for line in storage.read_bytes(path).splitlines() if line.strip()]
+        lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
     except ValueError as exc:
         raise CorruptLogError(f"commit file {path} is not valid JSON lines: {exc}") from exc
+    if not all(isinstance(line, dict) for line in lines):
+        raise CorruptLogError(f"commit file {path} has a line that is not a JSON object (each line is one action)")
+    return lines
 
 
 def replay(storage: Storage, table_root: str, listing: LogListing, version: int | None = None) -> LogState:
@@ -98,32 +105,63 @@ def replay(storage: Storage, table_root: str, listing: LogListing, version: int 
     latest: dict[str, tuple[bool, dict[str, Any]]] = {}
     commit_info: CommitInfo | None = None
     for v in versions:
-        for line in read_commit(storage, listing.commits[v][0]):
-            if (add := line.get("add")) is not None:
-                latest[file_key(add["path"], add.get("deletionVector"))] = (True, add)
-            elif (rm := line.get("remove")) is not None:
-                latest[file_key(rm["path"], rm.get("deletionVector"))] = (False, rm)
-            elif (p := line.get("protocol")) is not None:
-                protocol = Protocol.from_json(p)
-            elif (m := line.get("metaData")) is not None:
-                metadata = Metadata.from_json(m)
-            elif (t := line.get("txn")) is not None:
-                txn = Txn.from_json(t)
-                txns[txn.app_id] = txn
-            elif (d := line.get("domainMetadata")) is not None:
-                dm = DomainMetadata.from_json(d)
-                if dm.removed:
-                    domains.pop(dm.domain, None)
-                else:
-                    domains[dm.domain] = dm
-            elif (ci := line.get("commitInfo")) is not None and v == target:
-                commit_info = CommitInfo.from_json(ci)
+        path = listing.commits[v][0]
+        try:
+            for line in read_commit(storage, path):
+                if (add := line.get("add")) is not None:
+                    latest[file_key(add["path"], add.get("deletionVector"))] = (True, add)
+                elif (rm := line.get("remove")) is not None:
+                    latest[file_key(rm["path"], rm.get("deletionVector"))] = (False, rm)
+                elif (p := line.get("protocol")) is not None:
+                    protocol = Protocol.from_json(p)
+                elif (m := line.get("metaData")) is not None:
+                    metadata = Metadata.from_json(m)
+                elif (t := line.get("txn")) is not None:
+                    txn = Txn.from_json(t)
+                    txns[txn.app_id] = txn
+                elif (d := line.get("domainMetadata")) is not None:
+                    dm = DomainMetadata.from_json(d)
+                    if dm.removed:
+                        domains.pop(dm.domain, None)
+                    else:
+                        domains[dm.domain] = dm
+                elif (ci := line.get("commitInfo")) is not None and v == target:
+                    commit_info = CommitInfo.from_json(ci)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field missing or of the wrong type
+            raise CorruptLogError(f"commit file {path} has a malformed action ({type(exc).__name__}: {exc}); the log "
+                                  "was damaged or written by a broken writer") from exc
+
     if protocol is None or metadata is None:
         raise CorruptLogError(f"the log of {table_root} has no protocol or metaData action up to version {target}")
 
-    files, tombstones = _merge(base, latest)
+    try:
+        files, tombstones = _merge(base, latest)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # Arrow refuses a field of the wrong type
+        raise CorruptLogError(f"the log of {table_root} up to version {target} has an add or remove action with a "
+                              f"malformed field ({type(exc).__name__}: {exc})") from exc
+    check_paths_unique(files, table_root, target)
     return LogState(target, protocol, metadata, files, tombstones, txns, domains, commit_info,
                     start if base else None)
+
+
+def check_paths_unique(files: pa.Table, table_root: str, version: int) -> None:
+    """Refuse a snapshot where one data file is live twice (e.g. with and without a DV).
+
+    The protocol forbids it; reading both adds would return the file's rows twice. One
+    vectorised distinct count (paths compared URL-decoded, as keys are).
+    """
+    if files.num_rows < 2:
+        return
+    paths = files.column("path").combine_chunks()
+    if pc.any(pc.match_substring(paths, "%")).as_py():
+        paths = pa.array([normalize_path(p) for p in paths.to_pylist()], pa.string())
+    if pc.count_distinct(paths).as_py() == files.num_rows:
+        return
+    counts = pc.value_counts(paths)
+    dup = next(v["values"] for v in counts.to_pylist() if v["counts"] > 1)
+    raise CorruptLogError(
+        f"the log of {table_root} at version {version} has the data file {dup!r} live more than once (two add actions "
+        "for one path without a remove between them); the protocol forbids it and reading it would duplicate rows")
 
 
 def _merge(base: CheckpointContents | None, latest: dict[str, tuple[bool, dict[str, Any]]]) -> tuple[pa.Table, pa.Table]:

@@ -56,7 +56,11 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
     listing = LogListing()
     multipart: dict[tuple[int, int], dict[int, str]] = {}
     v2: dict[int, list[str]] = {}
-    for info in storage.list_dir(log_path(table_root)):
+    try:
+        infos = storage.list_dir(log_path(table_root))
+    except NotADirectoryError:  # the "table root" is a regular file
+        infos = []
+    for info in infos:
         name = info.path.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
             listing.commits[int(m.group(1))] = (info.path, info.mtime_ms)

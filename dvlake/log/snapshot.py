@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvlake.errors import InvalidArgumentError, VersionNotFoundError
+from dvlake.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from dvlake.log import features
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
@@ -45,6 +45,7 @@ class Snapshot:
              storage: Storage | None = None) -> Snapshot:
         """Load the latest version, or time travel by ``version`` or ``timestamp`` (not both)."""
         root = normalize_table_root(table_root)
+        version = _check_version_arg(version)
         storage = storage or storage_for(root)
         listing = list_log(storage, root)
         if version is not None and timestamp is not None:
@@ -54,6 +55,7 @@ class Snapshot:
         if timestamp is not None:
             version = version_at_timestamp(storage, root, listing, timestamp)
         state = replay(storage, root, listing, version)
+        _check_schema(state.metadata, root)
         features.validate_protocol(state.protocol)
         features.check_can_read(state.protocol, root)
         return cls(root, storage, listing, state)
@@ -152,6 +154,33 @@ class Snapshot:
         return out
 
 
+def _check_schema(metadata: Metadata, root: str) -> None:
+    """The metaData's schemaString must be a JSON struct type (a damaged one is a typed error, not a JSONDecodeError)."""
+    try:
+        schema = metadata.schema
+        ok = isinstance(schema, dict) and isinstance(schema.get("fields"), list)
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise CorruptLogError(f"the metaData action of {root} has a schemaString that is not a JSON struct type; the "
+                              "log is damaged")
+
+
+def _check_version_arg(version: Any) -> int | None:
+    """A version given as an int or a string of digits (as Spark's ``versionAsOf`` option passes it)."""
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, (int, str)):
+        raise InvalidArgumentError(f"version must be an integer; got {version!r} ({type(version).__name__})")
+    if isinstance(version, str):
+        if not version.strip().lstrip("-").isdigit():
+            raise InvalidArgumentError(f"version must be an integer; got the string {version!r}")
+        version = int(version.strip())
+    if version < 0:
+        raise VersionNotFoundError(f"version {version} is negative; versions start at 0")
+    return version
+
+
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
     """An Arrow row back to action JSON: maps to dicts, no nulls, no null DV struct."""
     out = {}
@@ -189,8 +218,9 @@ def to_epoch_ms(timestamp: Any) -> int:
     if isinstance(timestamp, str):
         try:
             timestamp = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-        except ValueError:
-            pass  # falls through to the typed error below
+        except ValueError as exc:
+            raise InvalidArgumentError(f"cannot parse the timestamp {timestamp!r}; write e.g. '2024-06-01T00:00:00Z'",
+                                       error_class="DELTA_TIMESTAMP_INVALID") from exc
     if isinstance(timestamp, dt.date) and not isinstance(timestamp, dt.datetime):
         timestamp = dt.datetime(timestamp.year, timestamp.month, timestamp.day)
     if isinstance(timestamp, dt.datetime):
@@ -213,6 +243,11 @@ def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing,
         if ict is not None:
             stamps[v] = ict
     first = earliest_version(listing)
+    if versions and ts > stamps[versions[-1]]:
+        latest_at = dt.datetime.fromtimestamp(stamps[versions[-1]] / 1000, dt.UTC)
+        raise VersionNotFoundError(
+            f"DELTA_TIMESTAMP_GREATER_THAN_COMMIT: the timestamp {timestamp} is after the latest commit of {table_root} "
+            f"(version {versions[-1]}, committed {latest_at}); use a timestamp at or before it")
     candidates = [v for v in versions if v >= first and stamps[v] <= ts]
     if not candidates:
         earliest = dt.datetime.fromtimestamp(stamps[first] / 1000, dt.timezone.utc) if first in stamps else "?"

@@ -41,13 +41,22 @@ def num_records_array(stats: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     filled = stats.fill_null("{}")
     text = "\n".join(s if s else "{}" for s in filled.to_pylist())
-    table = pajson.read_json(
-        io.BytesIO(text.encode("utf-8")),
-        parse_options=pajson.ParseOptions(explicit_schema=pa.schema([("numRecords", pa.int64())]),
-                                          unexpected_field_behavior="ignore", newlines_in_values=False),
-    )
+    try:
+        table = pajson.read_json(
+            io.BytesIO(text.encode("utf-8")),
+            parse_options=pajson.ParseOptions(explicit_schema=pa.schema([("numRecords", pa.int64())]),
+                                              unexpected_field_behavior="ignore", newlines_in_values=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a damaged stats string: stats are optional, so "unknown" for it
+        return np.array([_num_records_or_unknown(s) for s in filled.to_pylist()], dtype=np.int64)
     col = table.column("numRecords")
     return col.fill_null(-1).to_numpy()
+
+
+def _num_records_or_unknown(stats: str | None) -> int:
+    parsed = parse_stats(stats)
+    value = parsed.get("numRecords") if isinstance(parsed, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else -1
 
 
 def build_stats(num_records: int, min_values: dict[str, Any] | None = None, max_values: dict[str, Any] | None = None,

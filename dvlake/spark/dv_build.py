@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyroaring
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.spark.task_errors import MapInArrowFn, on_executor
 
 RESULT_SCHEMA = "file_index int, dv string, cardinality long, previous_cardinality long, all_deleted boolean"
 
@@ -28,14 +29,19 @@ class FileToMark:
 
     num_records: int | None
     old_dv: str | None  # the existing descriptor as JSON, if any
+    path: str | None = None  # the data file's location (its footer settles "every row deleted")
 
 
 def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_file_size: int,
-                        file_path_col: str, row_index_col: str, index_of_path: dict[str, int] | None):
+                        file_path_col: str, row_index_col: str, index_of_path: dict[str, int] | None, *,
+                        confine: bool = True) -> MapInArrowFn:
     """A ``mapInArrow`` function: matched (file, row index) rows in, one result row per touched file out.
 
     The file column holds either the file's location (``index_of_path`` maps it to its key in
     ``files``) or, when ``index_of_path`` is None, that key itself (an integer column).
+    ``confine``: existing DV files must resolve inside ``table_root`` (``storage/confine.py``).
+    A file is reported fully deleted only when its Parquet footer agrees: ``stats.numRecords``
+    alone is log metadata, and a low one would turn a partial delete into a file removal.
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -77,13 +83,14 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
                 previous = 0
                 if info.old_dv:
                     old_desc = DeletionVectorDescriptor.from_json(json.loads(info.old_dv))
-                    old = load_bitmap(old_desc, table_root)
+                    old = load_bitmap(old_desc, table_root, confine=confine)
                     previous = len(old)
                     bitmap |= old
                 card = len(bitmap)
                 if card == previous:
                     continue  # nothing new (rows matched were already deleted)
-                all_deleted = info.num_records is not None and card >= info.num_records
+                all_deleted = info.num_records is not None and card >= info.num_records and \
+                    card >= _physical_rows(info.path)
                 desc_json = None
                 if not all_deleted:  # a fully deleted file becomes a plain remove: no DV needed
                     desc_json = json.dumps(writer.add(bitmap).to_json())
@@ -98,4 +105,14 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
             ("file_index", pa.int32()), ("dv", pa.string()), ("cardinality", pa.int64()),
             ("previous_cardinality", pa.int64()), ("all_deleted", pa.bool_())]))
 
-    return run
+    return on_executor(run)
+
+
+def _physical_rows(location: str | None) -> int:
+    """Rows in a data file by its Parquet footer (read only when a DELETE would remove the file)."""
+    if location is None:
+        return 1 << 62  # unknown: never treat the file as fully deleted
+    from dvlake.spark.file_stats import read_footer
+    from dvlake.storage.base import storage_for
+
+    return int(read_footer(storage_for(location), location).num_rows)

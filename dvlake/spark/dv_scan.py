@@ -18,7 +18,8 @@ Design (measured in bench/read_overhead.py; the alternatives are in BENCHMARKS.m
   DataFrame of key + descriptor JSON); the driver ships descriptors only. The broadcast is
   bounded: a scan group's estimated words stay under ``MAX_BROADCAST_BYTES`` (files are packed
   into groups by that estimate); a single file above it is joined with a shuffled hash join.
-- A file whose DV deletes every row is not read at all. An empty file list gives an empty frame.
+- A file whose DV claims to delete every row is still read (metadata is not trusted to skip it:
+  the codec verifies the DV). An empty file list gives an empty frame.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.spark.task_errors import MapInArrowFn, on_executor
 from dvlake.storage.base import Storage, storage_for
 
 FILE_INDEX_COL = "__dvlake_file_index"
@@ -98,11 +100,9 @@ def _partition_literals(partition_schema: StructType, values: tuple) -> list[Col
 
 
 def _has_dv(f: ScanFile) -> bool:
-    return f.dv is not None and f.dv.cardinality > 0
-
-
-def _fully_deleted(f: ScanFile) -> bool:
-    return f.dv is not None and f.num_records is not None and f.dv.cardinality >= f.num_records
+    """Any descriptor counts, whatever its cardinality says: planning never skips loading a DV on the
+    strength of metadata the codec has not verified (a ``cardinality: 0`` lie would resurrect rows)."""
+    return f.dv is not None
 
 
 def _with_actual_sizes(indexed: Indexed, storage: Storage) -> Indexed:
@@ -187,12 +187,12 @@ def block_words(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return block[new_block], out
 
 
-def _dv_block_words(table_root: str, one_long: bool):
+def _dv_block_words(table_root: str, one_long: bool, confine: bool = True) -> MapInArrowFn:
     """mapInArrow: (file key, descriptor JSON) rows → one row per block holding a deletion.
 
     Output ``(block key, words)`` with the one-long key, else ``(file key, block, words)``. The
     codec verifies each DV (size, checksum, cardinality) and raises its typed error, naming the
-    DV file, which fails the query.
+    DV file, which fails the query (and reaches the caller typed: ``task_errors.on_executor``).
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -201,7 +201,8 @@ def _dv_block_words(table_root: str, one_long: bool):
 
         for batch in batches:
             for key, dv_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root))
+                rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root,
+                                            confine=confine))
                 blocks, words = block_words(rows)
                 if blocks.size == 0:
                     continue
@@ -217,10 +218,10 @@ def _dv_block_words(table_root: str, one_long: bool):
                         [pa.array(np.full(blocks.size, key, np.int64)), pa.array(blocks.view(np.int64)), words_arr],
                         names=[_KEY, _BLOCK, _WORDS])
 
-    return run
+    return on_executor(run)
 
 
-def _dv_table(spark: SparkSession, group: Indexed, table_root: str, one_long: bool) -> DataFrame:
+def _dv_table(spark: SparkSession, group: Indexed, table_root: str, one_long: bool, confine: bool = True) -> DataFrame:
     """The group's DV words as a DataFrame computed on executors, hinted for the join."""
     import pandas as pd
 
@@ -230,7 +231,7 @@ def _dv_table(spark: SparkSession, group: Indexed, table_root: str, one_long: bo
         "key long, dv string")
     schema = f"{_BLOCK_KEY} long, {_WORDS} array<long>" if one_long else \
         f"{_KEY} long, {_BLOCK} long, {_WORDS} array<long>"
-    words = descriptors.mapInArrow(_dv_block_words(table_root, one_long), schema)
+    words = descriptors.mapInArrow(_dv_block_words(table_root, one_long, confine), schema)
     if sum(_estimated_words_bytes(f) for f in dv_files) <= MAX_BROADCAST_BYTES:
         return F.broadcast(words)
     return words.hint("shuffle_hash")
@@ -256,13 +257,13 @@ def _partition_table(spark: SparkSession, group: Indexed, partition_schema: Stru
 
 
 def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
-                table_root: str, data_filter: Column | None, include_row_index: bool) -> DataFrame:
+                table_root: str, data_filter: Column | None, include_row_index: bool, confine: bool = True) -> DataFrame:
     """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key."""
     df = _read(spark, [f.path for _, f in group], data_schema, data_filter)
     df = df.select("*", F.col("_metadata.file_size").alias(_KEY), F.col("_metadata.row_index").alias(ROW_INDEX_COL))
     if any(_has_dv(f) for _, f in group):
         one_long = _one_long_key_fits(group)
-        df = _drop_deleted(df, _dv_table(spark, group, table_root, one_long), F.col(_KEY), F.col(ROW_INDEX_COL),
+        df = _drop_deleted(df, _dv_table(spark, group, table_root, one_long, confine), F.col(_KEY), F.col(ROW_INDEX_COL),
                            one_long)
     df = df.join(_partition_table(spark, group, partition_schema), _KEY, "inner")
     cols = [F.col(f"`{f.name}`") for f in data_schema.fields] + [F.col(f"`{f.name}`") for f in partition_schema.fields]
@@ -272,7 +273,7 @@ def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, pa
 
 
 def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
-                   table_root: str, data_filter: Column | None) -> list[DataFrame]:
+                   table_root: str, data_filter: Column | None, confine: bool = True) -> list[DataFrame]:
     """One scan per partition tuple of the group, values as literals; the group's DVs (one table,
     reused by every scan) dropped by the anti join on Spark's metadata columns."""
     by_partition: dict[tuple, list[str]] = defaultdict(list)
@@ -281,7 +282,7 @@ def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType,
     words = None
     if any(_has_dv(f) for _, f in group):
         one_long = _one_long_key_fits(group)
-        words = _dv_table(spark, group, table_root, one_long)
+        words = _dv_table(spark, group, table_root, one_long, confine)
     out = []
     for values, paths in by_partition.items():
         df = _read(spark, paths, data_schema, data_filter)
@@ -294,15 +295,20 @@ def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType,
 
 
 def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: StructType, partition_schema: StructType,
-               table_root: str, *, data_filter: Column | None = None, include_row_index: bool = False) -> DataFrame:
+               table_root: str, *, data_filter: Column | None = None, include_row_index: bool = False,
+               confine: bool = True) -> DataFrame:
     """Rows of ``files`` (``data_schema`` columns, then ``partition_schema`` columns), DVs applied.
 
     ``data_filter`` is applied to the rows as read (Spark pushes it into the Parquet reader).
     With ``include_row_index`` two more columns come out: ``FILE_INDEX_COL`` (position of the
-    file in ``files``) and ``ROW_INDEX_COL`` (its physical row index), for DML.
+    file in ``files``) and ``ROW_INDEX_COL`` (its physical row index), for DML. ``confine``: DV
+    files must resolve inside ``table_root`` (``storage/confine.py``).
+
+    A file whose DV claims to delete every row is still read with its DV applied: skipping it on
+    the strength of ``cardinality`` and ``numRecords`` would hide live rows when either lies.
     """
     out_schema = _output_schema(data_schema, partition_schema, include_row_index)
-    live = [(i, f) for i, f in enumerate(files) if not _fully_deleted(f)]
+    live = list(enumerate(files))
     if not live:
         return _empty(spark, out_schema)
     plain = [(i, f) for i, f in live if not _has_dv(f)]
@@ -312,19 +318,22 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     if include_row_index:  # every file keyed: the file index comes from the key
         for group in _scan_groups(_with_actual_sizes(plain, storage)) + _scan_groups(_with_actual_sizes(with_dv, storage),
                                                                             MAX_BROADCAST_BYTES):
-            parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True))
+            parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True,
+                                     confine))
     else:
         literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
         if plain and literal:
-            parts += _literal_scans(spark, plain, data_schema, partition_schema, table_root, data_filter)
+            parts += _literal_scans(spark, plain, data_schema, partition_schema, table_root, data_filter, confine)
         elif plain:
             for group in _scan_groups(_with_actual_sizes(plain, storage), by_partition=True):
-                parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False))
+                parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
+                                         confine))
         for group in _scan_groups(_with_actual_sizes(with_dv, storage), MAX_BROADCAST_BYTES):
             if literal:
-                parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter)
+                parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter, confine)
             else:
-                parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False))
+                parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
+                                         confine))
     result = parts[0]
     for p in parts[1:]:
         result = result.union(p)

@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.log.partitions import parse_partition_value
 from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
@@ -23,7 +24,9 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, ScanFile, scan_files, scan_for_matches
 from dvlake.log.predicates import condition_text, parse_conjunct, skipping_mask, split_conjuncts
 from dvlake.spark.pruning import partition_mask
-from dvlake.storage.paths import absolute_file_location
+from dvlake.spark.task_errors import install as install_typed_errors
+from dvlake.spark.task_errors import remember_table
+from dvlake.storage.confine import check_local_files, data_file_location
 
 
 @dataclass
@@ -36,6 +39,7 @@ class ScanPlan:
     logical_schema: StructType       # the table's columns as users see them
     physical_to_logical: list[tuple[str, str, Any]]  # (physical, logical, logical Spark type) for data columns
     rows_indexes: np.ndarray         # index into snapshot.files of each planned file
+    confine: bool = True             # data and DV paths must stay inside the table root (storage/confine.py)
 
 
 def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None = None) -> ScanPlan:
@@ -68,9 +72,10 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
             physical_paths = _physical_paths(schema, mode, parts)
             keep &= skipping_mask(files.column("stats"), conjuncts, physical_paths)
     num_records = snapshot.num_records()
-    cards = snapshot.dv_cardinalities()
-    keep &= ~((num_records >= 0) & (cards >= num_records) & (cards > 0))  # every row deleted: nothing to read
+    # No file is skipped because its DV's cardinality reaches numRecords: both are unverified log
+    # metadata, and a lie in either would hide live rows. Such files are read with the DV applied.
     idx = np.nonzero(keep)[0]
+    confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), snapshot.configuration)
     paths = files.column("path").to_pylist()
     sizes = files.column("size").to_numpy(zero_copy_only=False)
     dvs = files.column("deletionVector").to_pylist()
@@ -78,10 +83,32 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     for i in idx:
         dv = dvs[i]
         desc = DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None
-        out.append(ScanFile(path=absolute_file_location(snapshot.table_root, paths[i]), size=int(sizes[i]),
+        out.append(ScanFile(path=data_file_location(snapshot.table_root, paths[i], confine), size=int(sizes[i]),
                             num_records=int(num_records[i]) if num_records[i] >= 0 else None, dv=desc,
                             partition_values=partition_rows[i]))
-    return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx)
+    check_local_files(snapshot.table_root, [f.path for f in out], confine)
+    return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx, confine)
+
+
+def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None, command: str) -> None:
+    """Resolve ``condition`` against the table's own columns before any internal column exists.
+
+    Spark's "did you mean" list would otherwise offer dvlake's ``__dvlake_*`` helper columns;
+    here it offers the table's columns only, and the error is an ``InvalidArgumentError``.
+    """
+    if condition is None:
+        return
+    from pyspark.errors import AnalysisException
+
+    from dvlake.errors import InvalidArgumentError
+
+    logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+    try:
+        probe = spark.createDataFrame([], logical).filter(condition)
+        probe.schema  # noqa: B018 - analysis happens here (Spark Connect analyses lazily)
+    except AnalysisException as exc:
+        raise InvalidArgumentError(f"{command} condition {condition_text(condition) or condition!r} on "
+                                   f"{snapshot.table_root} cannot be resolved: {str(exc).splitlines()[0]}") from exc
 
 
 def _nullable(dtype: Any) -> Any:
@@ -126,13 +153,17 @@ def logical_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, *, in
     With ``include_row_index`` the frame also has ``FILE_INDEX_COL`` (position in ``plan.files``)
     and ``ROW_INDEX_COL`` (physical row index in that file), which DML uses to build DVs.
     """
+    install_typed_errors()
+    remember_table(snapshot.table_root)
     df = scan_files(spark, plan.files, plan.data_schema, plan.partition_schema, snapshot.table_root,
-                    include_row_index=include_row_index)
+                    include_row_index=include_row_index, confine=plan.confine)
     return _to_logical(df, plan, [FILE_INDEX_COL, ROW_INDEX_COL] if include_row_index else [])
 
 
 def match_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan) -> DataFrame:
     """The planned files' rows (deleted ones included) with ``FILE_PATH_COL`` and ``ROW_INDEX_COL``, logical names."""
+    install_typed_errors()
+    remember_table(snapshot.table_root)
     df = scan_for_matches(spark, plan.files, plan.data_schema, plan.partition_schema)
     return _to_logical(df, plan, [FILE_PATH_COL, ROW_INDEX_COL])
 

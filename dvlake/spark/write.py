@@ -81,3 +81,14 @@ def write_data_files(df: DataFrame, table_root: str, storage: Storage, partition
             return list(pool.map(describe, written))
     finally:
         storage.delete_dir(staging)
+        _remove_if_empty(join(table_root, STAGING_DIR))
+
+
+def _remove_if_empty(folder: str) -> None:
+    """Drop the shared staging folder once no writer uses it (a concurrent writer's job keeps it)."""
+    if "://" in folder:
+        return  # object stores have no empty folders to leave behind
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass  # not empty (another write is staging) or already gone

@@ -15,7 +15,7 @@ from typing import IO, cast
 
 import pyarrow.fs as pafs
 
-from dvlake.errors import CommitPrimitiveUnavailableError
+from dvlake.errors import CommitPrimitiveUnavailableError, NotARegularFileError
 from dvlake.storage.base import FileInfo, LogStore, RandomAccessFile, Storage
 
 SINGLE_WRITER_ENV = "DVLAKE_SINGLE_WRITER"
@@ -69,6 +69,11 @@ class ArrowFileSystemStorage(Storage):
         return f"{self.scheme}://{fs_path}"
 
     def open_input(self, path: str) -> RandomAccessFile:
+        info = self.fs.get_file_info(self._p(path))
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(path)
+        if info.type != pafs.FileType.File:
+            raise NotARegularFileError(f"{path} is not a regular file; dvlake opens only regular files")
         return cast(RandomAccessFile, self.fs.open_input_file(self._p(path)))
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:

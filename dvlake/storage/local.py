@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from typing import IO
 
+from dvlake.errors import NotARegularFileError
 from dvlake.storage.base import FileInfo, LogStore, RandomAccessFile, Storage
 
 
@@ -45,7 +47,17 @@ class LocalStorage(Storage):
         self.log_store = HardLinkLogStore()
 
     def open_input(self, path: str) -> RandomAccessFile:
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        """Only regular files are opened, without blocking: a FIFO or device named by a hostile log
+        would otherwise hang the reader (checked before the open and again on the handle)."""
+        st = os.stat(path)  # FileNotFoundError / NotADirectoryError propagate for the caller to type
+        if not stat.S_ISREG(st.st_mode):
+            raise NotARegularFileError(f"{path} is not a regular file; dvlake opens only regular files")
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+        fd = os.open(path, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotARegularFileError(f"{path} is not a regular file; dvlake opens only regular files")
+        return os.fdopen(fd, "rb")
 
     def stat(self, path: str) -> FileInfo | None:
         try:
