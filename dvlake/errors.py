@@ -114,6 +114,10 @@ class UnsupportedEnvironmentError(DvlakeError):
     """The Spark version or the Python environment cannot run dvlake (the message says what to install)."""
 
 
+class ExecutorEnvironmentError(UnsupportedEnvironmentError):
+    """A Spark executor cannot run dvlake's Python (dvlake not shipped to it); the message says how to ship it."""
+
+
 class SchemaMismatchError(InvalidArgumentError):
     """Data written does not match the table schema."""
 

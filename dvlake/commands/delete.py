@@ -39,6 +39,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of, with_loose_bounds
 from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, path_key
+from dvlake.spark.executors import executors_need_dvlake
 from dvlake.log.predicates import condition_text, references_only
 from dvlake.spark.scan import all_column_names, logical_frame, match_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
@@ -53,7 +54,8 @@ def delete(spark: SparkSession, path: str, condition: str | Column | None = None
     root = normalize_table_root(path)
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
-            return _delete_once(spark, Snapshot.load(root), condition)
+            with executors_need_dvlake("DELETE"):
+                return _delete_once(spark, Snapshot.load(root), condition)
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:
                 raise
