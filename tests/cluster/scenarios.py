@@ -115,6 +115,8 @@ def scenario_table(spark: Any, root: Path) -> dict[str, Any]:
                 DeltaTable.forPath(spark, path).delete(condition)
             finally:
                 spark.conf.unset(DV_PERSISTENT)
+        if how == "sql" and "detail_with_dvs" not in out:
+            out["detail_with_dvs"] = _detail(spark, path)  # after the two DV DELETEs
     out["latest"] = {"rows": rows(dvlake.read(spark, path)), "oracle": oracle(len(DELETES))}
     out["filtered"] = {"rows": rows(dvlake.read(spark, path, condition="id >= 1000 AND v % 2 = 0")),
                        "oracle": [r for r in oracle(len(DELETES)) if r[0] >= 1000 and r[1] % 2 == 0]}
