@@ -114,6 +114,17 @@ class UnsupportedEnvironmentError(DvlakeError):
     """The Spark version or the Python environment cannot run dvlake (the message says what to install)."""
 
 
+class ExecutorEnvironmentError(UnsupportedEnvironmentError):
+    """Spark's Python workers cannot import dvlake or one of its dependencies.
+
+    The driver found them, the executors did not: the worker interpreter is not the one dvlake is
+    installed in (PYSPARK_PYTHON unset or wrong), or dvlake is not deployed to the cluster's nodes.
+    The message says how to ship it.
+    """
+
+    error_class = "DVLAKE_EXECUTOR_ENVIRONMENT"
+
+
 class SchemaMismatchError(InvalidArgumentError):
     """Data written does not match the table schema."""
 
@@ -340,12 +351,3 @@ class CorruptDataFileError(DvlakeError):
 
     error_class = "DVLAKE_CORRUPT_DATA_FILE"
 
-
-class ExecutorEnvironmentError(DvlakeError):
-    """Spark's Python workers cannot import dvlake or one of its dependencies.
-
-    The driver found them, the executors did not: the worker interpreter is not the one dvlake is
-    installed in (PYSPARK_PYTHON unset or wrong), or dvlake is not deployed to the cluster's nodes.
-    """
-
-    error_class = "DVLAKE_EXECUTOR_ENVIRONMENT"

@@ -34,10 +34,11 @@ from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from dvlake.log import features
 from dvlake.log.actions import AddFile, RemoveFile, now_ms
-from dvlake.log.snapshot import Snapshot
 from dvlake.log.predicates import condition_text, references_only
+from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
+from dvlake.spark.executors import executors_need_dvlake
 from dvlake.spark.scan import all_column_names, check_condition, logical_frame, match_frame, plan_scan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
@@ -52,7 +53,8 @@ def delete(spark: SparkSession, path: str, condition: str | Column | None = None
     root = normalize_table_root(path)
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
-            with translated():  # a dvlake error raised in a task reaches the caller as itself
+            # a dvlake error raised in a task reaches the caller as itself; a worker without dvlake says how to ship it
+            with translated(), executors_need_dvlake("DELETE"):
                 return _delete_once(spark, Snapshot.load(root), condition)
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:

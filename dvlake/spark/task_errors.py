@@ -35,6 +35,7 @@ from dvlake.errors import (
     DvlakeError,
     ExecutorEnvironmentError,
 )
+from dvlake.spark.executors import HOW_TO_SHIP
 
 _OPEN = "[DVLAKE_TASK_ERROR "
 _CLOSE = "[/DVLAKE_TASK_ERROR]"
@@ -127,7 +128,7 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
             f"{missing.group(1)!r}), though the driver can. The executors run another Python than the one dvlake is "
             f"installed in: set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses "
             f"{sys.executable}), or, on a cluster, deploy dvlake and its dependencies ({', '.join(EXECUTOR_MODULES[1:])}) "
-            "to every executor (e.g. a venv shipped with spark.archives or a cluster image).")
+            f"to every executor: {HOW_TO_SHIP}")
     if _mentions_table(text):
         if re.search(r"PARQUET_COLUMN_DATA_TYPE_MISMATCH|SchemaColumnConvertNotSupportedException"
                      r"|Parquet column cannot be converted", text):

@@ -3,9 +3,11 @@ written by the codec's writer: exact rows against expected sets, no Delta log in
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import glob
+import io
 import os
 import shutil
 
@@ -66,7 +68,11 @@ def _ids(df) -> list[int]:
 
 
 def _plan(df) -> str:
-    return df._jdf.queryExecution().executedPlan().toString()
+    """The physical plan as ``explain`` prints it: public API, so it works on classic and Spark Connect."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain()
+    return out.getvalue()
 
 
 @pytest.fixture

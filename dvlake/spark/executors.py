@@ -1,0 +1,39 @@
+"""Executor-side requirements of dvlake, and a clear error when executors cannot import it.
+
+dvlake runs Python on executors (``mapInArrow`` that decodes and builds deletion vectors), so
+every executor needs dvlake and its dependencies (README "Running on a cluster"). When one lacks
+dvlake, Spark reports the task failure as a worker traceback ending in ``No module named
+'dvlake'``; commands turn that into ``ExecutorEnvironmentError`` saying how to ship dvlake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dvlake.errors import ExecutorEnvironmentError
+
+#: What to do, quoted by the error (and the README says the same).
+HOW_TO_SHIP = ("ship dvlake to the executors: with a classic session, a zip or wheel of dvlake in spark.submit.pyFiles "
+               "(spark-submit --py-files dvlake.zip, or addPyFile on a classic session); over Spark Connect, "
+               "spark.addArtifacts('dvlake.zip', pyfile=True); or install dvlake into the executors' Python "
+               "(spark.pyspark.python). Executors also need pyarrow, pyroaring, numpy, orjson and pandas.")
+
+
+def is_missing_dvlake(error: BaseException) -> bool:
+    """Whether a Spark job failed because a Python worker could not import dvlake."""
+    text = str(error)
+    return "No module named 'dvlake" in text or 'No module named "dvlake' in text
+
+
+@contextmanager
+def executors_need_dvlake(command: str) -> Iterator[None]:
+    """Run a command's Spark jobs; re-raise a missing-dvlake task failure as ``ExecutorEnvironmentError``."""
+    try:
+        yield
+    except Exception as e:
+        if not isinstance(e, ExecutorEnvironmentError) and is_missing_dvlake(e):
+            raise ExecutorEnvironmentError(
+                f"{command} failed: a Spark executor's Python cannot import dvlake (ModuleNotFoundError on the "
+                f"executor). The table was not changed. To fix it, {HOW_TO_SHIP}") from e
+        raise

@@ -1,0 +1,123 @@
+"""Fixtures of the cluster tests: a standalone cluster, a Spark Connect server, and the scenario results.
+
+The cluster and Connect sessions run in subprocesses (``tests/cluster/scenarios.py``): a classic
+session on a standalone master cannot coexist with the suite's ``local[2]`` session in one
+process (one SparkContext per JVM), and a Spark Connect session switches PySpark's functions to
+Connect mode for the whole process. So this process keeps its ``spark`` fixture untouched; it
+runs the same scenarios in local mode for the comparison, and the subprocesses report JSON.
+
+Executors get dvlake the way a user ships it (see README "Running on a cluster"): the checkout's
+``dvlake`` package zipped and shipped with ``spark.submit.pyFiles`` (classic) or
+``spark.addArtifacts(pyfile=True)`` (Connect), executors running a Python that has dvlake's
+dependencies but not dvlake itself (``daemons.executor_python``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster import daemons, scenarios
+from tests.conftest import find_testdata
+
+#: A whole scenario run (session start included); generous for a loaded machine, exceeded = a clear failure.
+RUN_TIMEOUT_S = float(os.environ.get("DVLAKE_CLUSTER_RUN_TIMEOUT", "900"))
+
+
+@pytest.fixture(scope="session")
+def cluster_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cluster")
+
+
+@pytest.fixture(scope="session")
+def dvlake_zip(cluster_work: Path) -> Path:
+    """The checkout's dvlake package as a zip, what executors import."""
+    return daemons.pack_dvlake(cluster_work)
+
+
+@pytest.fixture(scope="session")
+def executor_python(cluster_work: Path) -> Path:
+    """A Python with dvlake's dependencies and without dvlake, for executors."""
+    return daemons.executor_python(cluster_work)
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster(cluster_work: Path) -> Iterator[daemons.StandaloneCluster]:
+    """A standalone master and two 1-core workers on 127.0.0.1, stopped by pid at the end (also on failure)."""
+    cluster = daemons.start_standalone(cluster_work / "standalone", workers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(cluster_work: Path, executor_python: Path) -> Iterator[daemons.ConnectServer]:
+    """A Spark Connect server (local[2]) on a loopback port; its Python workers lack dvlake until a client ships it."""
+    server = daemons.start_connect_server(cluster_work / "connect", executor_python)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def run_scenarios(args: list[str], work: Path, env_extra: dict[str, str]) -> dict[str, Any]:
+    """Run ``tests/cluster/scenarios.py`` in a subprocess; its JSON results, or a failure with its output."""
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "results.json"
+    testdata = find_testdata()
+    argv = [sys.executable, "-m", "tests.cluster.scenarios", "--work-dir", str(work), "--out", str(out), *args]
+    if testdata is not None:
+        argv += ["--testdata", str(testdata)]
+    env = daemons.daemon_env(env_extra)
+    log = work / "scenarios.log"
+    with open(log, "wb") as f:
+        try:
+            proc = subprocess.run(argv, cwd=daemons.REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                  timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the scenario run did not finish in {RUN_TIMEOUT_S:.0f} s (DVLAKE_CLUSTER_RUN_TIMEOUT); "
+                        f"its output:\n{_tail(log)}")
+    if proc.returncode != 0 or not out.exists():
+        pytest.fail(f"the scenario run exited with {proc.returncode}; its output:\n{_tail(log)}")
+    return json.loads(out.read_text())
+
+
+def _tail(path: Path, lines: int = 80) -> str:
+    text = path.read_text(errors="replace").splitlines()
+    return "\n".join([line for line in text if " WARN " not in line][-lines:])
+
+
+@pytest.fixture(scope="session")
+def standalone_results(standalone_cluster: daemons.StandaloneCluster, dvlake_zip: Path, executor_python: Path,
+                       cluster_work: Path) -> dict[str, Any]:
+    """The scenarios on the standalone cluster, then a second application whose executors lack dvlake."""
+    return run_scenarios(["--master", standalone_cluster.master_url, "--py-files", str(dvlake_zip), "--without-dvlake"],
+                         cluster_work / "standalone-run", {"PYSPARK_PYTHON": str(executor_python)})
+
+
+@pytest.fixture(scope="session")
+def connect_results(connect_server: daemons.ConnectServer, dvlake_zip: Path, cluster_work: Path) -> dict[str, Any]:
+    """The scenarios through a Spark Connect client that ships dvlake as an artifact."""
+    return run_scenarios(["--remote", connect_server.url, "--artifact", str(dvlake_zip)], cluster_work / "connect-run", {})
+
+
+@pytest.fixture(scope="session")
+def local_results(spark: Any, cluster_work: Path) -> dict[str, Any]:
+    """The same scenarios in this process's local[2] session: what the other modes must equal."""
+    return {"scenarios": scenarios.run_all(spark, cluster_work / "local-run", find_testdata())}
+
+
+def scenario(results: dict[str, Any], name: str) -> Any:
+    """One scenario's result, or the test fails with the error and traceback the run reported."""
+    entry = results["scenarios"][name]
+    if "error" in entry:
+        pytest.fail(f"scenario {name!r} failed: {entry['error']}\n{entry.get('traceback', '')}")
+    return entry["ok"]

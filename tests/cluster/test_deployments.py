@@ -1,0 +1,91 @@
+"""dvlake on a real standalone cluster (two workers, separate executor JVMs) and over Spark Connect.
+
+Every scenario (``scenarios.py``) must give exactly the rows local[2] gives and the rows plain
+Spark computes without dvlake. The standalone run also starts an application whose executors
+lack dvlake: commands must fail loudly and leave the table as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.cluster.conftest import scenario
+from tests.cluster.scenarios import DELETES
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module", params=["standalone", "connect"])
+def results(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The scenario results of one deployment mode (all tests of a mode run together)."""
+    return request.getfixturevalue(f"{request.param}_results")
+
+
+def _table(results: dict[str, Any]) -> dict[str, Any]:
+    return scenario(results, "table")
+
+
+def test_written_rows_equal_local_and_plain_spark(results, local_results):
+    got, local = _table(results)["written"], _table(local_results)["written"]
+    assert len(got["rows"]) == 2500
+    assert got["rows"] == got["oracle"] == local["rows"]
+
+
+def test_rows_after_dv_cow_and_partition_deletes(results, local_results):
+    got, local = _table(results)["latest"], _table(local_results)["latest"]
+    assert 0 < len(got["rows"]) < 2500
+    assert got["rows"] == got["oracle"] == local["rows"]
+
+
+def test_filtered_read(results, local_results):
+    got, local = _table(results)["filtered"], _table(local_results)["filtered"]
+    assert got["rows"] and got["rows"] == got["oracle"] == local["rows"]
+
+
+def test_time_travel_to_every_version(results, local_results):
+    got, local = _table(results)["time_travel"], _table(local_results)["time_travel"]
+    assert sorted(got) == ["1", "2", "3", "4"]
+    for version, entry in got.items():
+        assert entry["rows"] == entry["oracle"] == local[version]["rows"], f"version {version}"
+    assert len(got["1"]["rows"]) > len(got["2"]["rows"]) > len(got["3"]["rows"]) > len(got["4"]["rows"])
+
+
+def test_history_and_detail(results, local_results):
+    got, local = _table(results), _table(local_results)
+    assert got["history"] == local["history"]
+    operations = [h[1] for h in got["history"]]
+    assert operations == ["CREATE TABLE AS SELECT", "WRITE"] + ["DELETE"] * len(DELETES)
+    dv_delete = got["history"][2][3]
+    assert int(dv_delete["numDeletionVectorsAdded"]) > 0 and int(dv_delete["numDeletedRows"]) > 0
+    cow_delete = got["history"][4][3]
+    assert int(cow_delete["numAddedFiles"]) > 0 and int(cow_delete["numDeletionVectorsAdded"]) == 0
+    assert got["sql_history"] == local["sql_history"] == [[5, "DELETE"], [4, "DELETE"]]
+    assert got["detail"] == local["detail"]
+    with_dvs = got["detail_with_dvs"]
+    assert with_dvs == local["detail_with_dvs"] and with_dvs["statistics"]["numDeletionVectors"] > 0
+    # the copy-on-write DELETE rewrote every file (each held an id % 11 = 0 row) without DVs
+    assert got["detail"]["statistics"] == {"numDeletionVectors": 0, "numRowsDeletedByDeletionVectors": 0}
+    assert got["detail"]["numFiles"] > 0 and got["detail"]["partitionColumns"] == ["p"]
+    assert "deletionVectors" in got["detail"]["tableFeatures"]
+
+
+def test_delta_spark_table_with_dvs(results, local_results, testdata):
+    got, local = scenario(results, "shared_table"), scenario(local_results, "shared_table")
+    assert got is not None and got["latest"] and got == local
+
+
+def test_executors_without_dvlake_fail_loudly(standalone_results):
+    """A second application on the same cluster ships nothing: DV reads and DELETE fail with errors
+    naming dvlake; the table stays at its last version; a table without DVs still reads (no Python)."""
+    out = standalone_results["without_dvlake"]
+    assert "error" not in out, out.get("traceback")
+    assert out["plain_read_count"] == 400
+    assert out["read_error"] is not None and "No module named 'dvlake" in out["read_error"]["message"]
+    delete_error = out["delete_error"]
+    assert delete_error is not None, "DELETE succeeded on executors without dvlake"
+    assert delete_error["type"] == "ExecutorEnvironmentError" and delete_error["module"] == "dvlake.errors"
+    assert "cannot import dvlake" in delete_error["message"] and "spark.submit.pyFiles" in delete_error["message"]
+    assert out["version_after"] == out["version_before"]
+    assert not [f for f in out["log_files"] if f.endswith(".json") and int(f.split(".")[0]) > out["version_before"]]
