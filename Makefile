@@ -21,7 +21,7 @@ java-check:
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 20
 
-test: $(STAMP)  ## run the whole test suite (unit, Spark, interop; what CI runs after lint)
+test: lint  ## lint, then the whole test suite (unit, Spark, interop, cluster): what CI runs
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)  ## ruff (rules in pyproject.toml), mypy (typed defs) and the layer contracts (import-linter)
