@@ -241,7 +241,11 @@ CASES = [
         (Log, Proto)),
     Case("unknown-reader-feature", _lines(LATEST, lambda a: a + [{"protocol": {
         "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors", "timeTravelToMars"],
-        "writerFeatures": ["deletionVectors"]}}]), E.UnsupportedFeatureError),
+        "writerFeatures": ["deletionVectors", "timeTravelToMars"]}}]), E.UnsupportedFeatureError),
+    # a reader feature missing from writerFeatures breaks the protocol's own rule: refused as invalid
+    Case("reader-feature-not-in-writer-features", _lines(LATEST, lambda a: a + [{"protocol": {
+        "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors", "timeTravelToMars"],
+        "writerFeatures": ["deletionVectors"]}}]), E.DeltaProtocolError),
     Case("reader-version-99", _lines(LATEST, lambda a: a + [{"protocol": {"minReaderVersion": 99,
                                                                           "minWriterVersion": 7}}]), Proto),
     # checkpoints
