@@ -35,8 +35,9 @@ NOTES = """Reading the numbers:
   with the same tasks; what remains of the ratio for `dvlake.read(path)` is its fixed cost (log replay and
   planning) over a scan of about a second. The planned-files row separates that fixed cost from the per-row cost.
 - The physical limit packs the small files into ~30 read tasks (128 MB splits, 4 MB open cost per file) and writes
-  one output file per task, in parallel; OPTIMIZE writes one file per bin (as delta-spark: `coalesce(1)`), so for 1,000 small files it does
-  less work in one task. `optimize.repartition.enabled` (read in parallel, shuffle to one writer) did not pay here.
+  one output file per task; OPTIMIZE writes one file per bin (as delta-spark: `coalesce(1)`), one task and one
+  file, which here was cheaper than the limit's ~30. `optimize.repartition.enabled` (parallel read, shuffle to
+  one writer) did not pay in either case.
 - delta-rs compacts in-process in Rust with no job scheduling; at these sizes dvlake's time is mostly Spark's
   per-job cost (larger tables were not measured)."""
 

@@ -218,7 +218,9 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
     new_files = _rewrite_bins(spark, snapshot, plan, bins, scan_file_of, index_of, zorder, settings)
     removed = [a for b in bins for a in b]
     version = None
-    if new_files:
+    # delta-spark commits only when something was written; dvlake also commits bins whose every row was deleted
+    # (removes only), so PURGE never leaves a DV behind - DROP FEATURE deletionVectors depends on that
+    if removed:
         ts = now_ms()
         actions: list[Action] = [_remove_of(a, ts) for a in removed]
         actions += [replace(a, data_change=False) for a in new_files]
@@ -229,9 +231,7 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
             params.update({"zOrderBy": json.dumps(zorder), "clusterBy": json.dumps([]), "auto": request.auto})
         version = commit_with_retry(root, snapshot, removed, actions, "REORG" if request.purge else "OPTIMIZE", params,
                                     commit_metrics(new_files, removed))
-    else:
-        removed = []
-    metrics = optimize_metrics(snapshot, considered, removed, new_files, bins if new_files else [], zorder, started)
+    metrics = optimize_metrics(snapshot, considered, removed, new_files, bins, zorder, started)
     return OptimizeOutcome(root, metrics, version)
 
 

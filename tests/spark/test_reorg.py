@@ -83,3 +83,29 @@ def test_purge_where_partition_and_python_method(spark, tmp_path):
     with_dv = {a.partition_values["p"] for a in snap.add_files() if a.deletion_vector}
     assert with_dv == {"1", "2", "3"}
     assert len(_rows(spark, path)) == 320
+
+
+def test_purge_removes_a_file_whose_dv_deletes_every_row(spark, tmp_path):
+    """A DV covering a whole file (another writer may leave one) is purged too, with a removes-only commit."""
+    from dataclasses import replace
+
+    import pyroaring
+
+    from dvlake.dv.store import DeletionVectorWriter
+    from dvlake.log.stats import with_loose_bounds
+    from dvlake.txn.transaction import OptimisticTransaction
+
+    path = str(tmp_path / "t")
+    _make(spark, path, files=1, n=50)
+    snap = Snapshot.load(path)
+    (add,) = snap.add_files()
+    with DeletionVectorWriter(snap.table_root) as writer:
+        dv = writer.add(pyroaring.BitMap64(range(50)))
+    txn = OptimisticTransaction(snap.table_root, snap)
+    txn.commit([add.remove(), replace(add, deletion_vector=dv, stats=with_loose_bounds(add.stats))], "DELETE")
+    assert _rows(spark, path) == []
+    outcome = purge(spark, path)
+    after = Snapshot.load(path)
+    assert outcome.version == after.version and after.num_files == 0
+    assert outcome.metrics["numFilesRemoved"] == 1 and outcome.metrics["numFilesAdded"] == 0
+    assert outcome.metrics["deletionVectorStats"]["numDeletionVectorRowsRemoved"] == 50
