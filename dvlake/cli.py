@@ -444,7 +444,8 @@ def _print_health(report: Any, top: int) -> None:
     more = len(report.recommendations) - len(recs)
     console.print(f"[bold]Recommendations, ranked by rows reclaimed[/bold]{f' ({more:,} more with --top)' if more > 0 else ''}")
     for i, r in enumerate(recs, 1):
-        gain = f"{r.rows_reclaimed:,} rows" if r.rows_reclaimed else human_bytes(r.bytes_reclaimed)
+        n_rows = f"{r.rows_reclaimed:,} row" + ("s" if r.rows_reclaimed != 1 else "")
+        gain = n_rows if r.rows_reclaimed else human_bytes(r.bytes_reclaimed)
         where = f" {r.partition}" if r.partition and r.partition != "(table)" else ""
         console.print(f"{i:>2}. {r.action}{where}: reclaims {gain}. {r.reason}.", soft_wrap=True)
         console.print(f"    {r.command}", soft_wrap=True, markup=False)

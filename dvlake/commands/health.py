@@ -400,14 +400,7 @@ def dv_history(snapshot: Snapshot, max_versions: int = 200) -> pd.DataFrame:
     rows = [(snapshot.version, count, deleted)]
     v = snapshot.version
     while v > 0 and len(rows) < max_versions and v in snapshot.listing.commits and (v - 1) in snapshot.listing.commits:
-        added_n = added_rows = removed_n = removed_rows = 0
-        for line in _dv_lines(snapshot, v):
-            if (a := line.get("add")) is not None and a.get("deletionVector"):
-                added_n += 1
-                added_rows += int(a["deletionVector"].get("cardinality", 0))
-            elif (r := line.get("remove")) is not None and r.get("deletionVector"):
-                removed_n += 1
-                removed_rows += int(r["deletionVector"].get("cardinality", 0))
+        added_n, added_rows, removed_n, removed_rows = _dv_changes(snapshot, v)
         count, deleted = count - added_n + removed_n, deleted - added_rows + removed_rows
         v -= 1
         rows.append((v, max(count, 0), max(deleted, 0)))
@@ -415,15 +408,33 @@ def dv_history(snapshot: Snapshot, max_versions: int = 200) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["version", "live_dvs", "deleted_rows"])
 
 
-def _dv_lines(snapshot: Snapshot, version: int) -> Iterator[dict[str, Any]]:
-    """The actions of one commit that mention a DV (other lines are skipped unparsed: most adds have none)."""
-    path = snapshot.listing.commits[version][0]
-    try:
-        for raw in snapshot.storage.read_bytes(path).splitlines():
-            if b'"deletionVector"' in raw:
-                yield orjson.loads(raw)
-    except ValueError as exc:
-        raise CorruptLogError(f"commit file {path} is not valid JSON lines: {exc}") from exc
+def _dv_changes(snapshot: Snapshot, version: int) -> tuple[int, int, int, int]:
+    """(adds with a DV, their DV rows, removes with a DV, their DV rows) of one commit.
+
+    Only lines that mention ``"deletionVector"`` are parsed (most adds have none).
+    """
+    out = [0, 0, 0, 0]
+    for raw in _dv_lines(snapshot, version):
+        try:
+            line = orjson.loads(raw)
+        except ValueError as exc:
+            raise CorruptLogError(f"commit {version} of {snapshot.table_root} has a line that is not JSON: {exc}") from exc
+        for i, key in ((0, "add"), (2, "remove")):
+            dv = (line.get(key) or {}).get("deletionVector")
+            if dv:
+                out[i] += 1
+                out[i + 1] += int(dv.get("cardinality", 0))
+    return out[0], out[1], out[2], out[3]
+
+
+def _dv_lines(snapshot: Snapshot, version: int) -> Iterator[bytes]:
+    """The raw lines of one commit that mention a DV."""
+    data = snapshot.storage.read_bytes(snapshot.listing.commits[version][0])
+    if b'"deletionVector"' not in data:  # most commits of a table without DVs yet: no line to look at
+        return
+    for raw in data.splitlines():
+        if b'"deletionVector"' in raw:
+            yield raw
 
 
 # --- recommendations ---------------------------------------------------------------------------------

@@ -113,3 +113,24 @@ def test_unknown_file_and_version_are_errors(known_table: str) -> None:
 def test_usage_errors_exit_2(args: list[str]) -> None:
     res = run_cli(*args, expect=2)
     assert "Usage: dvlake" in res.err and "Traceback" not in res.err
+
+
+def test_log_commands_never_import_pyspark(known_table: str) -> None:
+    """history/detail/files/dv/health read the log and DV files only: PySpark is not even imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from dvlake.cli import main\n"
+        f"for args in (['history', {known_table!r}], ['detail', {known_table!r}], ['files', {known_table!r}],\n"
+        f"             ['health', {known_table!r}, '--json']):\n"
+        "    try:\n"
+        "        main(args)\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, (args, exc.code)\n"
+        "sys.stderr.write('PYSPARK=' + str('pyspark' in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.endswith("PYSPARK=False"), proc.stderr
