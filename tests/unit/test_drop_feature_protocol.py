@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from dvlake.commands import drop_feature as drop_feature_module
 from dvlake.commands.drop_feature import resolve_feature
+from dvlake.config import table_bool
 from dvlake.errors import DeltaTableFeatureException
 from dvlake.log.actions import Protocol
+from dvlake.log.cleanup import CHECKPOINT_PROTECTION
 from dvlake.log.protocol_ops import drop_feature_protocol, normalize_protocol
+from dvlake.log.snapshot import Snapshot
+from dvlake.txn.transaction import OptimisticTransaction
 
 DV = "deletionVectors"
 CP = "checkpointProtection"
@@ -38,7 +46,7 @@ def test_normalize_keeps_legacy_protocols_and_exact_legacy_sets() -> None:
     assert normalize_protocol(Protocol(1, 7, None, full)) == Protocol(1, 4)
 
 
-DV_TABLE = Protocol(3, 7, (DV,), ("appendOnly", "invariants", DV))
+DV_TABLE = Protocol(3, 7, (DV,), ("appendOnly", DV, "invariants"))
 
 
 @pytest.mark.parametrize(("protocol", "name", "truncate", "error_class"), [
@@ -62,3 +70,57 @@ def test_refused_requests_carry_delta_sparks_error_class(protocol: Protocol, nam
 
 def test_feature_names_resolve_case_insensitively() -> None:
     assert resolve_feature(DV_TABLE, "DELETIONVECTORS", True) == DV
+
+
+# -- the DROP FEATURE commit racing other writers (no Spark: the table has no DVs left to purge) -------------
+
+
+def _clean_dv_table(root: Path, enabled: bool = False) -> None:
+    """A table whose protocol supports DVs but whose current version uses none."""
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    schema = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
+    conf = {"delta.enableDeletionVectors": "true"} if enabled else {}
+    lines = [{"commitInfo": {"operation": "WRITE"}}, {"protocol": DV_TABLE.to_json()},
+             {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": schema,
+                           "partitionColumns": [], "configuration": conf}},
+             {"add": {"path": "a.parquet", "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}}]
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def test_drop_commit_that_loses_a_race_is_prepared_again_for_its_own_version(tmp_path: Path, monkeypatch) -> None:
+    root = str(tmp_path / "t")
+    _clean_dv_table(tmp_path / "t")
+    raced: list[int] = []
+
+    def racing(protocol: Protocol, name: str, add: tuple[str, ...] = ()) -> Protocol:
+        if not raced:  # another writer commits between the DROP FEATURE's read and its commit
+            raced.append(OptimisticTransaction(root, Snapshot.load(root)).commit([], "WRITE"))
+        return drop_feature_protocol(protocol, name, add)
+
+    monkeypatch.setattr(drop_feature_module, "drop_feature_protocol", racing)
+    outcome = drop_feature_module._commit_downgrade(root, DV, truncate_history=False, protect=True)
+    snap = Snapshot.load(root)
+    assert raced == [1] and outcome.version == snap.version == 2
+    assert snap.configuration[CHECKPOINT_PROTECTION] == "2"  # the version it landed at, not the one it first read
+    assert snap.protocol == Protocol(1, 7, None, ("appendOnly", CP, "invariants"))
+
+
+def test_drop_is_refused_when_a_concurrent_commit_enabled_dvs_again(tmp_path: Path, monkeypatch) -> None:
+    root = str(tmp_path / "t")
+    _clean_dv_table(tmp_path / "t")
+
+    def racing(protocol: Protocol, name: str, add: tuple[str, ...] = ()) -> Protocol:
+        snap = Snapshot.load(root)
+        if not table_bool(snap.configuration, "delta.enableDeletionVectors"):
+            txn = OptimisticTransaction(root, snap)
+            txn.update_metadata(snap.metadata.with_configuration(**{"delta.enableDeletionVectors": "true"}))
+            txn.commit([], "SET TBLPROPERTIES")
+        return drop_feature_protocol(protocol, name, add)
+
+    monkeypatch.setattr(drop_feature_module, "drop_feature_protocol", racing)
+    with pytest.raises(DeltaTableFeatureException) as err:
+        drop_feature_module._commit_downgrade(root, DV, truncate_history=False, protect=True)
+    assert err.value.error_class == "DELTA_FEATURE_DROP_CONFLICT_REVALIDATION_FAIL"
+    snap = Snapshot.load(root)
+    assert snap.version == 1 and snap.protocol == DV_TABLE  # nothing dropped; the table reads at its last version
