@@ -113,7 +113,12 @@ def resolve_feature(protocol: Protocol, feature_name: str, truncate_history: boo
         raise DeltaTableFeatureException(
             f"cannot drop {name!r}: the table's protocol does not have it (it has {sorted(present) or 'no features'}).",
             error_class="DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT")
-    if truncate_history and name not in READER_WRITER_FEATURES:
+    if name == CHECKPOINT_PROTECTION_FEATURE and not truncate_history:
+        raise DeltaTableFeatureException(
+            f"{name!r} guards the history of an earlier fast DROP FEATURE: it can only be dropped together with the "
+            "history it protects, i.e. with TRUNCATE HISTORY.",
+            error_class="DELTA_FEATURE_CAN_ONLY_DROP_CHECKPOINT_PROTECTION_WITH_HISTORY_TRUNCATION")
+    if truncate_history and name not in READER_WRITER_FEATURES and name != CHECKPOINT_PROTECTION_FEATURE:
         raise DeltaTableFeatureException(
             f"{name!r} is a writer-only feature: it is dropped without TRUNCATE HISTORY (only reader-writer features "
             "need the history truncated). Run the command again without TRUNCATE HISTORY.",

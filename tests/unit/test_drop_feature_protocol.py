@@ -57,6 +57,8 @@ DV_TABLE = Protocol(3, 7, (DV,), ("appendOnly", DV, "invariants"))
     (Protocol(1, 7, None, ("checkConstraints",)), "checkConstraints", True,
      "DELTA_FEATURE_DROP_HISTORY_TRUNCATION_NOT_ALLOWED"),
     (Protocol(3, 7, (DV,), (DV, "adaptiveMetadata-preview")), DV, False, "DELTA_FEATURE_DROP_DEPENDENT_FEATURE"),
+    (Protocol(1, 7, None, (CP,)), CP, False, "DELTA_FEATURE_CAN_ONLY_DROP_CHECKPOINT_PROTECTION_WITH_HISTORY_TRUNCATION"),
+    (Protocol(1, 7, None, (CP,)), CP, True, "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"),
     # removable in delta-spark, but dvlake only knows how to drop deletionVectors
     (Protocol(1, 7, None, ("checkConstraints",)), "checkConstraints", False, "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"),
 ])
