@@ -269,6 +269,29 @@ class DeltaTable:
 
         add_feature_support(self._path, featureName)
 
+    def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
+        """Drop a table feature from the protocol; dvlake drops ``deletionVectors`` (as delta-spark 4.x does).
+
+        Every deletion vector is purged first (the rows stay the same), so readers that do not know DVs
+        (e.g. delta-rs' plain ``to_pyarrow_table``) can read the table afterwards.
+
+        Args:
+            featureName: the feature, ``"deletionVectors"``.
+            truncateHistory: False/None (default): the fast drop with ``checkpointProtection``, one call. True:
+                the legacy two-step drop that truncates the history; the first call fails with
+                ``DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD`` and a call after
+                ``delta.dropFeatureTruncateHistory.retentionDuration`` (24 hours) completes it.
+
+        Raises:
+            DeltaTableFeatureException: with delta-spark's ``DELTA_FEATURE_DROP_*`` error class.
+
+        Example:
+            >>> DeltaTable.forPath(spark, "/data/events").dropFeatureSupport("deletionVectors")
+        """
+        from dvlake.commands.drop_feature import drop_feature
+
+        drop_feature(self._spark, self._path, featureName, bool(truncateHistory))
+
 
 def _restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
     from dvlake.commands.restore import METRICS, RESULT_COLUMNS

@@ -351,3 +351,16 @@ class CorruptDataFileError(DvlakeError):
 
     error_class = "DVLAKE_CORRUPT_DATA_FILE"
 
+# --- ALTER TABLE … DROP FEATURE (delta-spark's DeltaTableFeatureException and its error classes) ---------
+
+
+class DeltaTableFeatureException(DeltaErrorClassMixin, DeltaProtocolError):
+    """A table feature cannot be dropped (yet); ``error_class`` says why, as delta-spark's DELTA_FEATURE_DROP_*.
+
+    Two of them are steps rather than failures: DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD (the
+    feature is gone from the current version; re-run after the retention period) and
+    DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST (versions that still use it are not old enough to
+    be truncated yet).
+    """
+
+    error_class = "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"

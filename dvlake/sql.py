@@ -229,4 +229,18 @@ _HANDLERS.extend([
     (rf"GENERATE\s+(?P<mode>\w+)\s+FOR\s+TABLE\s+{_TABLE}", _generate),
 ])
 
+
+# --- ALTER TABLE … DROP FEATURE (issue 12) ----------------------------------------------------------
+
+def _drop_feature(spark: SparkSession, m: re.Match) -> DataFrame:
+    """ALTER TABLE delta.`p` DROP FEATURE name [TRUNCATE HISTORY]; returns an empty frame, as delta-spark."""
+    from dvlake.commands.drop_feature import drop_feature
+
+    drop_feature(spark, m.group("path"), m.group("feature").strip("`'\""), truncate_history=bool(m.group("truncate")))
+    return _empty(spark)
+
+
+_HANDLERS.append((rf"ALTER\s+TABLE\s+{_TABLE}\s+DROP\s+FEATURE\s+(?P<feature>`[^`]+`|'[^']+'|\"[^\"]+\"|[\w.\-]+)"
+                  r"(?P<truncate>\s+TRUNCATE\s+HISTORY)?", _drop_feature))
+
 _HANDLERS += _HANDLERS_DML

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 ENABLE_CLEANUP = "delta.enableExpiredLogCleanup"
 CHECKPOINT_PROTECTION = "delta.requireCheckpointProtectionBeforeVersion"
 DAY_MS = 86_400_000
+MINUTE_MS = 60_000
 _VERSIONED = re.compile(r"^(\d{20})\.(?:json|crc|checkpoint\..*parquet|checkpoint\..*json)$")
 _COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
@@ -33,10 +34,16 @@ def log_retention_ms(configuration: dict[str, str]) -> int:
     return parse_interval_ms(configuration.get(LOG_RETENTION, "interval 30 days"))
 
 
-def cleanup_cut(storage: Storage, table_root: str, configuration: dict[str, str], now: int | None = None) -> int | None:
-    """The checkpoint version below which the log may be deleted, or None when nothing may go."""
+def cleanup_cut(storage: Storage, table_root: str, configuration: dict[str, str], now: int | None = None,
+                retention_ms: int | None = None, granularity_ms: int = DAY_MS) -> int | None:
+    """The checkpoint version below which the log may be deleted, or None when nothing may go.
+
+    ``retention_ms`` overrides ``delta.logRetentionDuration`` and ``granularity_ms`` the truncation of the
+    cutoff: DROP FEATURE … TRUNCATE HISTORY cleans up with its own retention at minute granularity.
+    """
     listing = list_log(storage, table_root)
-    cutoff = ((now if now is not None else now_ms()) - log_retention_ms(configuration)) // DAY_MS * DAY_MS
+    retention = log_retention_ms(configuration) if retention_ms is None else retention_ms
+    cutoff = ((now if now is not None else now_ms()) - retention) // granularity_ms * granularity_ms
     stamps = commit_timestamps(listing)
     cut = None
     for cp in listing.checkpoints:
@@ -50,9 +57,10 @@ def cleanup_cut(storage: Storage, table_root: str, configuration: dict[str, str]
 
 
 def cleanup_expired_logs(storage: Storage, table_root: str, configuration: dict[str, str],
-                         now: int | None = None) -> list[str]:
+                         now: int | None = None, retention_ms: int | None = None,
+                         granularity_ms: int = DAY_MS) -> list[str]:
     """Delete the log files of versions below the cut; returns what was deleted (oldest first)."""
-    cut = cleanup_cut(storage, table_root, configuration, now)
+    cut = cleanup_cut(storage, table_root, configuration, now, retention_ms, granularity_ms)
     if cut is None:
         return []
     doomed: list[tuple[int, str]] = []

@@ -25,6 +25,9 @@ SUPPORTED_READER_FEATURES = frozenset({
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
     "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
+    # log cleanup never removes versions below delta.requireCheckpointProtectionBeforeVersion piecemeal
+    # (log/cleanup.py), which is all checkpointProtection asks of a writer; DROP FEATURE adds it
+    "checkpointProtection",
 })
 
 #: Features a legacy writer version implies (delta-spark's LEGACY table features).
