@@ -62,7 +62,7 @@ def _words64(table_root: str):
         from dvlake.dv.store import load_bitmap
 
         for b in batches:
-            for key, dv in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+            for key, dv in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
                 rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv)), table_root))
                 word = rows >> np.uint64(6)
                 starts = np.concatenate(([0], np.flatnonzero(word[1:] != word[:-1]) + 1))
@@ -81,7 +81,7 @@ def _chunks(table_root: str):
         from dvlake.dv.store import load_bitmap
 
         for b in batches:
-            for key, dv in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+            for key, dv in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
                 rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv)), table_root))
                 chunk = (rows >> np.uint64(16)).astype(np.int64)
                 uniq, inv = np.unique(chunk, return_inverse=True)

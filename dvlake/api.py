@@ -6,7 +6,8 @@ import (``from dvlake import DeltaTable``).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import (

@@ -8,7 +8,8 @@ configured for delta-spark behaves the same under dvlake (e.g.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from dvlake.errors import InvalidArgumentError
 

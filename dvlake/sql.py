@@ -7,7 +7,8 @@ runs them through dvlake's commands; every other statement goes to ``spark.sql``
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dvlake.errors import InvalidArgumentError
 
@@ -17,10 +18,11 @@ if TYPE_CHECKING:  # PySpark is imported only when a statement runs, so ``dvlake
 _TABLE = r"delta\.`(?P<path>[^`]+)`"
 
 
-def _props(text: str) -> dict[str, str]:
-    """Parse ``'k' = 'v', k2 = true`` into a dict."""
-    out = {}
-    for m in re.finditer(r"""\s*(?:'([^']*)'|`([^`]*)`|([\w.]+))\s*(?:=\s*(?:'([^']*)'|"([^"]*)"|([\w.\-]+)))?\s*(?:,|$)""", text):
+def _props(text: str) -> dict[str, str | None]:
+    """Parse ``'k' = 'v', k2 = true`` into a dict (a key without ``= value`` maps to None, as in UNSET)."""
+    out: dict[str, str | None] = {}
+    pattern = r"""\s*(?:'([^']*)'|`([^`]*)`|([\w.]+))\s*(?:=\s*(?:'([^']*)'|"([^"]*)"|([\w.\-]+)))?\s*(?:,|$)"""
+    for m in re.finditer(pattern, text):
         key = m.group(1) or m.group(2) or m.group(3)
         if key is None:
             continue

@@ -39,7 +39,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.executors import executors_need_dvlake
-from dvlake.spark.scan import all_column_names, check_condition, logical_frame, match_frame, plan_scan
+from dvlake.spark.scan import ScanPlan, all_column_names, check_condition, logical_frame, match_frame, plan_scan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
@@ -90,7 +90,7 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     txn.read_whole_table()  # any data-changing append the condition could match is a conflict
     scan_ms = 0
     metrics: dict[str, Any]
-    if partition_only:
+    if partition_only or condition is None:
         metrics, actions = _remove_whole_files(candidates, snapshot)
     elif _use_dvs(spark, snapshot):
         t0 = time.monotonic()
@@ -121,7 +121,8 @@ def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[
     return metrics, removes
 
 
-def _delete_with_dvs(spark, snapshot: Snapshot, plan, candidates: list[AddFile], condition) -> tuple[dict[str, Any], list]:
+def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
+                     condition: str | Column) -> tuple[dict[str, Any], list[Any]]:
     if not plan.files:
         return {}, []
     matches = match_frame(spark, snapshot, plan).filter(condition)
@@ -132,7 +133,8 @@ def _delete_with_dvs(spark, snapshot: Snapshot, plan, candidates: list[AddFile],
     return metrics, outcome.actions
 
 
-def _delete_copy_on_write(spark, snapshot: Snapshot, plan, candidates: list[AddFile], condition) -> tuple[dict[str, Any], list]:
+def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
+                          condition: str | Column) -> tuple[dict[str, Any], list[Any]]:
     """Rewrite every file that has a matching row, keeping the rows that do not match."""
     if not plan.files:
         return {}, []

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from dvlake.commands.common import (
+    mode_of,
+    num_indexed_cols,
+    physical_partition_columns,
+    stats_leaf_paths,
+    tight_bounds_flag,
+    try_load,
+)
 from dvlake.config import normalize_properties
 from dvlake.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from dvlake.log import features
@@ -21,14 +30,6 @@ from dvlake.log.schema import (
     strip_column_mapping,
 )
 from dvlake.log.snapshot import Snapshot
-from dvlake.commands.common import (
-    mode_of,
-    num_indexed_cols,
-    physical_partition_columns,
-    stats_leaf_paths,
-    tight_bounds_flag,
-    try_load,
-)
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.base import storage_for
@@ -75,7 +76,7 @@ def _same_type(a: Any, b: Any) -> bool:
         if a["type"] == "struct":
             fa, fb = a["fields"], b["fields"]
             return len(fa) == len(fb) and all(x["name"].lower() == y["name"].lower() and _same_type(x["type"], y["type"])
-                                              for x, y in zip(fa, fb))
+                                              for x, y in zip(fa, fb, strict=True))
         if a["type"] == "array":
             return _same_type(a["elementType"], b["elementType"])
         if a["type"] == "map":
@@ -150,6 +151,7 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         txn.update_metadata(metadata)
         txn.update_protocol(protocol)
     else:
+        assert snapshot is not None  # replace_schema is True whenever there is no table yet
         if partition_by and [p.lower() for p in partition_by] != [p.lower() for p in snapshot.partition_columns]:
             raise InvalidArgumentError(
                 f"partitionBy {list(partition_by)} differs from the table's partitioning {snapshot.partition_columns}; "
@@ -177,9 +179,8 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     params = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
     metrics = {"numFiles": len(adds), "numOutputRows": num_rows, "numOutputBytes": sum(a.size for a in adds)}
     if snapshot is None:
-        params = {"isManaged": "false", "description": None, "partitionBy": params["partitionBy"],
-                  "properties": json.dumps(metadata.configuration)}
-        params = {k: v for k, v in params.items() if v is not None}
+        params = {"isManaged": "false", "partitionBy": params["partitionBy"],
+                  "properties": json.dumps(metadata.configuration)}  # delta-spark's description is null: left out
     return txn.commit(actions, operation, params, metrics)
 
 

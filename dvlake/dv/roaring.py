@@ -8,7 +8,7 @@ what ``BitMap64.serialize()`` produces. The legacy "native" magic is read for ol
 from __future__ import annotations
 
 import struct
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pyroaring
@@ -44,7 +44,7 @@ def deserialize(data: bytes, where: str = "deletion vector") -> pyroaring.BitMap
     (magic,) = struct.unpack_from("<I", data)
     if magic == MAGIC_PORTABLE:
         try:
-            bm = pyroaring.BitMap64.deserialize(memoryview(data)[4:])  # no copy of the body
+            bm = pyroaring.BitMap64.deserialize(memoryview(data)[4:])  # type: ignore[arg-type]  # no copy of the body
         except Exception as exc:  # noqa: BLE001 - CRoaring refuses malformed input with various errors
             raise CorruptDeletionVectorError(f"{where}: malformed portable roaring bitmap: {exc}") from exc
         if len(bm) and bm.max() >= 1 << 63:

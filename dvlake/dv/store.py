@@ -13,7 +13,6 @@ import string
 import struct
 import uuid
 import zlib
-
 from typing import IO
 
 import pyroaring
@@ -94,7 +93,8 @@ def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, storage: 
     """
     if descriptor.is_inline:
         where = f"inline deletion vector {descriptor.path_or_inline_dv[:40]!r}"
-        bitmap = roaring.deserialize(descriptor.inline_bitmap_bytes(), where) if descriptor.size_in_bytes else pyroaring.BitMap64()
+        raw = descriptor.inline_bitmap_bytes() if descriptor.size_in_bytes else None
+        bitmap = roaring.deserialize(raw, where) if raw is not None else pyroaring.BitMap64()
     else:
         location = dv_file_location(table_root, descriptor.storage_type, descriptor.path_or_inline_dv,
                                     descriptor.absolute_path(table_root), confine)

@@ -7,7 +7,7 @@ protocols (writer < 7) imply their features by version number.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from dvlake.errors import DeltaProtocolError, UnsupportedFeatureError
 from dvlake.log.actions import Metadata, Protocol

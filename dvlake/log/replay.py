@@ -8,12 +8,12 @@ commits touch are handled in Python, which keeps a million-file table fast to lo
 
 from __future__ import annotations
 
-import orjson
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 

@@ -144,11 +144,11 @@ class Snapshot:
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each version, newest first (as DESCRIBE HISTORY lists them)."""
-        out = []
+        out: list[dict[str, Any]] = []
         for v in sorted((v for v in self.listing.commits if v <= self.version), reverse=True):
             if limit is not None and len(out) >= limit:
                 break
-            info = next((ln["commitInfo"] for ln in read_commit(self.storage, self.listing.commits[v][0])
+            info: dict[str, Any] = next((ln["commitInfo"] for ln in read_commit(self.storage, self.listing.commits[v][0])
                          if "commitInfo" in ln), {})
             out.append({**info, "version": v, "timestamp": info.get("inCommitTimestamp") or self.commit_timestamp(v)})
         return out
@@ -225,7 +225,7 @@ def to_epoch_ms(timestamp: Any) -> int:
         timestamp = dt.datetime(timestamp.year, timestamp.month, timestamp.day)
     if isinstance(timestamp, dt.datetime):
         if timestamp.tzinfo is None:
-            timestamp = timestamp.replace(tzinfo=dt.timezone.utc)
+            timestamp = timestamp.replace(tzinfo=dt.UTC)
         return int(timestamp.timestamp() * 1000)
     raise InvalidArgumentError(
         f"cannot interpret {timestamp!r} as a timestamp: give a datetime, a date, epoch milliseconds or an ISO-8601 "
@@ -250,7 +250,7 @@ def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing,
             f"(version {versions[-1]}, committed {latest_at}); use a timestamp at or before it")
     candidates = [v for v in versions if v >= first and stamps[v] <= ts]
     if not candidates:
-        earliest = dt.datetime.fromtimestamp(stamps[first] / 1000, dt.timezone.utc) if first in stamps else "?"
+        earliest = dt.datetime.fromtimestamp(stamps[first] / 1000, dt.UTC) if first in stamps else "?"
         raise VersionNotFoundError(
             f"the timestamp {timestamp} is before the earliest version {first} of {table_root} (committed {earliest}); "
             f"use a later timestamp")

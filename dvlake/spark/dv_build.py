@@ -9,8 +9,8 @@ deleted row indexes on the driver. The task returns only descriptors.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -45,8 +45,8 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from dvlake.dv.store import DeletionVectorWriter, load_bitmap
         from dvlake.dv.roaring import from_indexes
+        from dvlake.dv.store import DeletionVectorWriter, load_bitmap
 
         marked: dict[int, pyroaring.BitMap64] = {}
         for batch in batches:
@@ -65,7 +65,7 @@ def build_and_write_dvs(table_root: str, files: dict[int, FileToMark], target_fi
             order = np.argsort(fidx, kind="stable")
             fidx, rows = fidx[order], rows[order]
             bounds = np.flatnonzero(np.diff(fidx)) + 1
-            for chunk_f, chunk_r in zip(np.split(fidx, bounds), np.split(rows, bounds)):
+            for chunk_f, chunk_r in zip(np.split(fidx, bounds), np.split(rows, bounds), strict=True):
                 key = int(chunk_f[0])
                 bm = from_indexes(chunk_r)
                 if key in marked:

@@ -96,7 +96,7 @@ def _output_schema(data_schema: StructType, partition_schema: StructType, includ
 
 
 def _partition_literals(partition_schema: StructType, values: tuple) -> list[Column]:
-    return [F.lit(v).cast(f.dataType).alias(f.name) for f, v in zip(partition_schema.fields, values)]
+    return [F.lit(v).cast(f.dataType).alias(f.name) for f, v in zip(partition_schema.fields, values, strict=True)]
 
 
 def _has_dv(f: ScanFile) -> bool:
@@ -129,7 +129,7 @@ def _with_actual_sizes(indexed: Indexed, storage: Storage) -> Indexed:
 
 def _estimated_words_bytes(f: ScanFile) -> int:
     """Upper bound of the build-side bytes of one file's DV (one row per block with a deletion)."""
-    if not _has_dv(f):
+    if f.dv is None or not _has_dv(f):
         return 0
     blocks = f.dv.cardinality
     if f.num_records is not None:
@@ -151,7 +151,7 @@ def _scan_groups(indexed: Indexed, budget: int | None = None, *, by_partition: b
     for item in indexed:
         f = item[1]
         cost = _estimated_words_bytes(f) if budget is not None else 0
-        for g, (seen, load) in enumerate(zip(keys, loads)):
+        for g, (seen, load) in enumerate(zip(keys, loads, strict=True)):
             clash = f.size in seen and not (by_partition and seen[f.size] == tuple(f.partition_values))
             if not clash and (budget is None or load + cost <= budget):
                 groups[g].append(item)
@@ -200,7 +200,7 @@ def _dv_block_words(table_root: str, one_long: bool, confine: bool = True) -> Ma
         from dvlake.dv.store import load_bitmap
 
         for batch in batches:
-            for key, dv_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            for key, dv_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                 rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root,
                                             confine=confine))
                 blocks, words = block_words(rows)
@@ -225,14 +225,13 @@ def _dv_table(spark: SparkSession, group: Indexed, table_root: str, one_long: bo
     """The group's DV words as a DataFrame computed on executors, hinted for the join."""
     import pandas as pd
 
-    dv_files = [f for _, f in group if _has_dv(f)]
-    descriptors = spark.createDataFrame(
-        pd.DataFrame({"key": [f.size for f in dv_files], "dv": [json.dumps(f.dv.to_json()) for f in dv_files]}),
-        "key long, dv string")
+    dv_files = [(f.size, f.dv) for _, f in group if f.dv is not None and _has_dv(f)]
+    frame = pd.DataFrame({"key": [size for size, _ in dv_files], "dv": [json.dumps(dv.to_json()) for _, dv in dv_files]})
+    descriptors = spark.createDataFrame(frame, "key long, dv string")
     schema = f"{_BLOCK_KEY} long, {_WORDS} array<long>" if one_long else \
         f"{_KEY} long, {_BLOCK} long, {_WORDS} array<long>"
     words = descriptors.mapInArrow(_dv_block_words(table_root, one_long, confine), schema)
-    if sum(_estimated_words_bytes(f) for f in dv_files) <= MAX_BROADCAST_BYTES:
+    if sum(_estimated_words_bytes(f) for _, f in group) <= MAX_BROADCAST_BYTES:
         return F.broadcast(words)
     return words.hint("shuffle_hash")
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -19,10 +18,10 @@ from pyspark.sql.types import StructType
 from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.log.partitions import parse_partition_value
+from dvlake.log.predicates import condition_text, parse_conjunct, skipping_mask, split_conjuncts
 from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, ScanFile, scan_files, scan_for_matches
-from dvlake.log.predicates import condition_text, parse_conjunct, skipping_mask, split_conjuncts
 from dvlake.spark.pruning import partition_mask
 from dvlake.spark.task_errors import install as install_typed_errors
 from dvlake.spark.task_errors import remember_table
@@ -49,7 +48,7 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     logical = StructType.fromJson(strip_column_mapping(schema))
     parts = [p.lower() for p in snapshot.partition_columns]
     phys = physical_schema(schema, mode, with_field_ids=False)
-    data_fields = [(f, pf) for f, pf in zip(schema["fields"], phys["fields"]) if f["name"].lower() not in parts]
+    data_fields = [(f, pf) for f, pf in zip(schema["fields"], phys["fields"], strict=True) if f["name"].lower() not in parts]
     data_schema = StructType.fromJson({"type": "struct", "fields": [pf for _, pf in data_fields]})
     part_fields = [next(f for f in schema["fields"] if f["name"].lower() == p) for p in parts]
     partition_schema = StructType([logical[f["name"]] for f in part_fields])
@@ -62,7 +61,8 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     # partition values, typed
     pv_column = files.column("partitionValues").to_pylist() if n else []
     part_keys = [physical_name(f, mode) for f in part_fields]
-    partition_rows = [tuple(parse_partition_value(dict(pv or []).get(k), f["type"]) for k, f in zip(part_keys, part_fields))
+    keyed_fields = list(zip(part_keys, part_fields, strict=True))
+    partition_rows = [tuple(parse_partition_value(dict(pv or []).get(k), f["type"]) for k, f in keyed_fields)
                       for pv in pv_column]
     if condition is not None and n:
         keep &= partition_mask(spark, condition, partition_schema, partition_rows, all_column_names(snapshot))

@@ -34,7 +34,7 @@ def to_physical(df: DataFrame, logical_schema: dict[str, Any], mode: str) -> Dat
         return df
     phys = physical_schema(logical_schema, mode)
     cols = []
-    for logical, physical in zip(logical_schema["fields"], phys["fields"]):
+    for logical, physical in zip(logical_schema["fields"], phys["fields"], strict=True):
         target: DataType = StructType.fromJson({"type": "struct", "fields": [physical]})[0].dataType
         meta = physical.get("metadata") or {}
         cols.append(F.col(f"`{logical['name']}`").cast(target).alias(physical["name"], metadata=meta))

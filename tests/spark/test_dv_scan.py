@@ -229,9 +229,9 @@ def _partitioned(spark, root, many: bool = False):
     values = [PARTITION_VALUES[k % len(PARTITION_VALUES)] for k in range(len(paths))]
     if many:  # a distinct tuple per file
         values = [(f"{v[0]}-{k}", *v[1:]) for k, v in enumerate(values)]
-    files = [_scan_file(p, dvs.get(p), v) for p, v in zip(paths, values)]
+    files = [_scan_file(p, dvs.get(p), v) for p, v in zip(paths, values, strict=True)]
     expected = []
-    for p, v in zip(paths, values):
+    for p, v in zip(paths, values, strict=True):
         dead = set(marks.get(p, ()))
         expected += [(i, *v) for k, i in enumerate(_ids_in_file(p)) if k not in dead]
     return files, sorted(expected, key=lambda r: r[0])

@@ -263,7 +263,7 @@ def test_corrupt_last_checkpoint_and_checkpoint_are_tolerated(spark, tmp_path):
 def test_partition_values_of_many_types(spark, tmp_path):
     path = str(tmp_path / "ptypes")
     data = [(i, ["a b", "x/y=z", "100%", None][i % 4], dt.date(2024, 1, 1 + i % 2),
-             dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc) if i % 3 else None) for i in range(24)]
+             dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.UTC) if i % 3 else None) for i in range(24)]
     df = spark.createDataFrame(data, "id long, s string, d date, ts timestamp")
     dvlake.write(df, path, partitionBy=["s", "d", "ts"], properties=DV)
     dvlake.DeltaTable.forPath(spark, path).delete("id % 5 = 0")
