@@ -260,3 +260,20 @@ def test_auto_compaction_follows_a_delete_only_when_enabled(spark, tmp_path, mon
     DeltaTable.forPath(spark, on).delete("id % 10 = 4")
     assert Snapshot.load(on).version == 3 and Snapshot.load(on).history()[0]["operation"] == "DELETE"
     assert not any(r[0] % 10 in (3, 4) for r in _rows(spark, on))
+
+
+def test_auto_compaction_of_a_partition_with_many_small_files(spark, tmp_path):
+    from dvlake.config import AUTO_COMPACT_MIN_NUM_FILES
+
+    path = str(tmp_path / "t")
+    _make(spark, path, props={**DV_PROPS, "delta.autoOptimize.autoCompact": "auto"}, files=4)
+    DeltaTable.forPath(spark, path).delete("id = 1")  # 1 row in 100: below the ratio, and 4 < 50 small files
+    assert Snapshot.load(path).version == 1
+    spark.conf.set(AUTO_COMPACT_MIN_NUM_FILES, "4")
+    try:
+        DeltaTable.forPath(spark, path).delete("id = 2")
+    finally:
+        spark.conf.unset(AUTO_COMPACT_MIN_NUM_FILES)
+    snap = Snapshot.load(path)
+    assert snap.version == 3 and snap.num_files == 1 and snap.dv_count() == 0
+    assert sorted(r[0] for r in _rows(spark, path)) == [i for i in range(400) if i not in (1, 2)]
