@@ -34,7 +34,7 @@ from tests.reliability.commands import create_table, model_after, read_state
 KILLS = int(os.environ.get("DVLAKE_CRASH_KILLS", "32"))
 SPARK_KILLS = int(os.environ.get("DVLAKE_CRASH_SPARK_KILLS", "3"))
 SEED = int(os.environ.get("DVLAKE_CRASH_SEED", "8"))
-CHILD_TIMEOUT = 180
+CHILD_TIMEOUT = 300
 
 
 def _start(table: str, mode: str, site: str, n: int, count: int) -> subprocess.Popen[str]:
@@ -84,14 +84,20 @@ def _run_kills(table: str, rng: random.Random, kills: int, mode: str, sites: lis
         assert attempts < kills * 4, f"only {len(done_sites)} kills in {attempts} attempts"
         before = Snapshot.load(table).version
         site = rng.choice(sites)
-        n = rng.randint(1, 3)
-        proc = _start(table, mode, site, n, count=6)
+        # a Spark child is slow: it dies at the first arrival, and 3 commands always pass a checkpoint (interval 3)
+        n = rng.randint(1, 3) if mode == "engine" else 1
+        proc = _start(table, mode, site, n, count=6 if mode == "engine" else 3)
         try:
             if site == "timer":
                 _wait_ready(proc, CHILD_TIMEOUT)
                 time.sleep(rng.uniform(0.05, 8.0 if mode == "spark" else 0.6))
                 proc.kill()
-            out, err = proc.communicate(timeout=CHILD_TIMEOUT)
+            try:
+                out, err = proc.communicate(timeout=CHILD_TIMEOUT)
+            except subprocess.TimeoutExpired:  # a loaded machine: the kill simply lands wherever the child is
+                proc.kill()
+                out, err = proc.communicate()
+                site = "timeout"
         finally:
             if proc.poll() is None:
                 proc.kill()
