@@ -34,6 +34,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
@@ -166,7 +167,10 @@ def merge(spark: SparkSession, path: str, spec: MergeSpec) -> dict[str, Any]:
     """Run a MERGE described by ``spec``; returns the commit's operationMetrics."""
     _check_clauses(spec.clauses)
     root = normalize_table_root(path)
-    return retry_on_conflict(lambda: merge_once(spark, Snapshot.load(root), spec))
+    metrics = retry_on_conflict(lambda: merge_once(spark, Snapshot.load(root), spec))
+    # the committed version rides in the metrics only to reach here; it is not part of operationMetrics
+    maybe_auto_compact(spark, root, metrics.pop("_version", None))  # off unless delta.autoOptimize.autoCompact
+    return metrics
 
 
 # --- names and frames ---------------------------------------------------------------------------------
@@ -495,7 +499,7 @@ def _commit(txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action], 
               "matchedPredicates": _clause_params([c for c in spec.clauses if c.kind == MATCHED]),
               "notMatchedPredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED]),
               "notMatchedBySourcePredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE])}
-    txn.commit(actions, "MERGE", params, metrics)
+    metrics["_version"] = txn.commit(actions, "MERGE", params, metrics)  # read (and dropped) by merge()
     return metrics
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
@@ -94,7 +95,8 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
         return {}
     metrics["numAddedChangeFiles"] = 0
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-    txn.commit(actions, "UPDATE", {"predicate": predicate_param(condition)}, metrics)
+    version = txn.commit(actions, "UPDATE", {"predicate": predicate_param(condition)}, metrics)
+    maybe_auto_compact(spark, snapshot.table_root, version)  # off unless delta.autoOptimize.autoCompact; never fails
     return metrics
 
 
