@@ -52,6 +52,16 @@ def write_dvs(dv_root: str, data_files: list[tuple[str, int, int]], fraction: fl
     return out
 
 
+def bench_frame(spark, rows: int):
+    """The benchmark's rows: id and 5 columns (ints, doubles, a string) in 8 partitions (8 files when written)."""
+    from pyspark.sql import functions as F
+
+    return (spark.range(0, rows, numPartitions=8)
+            .withColumn("a", (F.col("id") * 7 % 1000).cast("int")).withColumn("b", F.col("id") / 3.0)
+            .withColumn("c", (F.col("id") % 97).cast("long")).withColumn("d", F.sqrt(F.col("id").cast("double")))
+            .withColumn("s", F.concat(F.lit("v"), (F.col("id") % 10007).cast("string"))))
+
+
 # --- rejected alternatives, kept runnable for the record (see BENCHMARKS.md) -------------------------
 
 def _words64(table_root: str):
@@ -189,11 +199,7 @@ def main() -> None:
     spark = local_session("bench-read", shuffle_partitions=8, driver_memory="8g")
     tmp = tempfile.mkdtemp(prefix="dvlake-bench-read-")
     data_dir = os.path.join(tmp, "data")
-    (spark.range(0, args.rows, numPartitions=8)
-     .withColumn("a", (F.col("id") * 7 % 1000).cast("int")).withColumn("b", F.col("id") / 3.0)
-     .withColumn("c", (F.col("id") % 97).cast("long")).withColumn("d", F.sqrt(F.col("id").cast("double")))
-     .withColumn("s", F.concat(F.lit("v"), (F.col("id") % 10007).cast("string")))
-     .write.parquet(data_dir))
+    bench_frame(spark, args.rows).write.parquet(data_dir)
     data_files = [(p, os.path.getsize(p), pq.ParquetFile(p).metadata.num_rows)
                   for p in sorted(glob.glob(os.path.join(data_dir, "*.parquet")))]
     paths = [p for p, _, _ in data_files]
