@@ -80,6 +80,11 @@ def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Action dicts (as in the JSON) to a table of ``schema``; unknown keys are dropped."""
     names = schema.names
     columns = {n: [r.get(n) for r in rows] for n in names}
+    for n in names:  # pyarrow aborts the process (not an exception) on a map entry with a null key
+        if pa.types.is_map(schema.field(n).type):
+            for value in columns[n]:
+                if value is not None and not (isinstance(value, dict) and all(isinstance(k, str) for k in value)):
+                    raise TypeError(f"the action field {n!r} must be a JSON object with string keys")
     return pa.table({n: pa.array(columns[n], type=schema.field(n).type) for n in names}, schema=schema)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -40,7 +41,16 @@ CHILD_TIMEOUT = 300
 def _start(table: str, mode: str, site: str, n: int, count: int) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen([sys.executable, "-m", "tests.reliability.child", table, mode, site, str(n), "0", str(count)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT), env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT), env=env,
+                            start_new_session=True)  # its own process group: the child's JVM dies with it
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL whatever is left of the child's process group (a Spark child's JVM and Python workers)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
@@ -102,6 +112,7 @@ def _run_kills(table: str, rng: random.Random, kills: int, mode: str, sites: lis
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            _kill_group(proc)
         done = [int(line.split()[1]) for line in out.splitlines() if line.startswith("DONE")]
         assert proc.returncode in (-9, 0), f"child failed ({proc.returncode}):\n{err[-3000:]}"
         check_state(table, done[-1] if done else before)
@@ -117,7 +128,8 @@ def test_kills_of_spark_free_children(tmp_path: Path) -> None:
     sites = [s for s in SITES if s != "none"]
     killed = _run_kills(table, rng, KILLS, "engine", sites)
     assert len(killed) >= KILLS
-    assert {"commit-before-link", "commit-after-link", "dv-mid-write", "checkpoint-before-link"} <= set(killed)
+    if KILLS >= 30:  # the fixed seed's 32 kills land in every phase that matters
+        assert {"commit-before-link", "commit-after-link", "dv-mid-write", "checkpoint-before-link"} <= set(killed)
     # every version ever committed still reads as the serial model, and the next command succeeds
     latest = Snapshot.load(table).version
     for v in range(latest + 1):

@@ -252,3 +252,12 @@ def test_checkpoint_parsing_raises_only_typed_errors(data: bytes) -> None:
             read_checkpoint(storage_for(d), d, Checkpoint(0, "classic", (path,)))
         except CorruptLogError:
             pass
+
+
+def test_map_field_with_a_null_entry_is_a_typed_error_not_an_abort() -> None:
+    """Found by the fuzzer: pyarrow aborts the process on a map entry without a key."""
+    add = {**GOOD_ADD["add"], "partitionValues": [None]}
+    with tempfile.TemporaryDirectory() as d:
+        root = _table_with_commit(d, json.dumps({"add": add}).encode())
+        with pytest.raises(CorruptLogError, match="partitionValues"):
+            Snapshot.load(root)
