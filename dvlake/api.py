@@ -107,6 +107,7 @@ class DeltaTable:
 
     @classmethod
     def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
+        """Whether ``identifier`` (a path) holds a Delta table dvlake can read; False rather than an error otherwise."""
         try:
             Snapshot.load(normalize_table_root(identifier))
             return True
@@ -197,7 +198,19 @@ class DeltaTable:
         return alter.unset_properties(self._path, keys, ifExists)
 
     def delete(self, condition: str | Column | None = None) -> None:
-        """Delete the rows matching ``condition`` (all rows when None); writes DVs when enabled."""
+        """Delete the rows matching ``condition``; with DVs enabled no Parquet file is rewritten.
+
+        Args:
+            condition: a SQL predicate string or a Column; None deletes every row. A condition on partition
+                columns only removes whole files without reading them.
+
+        Raises:
+            DeltaConcurrentModificationException: a concurrent commit conflicted three times in a row.
+            DvlakeError: a typed error (missing or corrupt DV, bad condition, …); the table is unchanged.
+
+        Example:
+            >>> DeltaTable.forPath(spark, "/data/events").delete("user_id = 3")
+        """
         from dvlake.commands.delete import delete
 
         delete(self._spark, self._path, condition)
@@ -205,8 +218,21 @@ class DeltaTable:
     # -- UPDATE and MERGE ------------------------------------------------------------------------
     def update(self, condition: str | Column | dict[str, str | Column] | None = None,
                set: dict[str, str | Column] | None = None) -> None:  # noqa: A002 - delta-spark's keyword
-        """delta-spark's ``update(condition=None, set=None)``: ``set`` maps column names (dotted for nested
-        fields) to SQL strings or Columns; the set alone may be passed positionally (``update({"c": "1"})``)."""
+        """Update the rows matching ``condition``, as delta-spark's ``update(condition=None, set=None)``.
+
+        With DVs the updated rows are marked deleted in their files' DVs and written anew; only they are written.
+
+        Args:
+            condition: a SQL predicate string or Column (None updates every row); a dict here is taken as ``set``.
+            set: column name (dotted for nested fields) to a SQL expression string or Column.
+
+        Raises:
+            InvalidArgumentError: no ``set``, an unknown column or an unsafe cast (the message names the column).
+            DeltaInvariantViolationException: a NULL would be written into a NOT NULL column; nothing is committed.
+
+        Example:
+            >>> events.update("user_id = 3", {"visits": "visits + 1"})
+        """
         from dvlake.commands.update import update
 
         if set is None and isinstance(condition, dict):
@@ -216,7 +242,20 @@ class DeltaTable:
         update(self._spark, self._path, set, condition, alias=self._alias)  # type: ignore[arg-type]
 
     def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:
-        """delta-spark's ``merge(source, condition)``: add ``whenMatched…``/``whenNotMatched…`` clauses, then ``execute()``."""
+        """Start a MERGE of ``source`` into this table (delta-spark's ``merge``).
+
+        Args:
+            source: the source DataFrame (alias it with ``.alias("s")`` to qualify its columns).
+            condition: the join condition, a SQL string or Column.
+
+        Returns:
+            A builder: add ``whenMatchedUpdate/UpdateAll/Delete``, ``whenNotMatchedInsert/InsertAll`` and
+            ``whenNotMatchedBySourceUpdate/Delete`` clauses, then ``execute()``.
+
+        Example:
+            >>> (events.alias("t").merge(updates.alias("s"), "t.id = s.id")
+            ...     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        """
         return DeltaMergeBuilder(self._spark, self._path, self._alias, source, condition)
 
     # -- compaction (OPTIMIZE, REORG … APPLY (PURGE)) -------------------------------------------------
@@ -232,7 +271,18 @@ class DeltaTable:
 
     # -- lifecycle: VACUUM, RESTORE, GENERATE, protocol ----------------------------------------------
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:
-        """Delete files the table no longer needs (data and DV files); returns an empty DataFrame, as delta-spark."""
+        """Delete data and DV files that no version inside the retention period needs.
+
+        Args:
+            retentionHours: keep files removed less than this long ago (default: the table's
+                ``delta.deletedFileRetentionDuration``, 7 days).
+
+        Returns:
+            An empty DataFrame, as delta-spark.
+
+        Raises:
+            VacuumRetentionError: a retention shorter than the table's while the retention check is on.
+        """
         from dvlake.commands.vacuum import vacuum
 
         vacuum(self._spark, self._path, retentionHours)
@@ -240,7 +290,15 @@ class DeltaTable:
 
 
     def restoreToVersion(self, version: int) -> DataFrame:
-        """Restore the table to an older version (DVs included); returns delta-spark's metrics as one row."""
+        """Restore the table to ``version``: each file comes back with the DV it had then.
+
+        Returns:
+            One row of delta-spark's metrics (``table_size_after_restore``, ``num_restored_files``, …).
+
+        Raises:
+            RestoreError: ``version`` is not in the table's history.
+            RestoreMissingFilesError: a data or DV file that version needs is gone (e.g. vacuumed); nothing committed.
+        """
         from dvlake.commands.restore import restore
 
         return _restore_frame(self._spark, restore(self._spark, self._path, version=version))
@@ -423,13 +481,51 @@ class DeltaTableBuilder:
 
 def read(spark: SparkSession, path: str, version: int | None = None, timestamp: Any = None,
          condition: str | Column | None = None) -> DataFrame:
-    """Read a Delta table as a DataFrame (deleted rows dropped), with optional time travel and filter."""
+    """Read a Delta table as a DataFrame, deleted rows dropped.
+
+    Args:
+        spark: the session that runs the scan.
+        path: the table root.
+        version: time travel to this version (``VERSION AS OF``).
+        timestamp: time travel to the version current at this time (datetime, date, epoch ms or ISO string).
+        condition: a filter used for partition pruning and data skipping, then applied to the rows.
+
+    Returns:
+        The table's rows with its logical column names (column mapping resolved).
+
+    Raises:
+        TableNotFoundError: no Delta table at ``path``.
+        VersionNotFoundError: the version or timestamp is outside the table's history.
+        InvalidArgumentError: both ``version`` and ``timestamp``, or a timestamp that cannot be parsed.
+
+    Example:
+        >>> read(spark, "/data/events", version=3, condition="day = '2024-06-01'").count()
+    """
     return scan.read(spark, path, version=version, timestamp=timestamp, condition=condition)
 
 
 def write(df: DataFrame, path: str, mode: str = "error", partitionBy: Sequence[str] | str | None = None,
           properties: dict[str, Any] | None = None, overwriteSchema: bool = False) -> int | None:
-    """Write a DataFrame as a Delta table; returns the committed version."""
+    """Write a DataFrame as a Delta table (created on first write).
+
+    Args:
+        df: the rows to write.
+        path: the table root.
+        mode: ``error`` (default), ``append``, ``overwrite`` or ``ignore``, as Spark's writer.
+        partitionBy: partition columns for a new table (must match an existing table's).
+        properties: ``delta.*`` table properties for a new table, e.g. ``{"delta.enableDeletionVectors": "true"}``.
+        overwriteSchema: with ``mode="overwrite"``, replace the schema and partitioning too.
+
+    Returns:
+        The committed version, or None when ``mode="ignore"`` found a table.
+
+    Raises:
+        TableAlreadyExistsError: ``mode="error"`` and a table exists.
+        SchemaMismatchError: the data does not fit the table's schema.
+
+    Example:
+        >>> write(df, "/data/events", partitionBy="day", properties={"delta.enableDeletionVectors": "true"})
+    """
     parts = [partitionBy] if isinstance(partitionBy, str) else list(partitionBy or [])
     return write_cmd.write(df, path, mode, parts, properties, overwrite_schema=overwriteSchema,
                            session_defaults=_session_defaults(df.sparkSession))

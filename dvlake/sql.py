@@ -36,7 +36,25 @@ def _strip(stmt: str) -> str:
 
 
 def sql(spark: SparkSession, statement: str) -> DataFrame:
-    """Run one SQL statement; Delta statements on ``delta.`path``` are handled by dvlake."""
+    """Run one SQL statement; Delta statements on ``delta.`path``` are handled by dvlake.
+
+    dvlake runs DELETE, UPDATE, MERGE INTO, OPTIMIZE, REORG … APPLY (PURGE), VACUUM, RESTORE, GENERATE,
+    DESCRIBE HISTORY/DETAIL and ALTER TABLE … SET/UNSET TBLPROPERTIES | DROP FEATURE on ``delta.`<path>```;
+    any other statement goes to ``spark.sql`` unchanged.
+
+    Args:
+        spark: the session.
+        statement: one SQL statement (a trailing ``;`` is allowed).
+
+    Returns:
+        The statement's result, as delta-spark returns it (e.g. metrics rows for OPTIMIZE and RESTORE).
+
+    Raises:
+        InvalidArgumentError: a Delta statement dvlake recognises but cannot parse (the message says the form).
+
+    Example:
+        >>> sql(spark, "DELETE FROM delta.`/data/events` WHERE user_id = 3")
+    """
     stmt = _strip(statement)
     for pattern, handler in _HANDLERS:
         m = re.fullmatch(pattern, stmt, re.I | re.S)
