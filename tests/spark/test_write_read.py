@@ -47,9 +47,11 @@ def test_time_travel_by_timestamp(spark, tmp_path):
     os.utime(os.path.join(log, f"{1:020d}.json"), (1_700_000_100, 1_700_000_100))
     at = dt.datetime.fromtimestamp(1_700_000_050, dt.UTC)
     assert _ids(dvlake.read(spark, path, timestamp=at)) == [0, 1, 2]
-    assert _ids(dvlake.read(spark, path, timestamp="2023-11-14T22:16:00Z")) == list(range(6))
+    assert _ids(dvlake.read(spark, path, timestamp="2023-11-14T22:15:00Z")) == list(range(6))
     with pytest.raises(VersionNotFoundError):
         dvlake.read(spark, path, timestamp="2020-01-01")
+    with pytest.raises(VersionNotFoundError, match="after the latest"):  # after the last commit: refused, as delta-spark
+        dvlake.read(spark, path, timestamp="2023-11-14T22:16:00Z")
 
 
 def test_schema_mismatch_is_refused(spark, tmp_path):
