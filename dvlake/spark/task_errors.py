@@ -124,7 +124,7 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
     missing = _NO_MODULE.search(text)
     if missing and missing.group(1).split(".")[0] in EXECUTOR_MODULES and "Traceback" in text:
         return ExecutorEnvironmentError(
-            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers cannot import {missing.group(1)!r} (No module named "
+            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers cannot import {missing.group(1)} (No module named "
             f"{missing.group(1)!r}), though the driver can. The executors run another Python than the one dvlake is "
             f"installed in: set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses "
             f"{sys.executable}), or, on a cluster, deploy dvlake and its dependencies ({', '.join(EXECUTOR_MODULES[1:])}) "
