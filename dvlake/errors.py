@@ -197,7 +197,9 @@ class DeltaErrorClassMixin:
     def __init__(self, message: str, error_class: str | None = None) -> None:
         if error_class is not None:
             self.error_class = error_class
-        super().__init__(f"[{self.error_class}] {message}" if self.error_class else message)  # type: ignore[call-arg]
+        prefix = f"[{self.error_class}] " if self.error_class else ""
+        # a message rebuilt from an executor's error text already carries the prefix: add it once
+        super().__init__(message if message.startswith(prefix) else prefix + message)  # type: ignore[call-arg]
 
 
 class VacuumRetentionError(DeltaErrorClassMixin, InvalidArgumentError):
