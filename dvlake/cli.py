@@ -473,7 +473,7 @@ def _spark() -> SparkSession:
     try:
         with _progress("starting Spark"):
             session = local_session("dvlake-cli", extra_conf={"spark.ui.showConsoleProgress": "true" if tty else "false"})
-            session.sparkContext.setLogLevel("ERROR")
+            session.conf.set("spark.sql.ui.explainMode", "simple")  # log level stays Spark's: no classic-only handle here
     finally:
         if saved is not None:
             os.dup2(saved, 2)
