@@ -83,6 +83,35 @@ def _missing_dv(location: str) -> DeletionVectorNotFoundError:
         f"deletion vector file {location} does not exist; the table is missing a file its log needs")
 
 
+def dv_bytes(descriptor: DeletionVectorDescriptor, table_root: str, storage: Storage | None = None, *,
+             confine: bool = True) -> tuple[bytes | None, str]:
+    """The verified serialized bitmap of a DV (None for an empty inline DV) and how errors name it.
+
+    For an on-disk DV the bytes are read, bounded and checksummed by ``read_bitmap_bytes``; callers
+    that keep decoded DVs compare these bytes to decide whether a kept copy is still current.
+    """
+    if descriptor.is_inline:
+        where = f"inline deletion vector {descriptor.path_or_inline_dv[:40]!r}"
+        return (descriptor.inline_bitmap_bytes() if descriptor.size_in_bytes else None), where
+    location = dv_file_location(table_root, descriptor.storage_type, descriptor.path_or_inline_dv,
+                                descriptor.absolute_path(table_root), confine)
+    storage = storage or storage_for(table_root)
+    if confine and storage.is_local:
+        check_local_files(table_root, [location], True, _missing_dv)
+    where = f"deletion vector file {location} at offset {descriptor.offset}"
+    return read_bitmap_bytes(storage, location, descriptor), where
+
+
+def bitmap_from_bytes(descriptor: DeletionVectorDescriptor, raw: bytes | None, where: str) -> pyroaring.BitMap64:
+    """Deserialize ``dv_bytes``' result, verified against the descriptor's cardinality."""
+    bitmap = roaring.deserialize(raw, where) if raw is not None else pyroaring.BitMap64()
+    if len(bitmap) != descriptor.cardinality:
+        raise CorruptDeletionVectorError(
+            f"{where}: cardinality mismatch (DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH): descriptor says "
+            f"{descriptor.cardinality} rows, bitmap holds {len(bitmap)}")
+    return bitmap
+
+
 def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, storage: Storage | None = None, *,
                 confine: bool = True) -> pyroaring.BitMap64:
     """The rows a DV marks deleted, verified against the descriptor's cardinality.
@@ -91,23 +120,8 @@ def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, storage: 
     ``confine`` (the table's confinement setting, see ``storage/confine.py``): the DV file must
     resolve inside ``table_root``; a symlink leaving it is refused too.
     """
-    if descriptor.is_inline:
-        where = f"inline deletion vector {descriptor.path_or_inline_dv[:40]!r}"
-        raw = descriptor.inline_bitmap_bytes() if descriptor.size_in_bytes else None
-        bitmap = roaring.deserialize(raw, where) if raw is not None else pyroaring.BitMap64()
-    else:
-        location = dv_file_location(table_root, descriptor.storage_type, descriptor.path_or_inline_dv,
-                                    descriptor.absolute_path(table_root), confine)
-        storage = storage or storage_for(table_root)
-        if confine and storage.is_local:
-            check_local_files(table_root, [location], True, _missing_dv)
-        where = f"deletion vector file {location} at offset {descriptor.offset}"
-        bitmap = roaring.deserialize(read_bitmap_bytes(storage, location, descriptor), where)
-    if len(bitmap) != descriptor.cardinality:
-        raise CorruptDeletionVectorError(
-            f"{where}: cardinality mismatch (DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH): descriptor says "
-            f"{descriptor.cardinality} rows, bitmap holds {len(bitmap)}")
-    return bitmap
+    raw, where = dv_bytes(descriptor, table_root, storage, confine=confine)
+    return bitmap_from_bytes(descriptor, raw, where)
 
 
 class DeletionVectorWriter:

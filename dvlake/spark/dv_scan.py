@@ -14,8 +14,10 @@ Design (measured in bench/read_overhead.py; the alternatives are in BENCHMARKS.m
   relation) and the block's 64 bit words — and the join condition tests the row's bit with
   built-in functions. The anti join emits the scan's own columns only: no per-row string, no
   Python per row, no column to drop afterwards.
-- The block words are built on executors from the descriptors (``mapInArrow`` over a small
-  DataFrame of key + descriptor JSON); the driver ships descriptors only. The broadcast is
+- The block words of small DVs are decoded on the driver within fixed bounds and kept between
+  queries (``dv_words``): Spark broadcasts that local relation without running a job. Larger DVs
+  are decoded on executors (``mapInArrow`` over a small DataFrame of key + descriptor JSON); the
+  driver ships their descriptors only. The broadcast is
   bounded: a scan group's estimated words stay under ``MAX_BROADCAST_BYTES`` (files are packed
   into groups by that estimate); a single file above it is joined with a shuffled hash join.
 - A file whose DV claims to delete every row is still read (metadata is not trusted to skip it:
@@ -29,34 +31,43 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.spark.dv_words import (
+    BLOCK_BITS,
+    BLOCK_COL,
+    BLOCK_KEY_COL,
+    BLOCK_ROW_BYTES,
+    KEY_BLOCK_BITS,
+    KEY_COL,
+    WORDS_COL,
+    WORDS_PER_BLOCK,
+    KeyedDv,
+    block_words,
+    driver_words_table,
+    estimated_words_bytes,
+    split_for_driver,
+    words_batch,
+)
 from dvlake.spark.task_errors import MapInArrowFn, on_executor
 from dvlake.storage.base import Storage, storage_for
 
 FILE_INDEX_COL = "__dvlake_file_index"
 FILE_PATH_COL = "__dvlake_file_path"
 ROW_INDEX_COL = "__dvlake_row_index"
-_KEY = "__dvlake_file_key"
-_BLOCK = "__dvlake_block"
-_WORDS = "__dvlake_words"
-_BLOCK_KEY = "__dvlake_block_key"
+_KEY = KEY_COL
+_BLOCK = BLOCK_COL
+_WORDS = WORDS_COL
+_BLOCK_KEY = BLOCK_KEY_COL
+_BLOCK_ROW_BYTES = BLOCK_ROW_BYTES
 
-#: Rows per block of the DV lookup table (one build row per block holding a deletion).
-BLOCK_BITS = 12
-WORDS_PER_BLOCK = (1 << BLOCK_BITS) // 64
-#: Bits of ``row_index >> BLOCK_BITS`` in the one-long key: row indexes below 2**32.
-KEY_BLOCK_BITS = 32 - BLOCK_BITS
 #: File sizes that fit the one-long key ``file_size << KEY_BLOCK_BITS | block`` (below 8 TiB);
 #: a group with a larger file (or a file of unknown or >= 2**32 rows) uses a two-column key.
 WORD_KEY_FILE_BITS = 63 - KEY_BLOCK_BITS
-#: Estimated bytes of one build row (64 words + key + Spark's row and hash-table overhead).
-_BLOCK_ROW_BYTES = WORDS_PER_BLOCK * 8 + 96
 #: Upper bound on the estimated DV words one scan group broadcasts; files are packed into
 #: groups by this estimate, and a single file above it is joined by a shuffled hash join.
 MAX_BROADCAST_BYTES = 64 * 1024 * 1024
@@ -129,12 +140,7 @@ def _with_actual_sizes(indexed: Indexed, storage: Storage) -> Indexed:
 
 def _estimated_words_bytes(f: ScanFile) -> int:
     """Upper bound of the build-side bytes of one file's DV (one row per block with a deletion)."""
-    if f.dv is None or not _has_dv(f):
-        return 0
-    blocks = f.dv.cardinality
-    if f.num_records is not None:
-        blocks = min(blocks, (f.num_records + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS)
-    return blocks * _BLOCK_ROW_BYTES
+    return estimated_words_bytes(f.dv, f.num_records)
 
 
 def _scan_groups(indexed: Indexed, budget: int | None = None, *, by_partition: bool = False) -> list[Indexed]:
@@ -171,22 +177,6 @@ def _one_long_key_fits(group: Indexed) -> bool:
                for _, f in group)
 
 
-def block_words(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted deleted row indexes → (block numbers, (blocks × WORDS_PER_BLOCK) uint64 bit words)."""
-    if rows.size == 0:
-        return np.zeros(0, np.uint64), np.zeros((0, WORDS_PER_BLOCK), np.uint64)
-    word_index = rows >> np.uint64(6)
-    bits = np.left_shift(np.uint64(1), rows & np.uint64(63))
-    starts = np.concatenate(([0], np.flatnonzero(word_index[1:] != word_index[:-1]) + 1))
-    words = np.bitwise_or.reduceat(bits, starts)
-    word_index = word_index[starts]
-    block = word_index >> np.uint64(BLOCK_BITS - 6)
-    new_block = np.concatenate(([True], block[1:] != block[:-1]))
-    out = np.zeros((int(new_block.sum()), WORDS_PER_BLOCK), np.uint64)
-    out[np.cumsum(new_block) - 1, (word_index & np.uint64(WORDS_PER_BLOCK - 1)).astype(np.int64)] = words
-    return block[new_block], out
-
-
 def _dv_block_words(table_root: str, one_long: bool, confine: bool = True) -> MapInArrowFn:
     """mapInArrow: (file key, descriptor JSON) rows → one row per block holding a deletion.
 
@@ -204,33 +194,31 @@ def _dv_block_words(table_root: str, one_long: bool, confine: bool = True) -> Ma
                 rows = to_numpy(load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), table_root,
                                             confine=confine))
                 blocks, words = block_words(rows)
-                if blocks.size == 0:
-                    continue
-                flat = pa.array(words.reshape(-1).view(np.int64))
-                offsets = pa.array(np.arange(0, len(flat) + 1, WORDS_PER_BLOCK, dtype=np.int32))
-                words_arr = pa.ListArray.from_arrays(offsets, flat)
-                if one_long:
-                    keys = (np.uint64(key) << np.uint64(KEY_BLOCK_BITS)) | blocks
-                    yield pa.RecordBatch.from_arrays([pa.array(keys.view(np.int64)), words_arr],
-                                                     names=[_BLOCK_KEY, _WORDS])
-                else:
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array(np.full(blocks.size, key, np.int64)), pa.array(blocks.view(np.int64)), words_arr],
-                        names=[_KEY, _BLOCK, _WORDS])
+                if blocks.size:
+                    yield words_batch(key, blocks, words, one_long)
 
     return on_executor(run)
 
 
 def _dv_table(spark: SparkSession, group: Indexed, table_root: str, one_long: bool, confine: bool = True) -> DataFrame:
-    """The group's DV words as a DataFrame computed on executors, hinted for the join."""
+    """The group's DV words as a DataFrame, hinted for the join.
+
+    Small DVs are decoded on the driver (bounded, cached: ``dv_words``) and become a local relation
+    that Spark broadcasts without a job; the rest are decoded on executors.
+    """
     import pandas as pd
 
-    dv_files = [(f.size, f.dv) for _, f in group if f.dv is not None and _has_dv(f)]
-    frame = pd.DataFrame({"key": [size for size, _ in dv_files], "dv": [json.dumps(dv.to_json()) for _, dv in dv_files]})
-    descriptors = spark.createDataFrame(frame, "key long, dv string")
     schema = f"{_BLOCK_KEY} long, {_WORDS} array<long>" if one_long else \
         f"{_KEY} long, {_BLOCK} long, {_WORDS} array<long>"
-    words = descriptors.mapInArrow(_dv_block_words(table_root, one_long, confine), schema)
+    local, remote = split_for_driver([KeyedDv(f.size, f.dv, f.num_records) for _, f in group if f.dv is not None])
+    frames = []
+    if local or not remote:
+        frames.append(spark.createDataFrame(driver_words_table(local, table_root, one_long, confine), schema))
+    if remote:
+        frame = pd.DataFrame({"key": [d.key for d in remote], "dv": [json.dumps(d.dv.to_json()) for d in remote]})
+        descriptors = spark.createDataFrame(frame, "key long, dv string")
+        frames.append(descriptors.mapInArrow(_dv_block_words(table_root, one_long, confine), schema))
+    words = frames[0] if len(frames) == 1 else frames[0].union(frames[1])
     if sum(_estimated_words_bytes(f) for _, f in group) <= MAX_BROADCAST_BYTES:
         return F.broadcast(words)
     return words.hint("shuffle_hash")

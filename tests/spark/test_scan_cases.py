@@ -5,6 +5,7 @@ missing and corrupt DV files."""
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
 import os
 import shutil
@@ -313,21 +314,70 @@ def test_wrong_size_in_log_still_applies_dvs(spark, tmp_path):
     assert _ids(dvlake.read(spark, path)) == _expect(spark, path, adds, {0: [0, 1, 2], 1: [5]})
 
 
-def test_driver_never_decodes_dvs(spark, tmp_path, monkeypatch):
-    """Reading and DELETE ship descriptors only: decoding a DV in the driver process is a failure."""
-    path = str(tmp_path / "driver")
-    dvlake.write(spark.range(0, 5000, numPartitions=2), path, properties=DV)
-    dvlake.DeltaTable.forPath(spark, path).delete("id % 3 = 0")  # a DV on each file
+def _forbid_driver_decoding(monkeypatch):
     from dvlake.dv import store
+    from dvlake.spark import dv_words
 
     def forbidden(*args, **kwargs):
         raise AssertionError("a deletion vector was decoded on the driver")
 
-    monkeypatch.setattr(store, "load_bitmap", forbidden)
-    monkeypatch.setattr(store, "read_bitmap_bytes", forbidden)
-    assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3]
-    dvlake.DeltaTable.forPath(spark, path).delete("id % 5 = 0")  # merges with the existing DVs, on executors
-    assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3 and i % 5]
+    for module, name in ((store, "load_bitmap"), (store, "read_bitmap_bytes"), (dv_words, "dv_bytes"),
+                         (dv_words, "bitmap_from_bytes")):
+        monkeypatch.setattr(module, name, forbidden)
+
+
+def test_driver_never_decodes_dvs_above_the_bound(spark, tmp_path, monkeypatch):
+    """DVs above the driver's bound (rows, bytes or the scan's words budget) are decoded on executors only;
+    reading and DELETE ship their descriptors, and any decoding in the driver process fails the test."""
+    from dvlake.spark import dv_words
+
+    path = str(tmp_path / "driver")
+    dvlake.write(spark.range(0, 5000, numPartitions=2), path, properties=DV)
+    dvlake.DeltaTable.forPath(spark, path).delete("id % 3 = 0")  # a DV of ~833 rows on each file
+    dv_words.CACHE.clear()
+    for bound, value in (("DRIVER_DECODE_MAX_ROWS", 100), ("DRIVER_DECODE_MAX_BYTES", 16), ("DRIVER_WORDS_BUDGET", 0)):
+        with monkeypatch.context() as m:
+            m.setattr(dv_words, bound, value)
+            _forbid_driver_decoding(m)
+            assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3], bound
+    with monkeypatch.context() as m:
+        m.setattr(dv_words, "DRIVER_DECODE_MAX_ROWS", 100)
+        _forbid_driver_decoding(m)
+        dvlake.DeltaTable.forPath(spark, path).delete("id % 5 = 0")  # merges with the existing DVs, on executors
+        assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3 and i % 5]
+
+
+def test_small_dvs_are_decoded_once_on_the_driver(spark, tmp_path, monkeypatch):
+    """Within the bound the driver decodes a DV once; the same read again decodes nothing (the words are
+    kept per table and DV), and a DV file rewritten in place is decoded again, never served stale."""
+    from dvlake.spark import dv_words
+
+    path = str(tmp_path / "small")
+    dvlake.write(spark.range(0, 5000, numPartitions=2), path, properties=DV)
+    dvlake.DeltaTable.forPath(spark, path).delete("id % 7 = 0")
+    dv_words.CACHE.clear()
+    decoded = []
+    real = dv_words.bitmap_from_bytes
+
+    def counting(descriptor, raw, where):
+        decoded.append(descriptor)
+        assert descriptor.cardinality <= dv_words.DRIVER_DECODE_MAX_ROWS
+        assert descriptor.size_in_bytes <= dv_words.DRIVER_DECODE_MAX_BYTES
+        return real(descriptor, raw, where)
+
+    monkeypatch.setattr(dv_words, "bitmap_from_bytes", counting)
+    expected = [i for i in range(5000) if i % 7]
+    assert _ids(dvlake.read(spark, path)) == expected
+    assert len(decoded) == 2
+    assert _ids(dvlake.read(spark, path)) == expected
+    assert len(decoded) == 2 and dv_words.CACHE.hits >= 2
+    dv_file = next(p for p in glob.glob(os.path.join(path, "*.bin")))
+    data = bytearray(open(dv_file, "rb").read())
+    data[-1] ^= 0xFF  # the last DV's checksum no longer matches
+    open(dv_file, "wb").write(bytes(data))
+    with pytest.raises(Exception) as info:
+        dvlake.read(spark, path).collect()
+    assert _typed(info.value, "CorruptDeletionVectorError")
 
 
 @pytest.mark.parametrize("mode", ["none", "name"])
