@@ -106,6 +106,17 @@ class DeltaTable:
         return cls(sparkSession, path)
 
     @classmethod
+    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
+        """Open the Delta table registered under a session-catalog name (or ``delta.`<path>```).
+
+        Raises:
+            NotADeltaTableNameError: the name is not a Delta table with a location (use ``forPath``).
+        """
+        from dvlake.spark.catalog import table_location
+
+        return cls.forPath(sparkSession, table_location(sparkSession, tableOrViewName))
+
+    @classmethod
     def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
         """Whether ``identifier`` (a path) holds a Delta table dvlake can read; False rather than an error otherwise."""
         try:
