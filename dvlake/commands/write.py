@@ -162,6 +162,9 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     replace_schema = snapshot is None or (mode_key == "overwrite" and overwrite_schema)
     if replace_schema:
         parts = list(partition_by or (snapshot.partition_columns if snapshot and not partition_by else []))
+        data_columns = {f["name"].lower() for f in df_schema["fields"]}
+        if not partition_by and any(p.lower() not in data_columns for p in parts):
+            parts = []  # overwriteSchema with data lacking the old partition columns: the new table is unpartitioned
         props = dict(snapshot.configuration) if snapshot else {}
         props.update(normalize_properties(opts.table_properties))
         props.update(normalize_properties(properties))
