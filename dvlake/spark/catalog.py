@@ -53,6 +53,8 @@ def registered_location(spark: SparkSession, name: str) -> str | None:
     from pyspark.errors import AnalysisException
 
     try:
+        if not spark.catalog.tableExists(name):  # asked first: Spark logs every failed statement at ERROR level
+            return None
         props = {str(r[0]): str(r[1]) for r in spark.sql(f"SHOW TBLPROPERTIES {_quoted(name)}").collect()}
         if LOCATION_PROPERTY in props:
             return props[LOCATION_PROPERTY]
