@@ -131,6 +131,7 @@ def install() -> None:
 
     _wrap_reader(readwriter.DataFrameReader, lambda r: r._spark)
     _wrap_writer(readwriter.DataFrameWriter, lambda w: w._df)
+    _wrap_writer_v2(readwriter.DataFrameWriterV2, lambda w: w._df)
     _wrap_session(classic_session.SparkSession)
     try:
         from pyspark.sql.connect import readwriter as connect_readwriter
@@ -140,6 +141,7 @@ def install() -> None:
     else:
         _wrap_reader(connect_readwriter.DataFrameReader, lambda r: r._client)
         _wrap_writer(connect_readwriter.DataFrameWriter, _connect_writer_frame)
+        _wrap_writer_v2(connect_readwriter.DataFrameWriterV2, _connect_writer_frame)
         _wrap_session(connect_session.SparkSession)
     _installed.append(True)
 
@@ -291,6 +293,101 @@ def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
     cls.save, cls.saveAsTable, cls.insertInto = save_wrapper, save_as_table_wrapper, insert_into_wrapper  # type: ignore[attr-defined]
 
 
+def _column_name(c: Any) -> str:
+    """A partition column given as a name or a plain column reference (``col("day")``)."""
+    if isinstance(c, str):
+        return c
+    m = re.fullmatch(r"Column<'(.+)'>", str(c))
+    if m is None:
+        raise InvalidArgumentError(f"dvlake partitions by column names; got {c!r} (transforms such as days() are not supported)")
+    return m.group(1)
+
+
+def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
+    """``df.writeTo(name).using("delta")…create()/createOrReplace()/replace()/append()/overwrite(c)/overwritePartitions()``."""
+    init = cls.__init__  # type: ignore[misc]
+
+    @functools.wraps(init)
+    def init_wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        table = kwargs.get("table", next((a for a in reversed(args) if isinstance(a, str)), None))
+        _state(self)["table"] = table
+
+    cls.__init__ = init_wrapper  # type: ignore[misc]
+    _recording(cls, "using", _set("format"))
+    _recording(cls, "option", _record_option)
+    _recording(cls, "options", _record_options)
+
+    def record_property(state: dict[str, Any], key: str, value: Any = None) -> None:
+        state.setdefault("properties", {})[str(key)] = value
+
+    def record_partitions(state: dict[str, Any], *cols: Any) -> None:
+        state["partition_by"] = [_column_name(c) for c in cols]
+
+    _recording(cls, "tableProperty", record_property)
+    _recording(cls, "partitionedBy", record_partitions)
+
+    def delta_target(self: Any) -> tuple[Any, str | None] | None:
+        """(DataFrame, registered location or None) when this write is dvlake's, else None."""
+        state = _state(self)
+        df = frame_of(self)
+        if not enabled(df.sparkSession):
+            return None
+        location = _registered(df.sparkSession, state["table"])
+        if _is_delta(state["format"]) or location is not None:
+            return df, location
+        return None
+
+    def run(self: Any, action: str, condition: Any = None) -> bool:
+        with _native_sql():
+            target = delta_target(self)
+            if target is None:
+                return False
+            df, location = target
+            state = _state(self)
+            name = state["table"]
+            opts = {**state["options"], **(state.get("properties") or {})}
+            parts = list(state["partition_by"] or [])
+            if action in ("create", "createOrReplace", "replace"):
+                if action == "create" and location is not None:
+                    raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {location})",
+                                                  error_class="DELTA_TABLE_ALREADY_EXISTS")
+                if action == "replace" and location is None:
+                    raise InvalidArgumentError(f"cannot replace {name}: it is not a Delta table in the session catalog")
+                save_as_delta_table(df, name, "error" if action == "create" else "overwrite", parts,
+                                    {**opts, "overwriteSchema": "true"} if action != "create" else opts)
+                return True
+            if location is None:
+                raise InvalidArgumentError(f"{name} is not a Delta table in the session catalog: create it first")
+            if action == "append":
+                write_delta(df, location, "append", [], opts)
+            elif action == "overwrite":
+                write_delta(df, location, "overwrite", [], {**opts, "replaceWhere": condition})  # a Column or SQL text
+            else:  # overwritePartitions
+                write_delta(df, location, "overwrite", [], {**opts, "partitionOverwriteMode": "dynamic"})
+            return True
+
+    def wrap(name: str) -> None:
+        original = getattr(cls, name)
+
+        if name == "overwrite":
+            @functools.wraps(original)
+            def overwrite_wrapper(self: Any, condition: Any) -> None:
+                if not run(self, name, condition):
+                    original(self, condition)
+            setattr(cls, name, overwrite_wrapper)
+            return
+
+        @functools.wraps(original)
+        def wrapper(self: Any) -> None:
+            if not run(self, name):
+                original(self)
+        setattr(cls, name, wrapper)
+
+    for method in ("create", "createOrReplace", "replace", "append", "overwrite", "overwritePartitions"):
+        wrap(method)
+
+
 def _wrap_session(cls: type) -> None:
     sql, table = cls.sql, cls.table  # type: ignore[attr-defined]
 
@@ -410,18 +507,9 @@ def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], o
                            options=parsed)
 
 
-def default_table_location(spark: Any, name: str) -> str:
-    """Where Spark would place a managed table ``name``: ``<database location>/<table>`` (lower-case)."""
-    parts = [p.strip("`") for p in re.findall(r"`(?:[^`]|``)+`|[^.]+", name.strip())]
-    table = parts[-1].lower()
-    database = parts[-2] if len(parts) >= 2 else spark.catalog.currentDatabase()
-    root = spark.catalog.getDatabase(database).locationUri
-    return root.rstrip("/") + "/" + table
-
-
 def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], options: dict[str, Any]) -> None:
     """``saveAsTable(name)``: write at the registered location, the ``path`` option, or the warehouse; then register."""
-    from dvlake.spark.catalog import register_table
+    from dvlake.spark.catalog import default_table_location, register_table
 
     spark = df.sparkSession
     opts = dict(options)

@@ -216,7 +216,9 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     operation = "WRITE" if snapshot is not None else "CREATE TABLE AS SELECT"
     params: dict[str, Any] = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
     if opts.replace_where is not None and mode_key == "overwrite":
-        params["predicate"] = json.dumps([opts.replace_where])
+        from dvlake.log.predicates import condition_text
+
+        params["predicate"] = json.dumps([condition_text(opts.replace_where) or repr(opts.replace_where)])
     if dynamic and mode_key == "overwrite":
         params["isDynamicPartitionOverwrite"] = "true"
     metrics = {"numFiles": len(adds), "numOutputRows": num_rows, "numOutputBytes": sum(a.size for a in adds)}
@@ -256,9 +258,10 @@ def _merged_schema(snapshot: Snapshot, df_schema: dict[str, Any], txn: Optimisti
     return merged
 
 
-def _check_replace_where(df: DataFrame, condition: str, root: str) -> None:
-    """delta-spark's constraint check: every written row must satisfy the replaceWhere condition."""
-    outside = df.filter(~F.coalesce(F.expr(condition), F.lit(False))).limit(1).count()
+def _check_replace_where(df: DataFrame, condition: Any, root: str) -> None:
+    """delta-spark's constraint check: every written row must satisfy the replaceWhere condition (SQL or Column)."""
+    cond = F.expr(condition) if isinstance(condition, str) else condition
+    outside = df.filter(~F.coalesce(cond, F.lit(False))).limit(1).count()
     if outside:
         raise ReplaceWhereMismatchError(
             f"data written to {root} with replaceWhere {condition!r} has rows the condition does not accept; "

@@ -33,7 +33,7 @@ class WriteOptions:
 
     merge_schema: bool = False
     overwrite_schema: bool = False
-    replace_where: str | None = None
+    replace_where: Any = None  # SQL text, or a Column (DataFrameWriterV2.overwrite)
     dynamic_partition_overwrite: bool = False
     user_metadata: str | None = None
     txn_app_id: str | None = None
@@ -94,7 +94,8 @@ def parse(options: Mapping[str, Any], conf: Callable[[str], str | None] = lambda
     return WriteOptions(
         merge_schema=_bool("mergeSchema", merge) if merge not in (None, "") else False,
         overwrite_schema=overwrite_schema,
-        replace_where=str(replace_where) if replace_where is not None else None,
+        replace_where=replace_where if replace_where is None or not isinstance(replace_where, (int, float, bool))
+        else str(replace_where),
         dynamic_partition_overwrite=dynamic,
         user_metadata=str(user_metadata) if user_metadata not in (None, "") else None,
         txn_app_id=str(app_id) if app_id is not None else None,

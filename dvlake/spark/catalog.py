@@ -115,6 +115,15 @@ def register_table(spark: SparkSession, name: str, path: str, if_not_exists: boo
     spark.sql(f"CREATE VIEW{exists} {_quoted(name)} TBLPROPERTIES ({props}) AS SELECT {', '.join(select)}")
 
 
+def default_table_location(spark: SparkSession, name: str) -> str:
+    """Where Spark would place a managed table ``name``: ``<database location>/<table>`` (table name lower-cased)."""
+    parts = [p.strip("`") for p in re.findall(r"`(?:[^`]|``)+`|[^.]+", name.strip())]
+    table = parts[-1].lower()
+    database = parts[-2] if len(parts) >= 2 else spark.catalog.currentDatabase()
+    root = spark.catalog.getDatabase(database).locationUri
+    return str(root).rstrip("/") + "/" + table
+
+
 def _columns(root: str) -> list[tuple[str, str]]:
     from dvlake.errors import TableNotFoundError
     from dvlake.log.snapshot import Snapshot

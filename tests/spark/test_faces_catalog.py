@@ -77,3 +77,27 @@ def test_plain_spark_is_told_how_to_read_a_registered_table(dspark: SparkSession
     faces.disable(dspark)
     with pytest.raises(Exception, match="plain Spark cannot read it"):
         dspark.table("faces_db.guarded").collect()
+
+
+def test_builder_table_name_and_writer_v2(dspark: SparkSession, tmp_path: Path) -> None:
+    from pyspark.sql.functions import col
+
+    DeltaTable.createIfNotExists(dspark).tableName("faces_db.built").addColumn("id", "long").addColumn(
+        "day", "string").partitionedBy("day").execute()
+    location = table_location(dspark, "faces_db.built")
+    assert normalize_table_root(location) == normalize_table_root(str(tmp_path / "faces_db" / "built"))
+    rows = dspark.createDataFrame([(1, "a"), (2, "b")], "id long, day string")
+    rows.writeTo("faces_db.built").append()
+    assert _ids(dspark.table("faces_db.built")) == [1, 2]
+    dspark.createDataFrame([(3, "b")], "id long, day string").writeTo("faces_db.built").overwritePartitions()
+    assert sorted(map(tuple, dspark.table("faces_db.built").collect())) == [(1, "a"), (3, "b")]
+    dspark.createDataFrame([(4, "a")], "id long, day string").writeTo("faces_db.built").overwrite(col("day") == "a")
+    assert sorted(map(tuple, dspark.table("faces_db.built").collect())) == [(3, "b"), (4, "a")]
+    rows.writeTo("faces_db.v2").using("delta").partitionedBy(col("day")).tableProperty(
+        "delta.appendOnly", "false").create()
+    snap = DeltaTable.forName(dspark, "faces_db.v2").snapshot()
+    assert list(snap.partition_columns) == ["day"] and snap.configuration["delta.appendOnly"] == "false"
+    with pytest.raises(TableAlreadyExistsError):
+        dspark.range(2).writeTo("faces_db.v2").using("delta").create()
+    dspark.range(5, 6).writeTo("faces_db.v2").using("delta").createOrReplace()
+    assert _ids(dspark.table("faces_db.v2")) == [5]
