@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Sequence
@@ -150,6 +151,11 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}; use mode='append' or 'overwrite'")
     if snapshot is not None and mode_key == "ignore":
         return None
+    if snapshot is None and not opts.data_change:
+        from dvlake.errors import DeltaOptionError
+
+        raise DeltaOptionError(f"dataChange=false cannot create a table ({root} has none yet): it only rearranges data",
+                               error_class="DELTA_DATA_CHANGE_FALSE")
     storage = snapshot.storage if snapshot else storage_for(root)
     txn = OptimisticTransaction(root, snapshot, storage)
     txn_actions: list[Any] = []
@@ -195,6 +201,8 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     physical_df = to_physical(df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df, schema, cm)
     adds = write_data_files(physical_df, root, storage, part_phys, stats_leaf_paths(schema, list(metadata.partition_columns), cm),
                             tight_bounds=tight_bounds_flag(protocol), num_indexed_cols=num_indexed_cols(metadata.configuration))
+    if not opts.data_change:
+        adds = [dataclasses.replace(a, data_change=False) for a in adds]
     actions: list = list(adds) + txn_actions
     removal_metrics: dict[str, Any] = {}
     dynamic = opts.dynamic_partition_overwrite and bool(metadata.partition_columns)
@@ -211,7 +219,7 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
             current = [a for a in current if _partition_key(a.partition_values) in written]
         txn.read_files(current)
         ts = now_ms()
-        actions = [a.remove(ts) for a in current] + actions
+        actions = [a.remove(ts, data_change=opts.data_change) for a in current] + actions
     num_rows = sum(json.loads(a.stats)["numRecords"] for a in adds if a.stats)
     operation = "WRITE" if snapshot is not None else "CREATE TABLE AS SELECT"
     params: dict[str, Any] = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}

@@ -39,6 +39,8 @@ class WriteOptions:
     txn_app_id: str | None = None
     txn_version: int | None = None
     check_replace_where: bool = True
+    #: ``dataChange=false``: the write only rearranges data (e.g. a hand-made compaction); streaming readers skip it.
+    data_change: bool = True
     #: ``delta.*`` options: table properties, applied when the write creates (or replaces) the table.
     table_properties: dict[str, str] = field(default_factory=dict)
 
@@ -102,4 +104,5 @@ def parse(options: Mapping[str, Any], conf: Callable[[str], str | None] = lambda
         txn_version=version,
         check_replace_where=_bool(REPLACE_WHERE_CHECK_CONF, check) if check not in (None, "") else True,
         table_properties=props,
+        data_change=_bool("dataChange", lower["datachange"]) if "datachange" in lower else True,
     )

@@ -149,6 +149,23 @@ def test_delta_properties_at_creation(dspark: SparkSession, tmp_path: Path) -> N
     assert "deletionVectors" in (snap.protocol.reader_features or [])
 
 
+def test_data_change_false_rearranges_only(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    with pytest.raises(DeltaOptionError, match="DELTA_DATA_CHANGE_FALSE"):
+        dspark.range(4).write.format("delta").option("dataChange", "false").save(path)
+    dspark.range(4).repartition(4).write.format("delta").save(path)
+    (dspark.read.format("delta").load(path).coalesce(1).write.format("delta").mode("overwrite")
+        .option("dataChange", "false").save(path))
+    assert _rows(dspark, path) == [(0,), (1,), (2,), (3,)]
+    import json
+
+    log = Path(path) / "_delta_log" / "00000000000000000001.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    kinds = [k for a in actions for k in ("add", "remove") if k in a]
+    flags = [a[k]["dataChange"] for a in actions for k in ("add", "remove") if k in a]
+    assert "add" in kinds and "remove" in kinds and not any(flags)
+
+
 def test_option_parsing_refuses_bad_values() -> None:
     with pytest.raises(DeltaOptionError, match="mergeSchema"):
         write_options.parse({"mergeSchema": "yes"})
