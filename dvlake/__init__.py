@@ -11,7 +11,8 @@ from typing import Any
 from dvlake._version import __version__
 from dvlake.sql import sql  # the function shadows its module's name on the package, as users expect
 
-__all__ = ["DeltaTable", "DeltaTableBuilder", "read", "write", "sql", "__version__"]
+__all__ = ["DeltaTable", "DeltaTableBuilder", "read", "write", "sql", "configure_spark", "configure_spark_with_delta_pip",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +20,8 @@ def __getattr__(name: str) -> Any:
         from dvlake import api
 
         return getattr(api, name)
+    if name in ("configure_spark", "configure_spark_with_delta_pip"):
+        from dvlake import faces
+
+        return getattr(faces, name)
     raise AttributeError(f"module 'dvlake' has no attribute {name!r}")

@@ -106,6 +106,17 @@ class DeltaTable:
         return cls(sparkSession, path)
 
     @classmethod
+    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
+        """Open the Delta table registered under a session-catalog name (or ``delta.`<path>```).
+
+        Raises:
+            NotADeltaTableNameError: the name is not a Delta table with a location (use ``forPath``).
+        """
+        from dvlake.spark.catalog import table_location
+
+        return cls.forPath(sparkSession, table_location(sparkSession, tableOrViewName))
+
+    @classmethod
     def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
         """Whether ``identifier`` (a path) holds a Delta table dvlake can read; False rather than an error otherwise."""
         try:
@@ -465,6 +476,17 @@ class DeltaTableBuilder:
             InvalidArgumentError: no ``location`` or no column was given.
             TableAlreadyExistsError: ``create()`` found a table at the location.
         """
+        catalog_name = None
+        if self._name is not None and self._spark is not None:
+            from dvlake.spark import catalog
+
+            path = catalog.path_of_identifier(self._name)
+            if path is not None:
+                self._location = self._location or path
+            else:  # a catalog name: registered after the commit, placed in the warehouse unless .location(...) says
+                catalog_name = self._name
+                self._location = (self._location or catalog.registered_location(self._spark, self._name)
+                                  or catalog.default_table_location(self._spark, self._name))
         if self._location is None:
             raise InvalidArgumentError("dvlake tables are path-based: call .location(path) before execute()")
         if not self._fields:
@@ -476,6 +498,10 @@ class DeltaTableBuilder:
         write_cmd.create_table(self._location, schema, self._partitioned_by, self._properties,
                                if_not_exists=self._mode == "createIfNotExists", replace=self._mode == "createOrReplace",
                                name=self._name, description=self._comment, session_defaults=defaults)
+        if catalog_name is not None:
+            from dvlake.spark.catalog import register_table
+
+            register_table(self._spark, catalog_name, self._location, if_not_exists=True)  # type: ignore[arg-type]
         return DeltaTable(self._spark, self._location) if self._spark is not None else DeltaTable(None, self._location)  # type: ignore[arg-type]
 
 

@@ -366,3 +366,24 @@ class DeltaTableFeatureException(DeltaErrorClassMixin, DeltaProtocolError):
     """
 
     error_class = "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"
+
+# --- DataFrameWriter options and catalog names (the delta-spark-style faces, dvlake.faces) -----------------
+
+
+class DeltaOptionError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A DataFrameReader/Writer option (or combination) delta-spark refuses; ``error_class`` names which, e.g.
+    DELTA_REPLACE_WHERE_WITH_DYNAMIC_PARTITION_OVERWRITE or DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS."""
+
+    error_class = "DELTA_ILLEGAL_OPTION"
+
+
+class ReplaceWhereMismatchError(DeltaErrorClassMixin, InvalidArgumentError):
+    """``replaceWhere`` data has a row the condition does not accept; nothing was committed."""
+
+    error_class = "DELTA_REPLACE_WHERE_MISMATCH"
+
+
+class NotADeltaTableNameError(DeltaErrorClassMixin, TableNotFoundError):
+    """A catalog name that is not a Delta table with a location; use ``delta.`<path>``` instead."""
+
+    error_class = "DELTA_MISSING_DELTA_TABLE"

@@ -108,6 +108,29 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     return metrics
 
 
+def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: str | Column,
+                          txn: OptimisticTransaction, command: str = "replaceWhere") -> tuple[dict[str, Any], list[Any]]:
+    """The actions (removes, re-added files with DVs, rewritten files) that delete the rows matching ``condition``,
+    without committing: a write with ``replaceWhere`` commits them together with its new files.
+
+    Chooses as DELETE does: whole files for a partition-only condition, DVs where the table and session allow
+    them, copy-on-write otherwise. Registers what it read on ``txn``.
+    """
+    check_condition(spark, snapshot, condition, command)
+    plan = plan_scan(spark, snapshot, condition)
+    adds = snapshot.add_files()
+    candidates = [adds[i] for i in plan.rows_indexes]
+    txn.read_files(candidates)
+    txn.read_whole_table()
+    partition_only = bool(snapshot.partition_columns) and references_only(
+        condition, set(snapshot.partition_columns), all_column_names(snapshot))
+    if partition_only:
+        return _remove_whole_files(candidates, snapshot)
+    if _use_dvs(spark, snapshot):
+        return _delete_with_dvs(spark, snapshot, plan, candidates, condition)
+    return _delete_copy_on_write(spark, snapshot, plan, candidates, condition)
+
+
 def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[str, Any], list[RemoveFile]]:
     ts = now_ms()
     removes = [a.remove(ts) for a in files]

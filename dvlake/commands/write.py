@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Sequence
@@ -18,10 +19,11 @@ from dvlake.commands.common import (
     tight_bounds_flag,
     try_load,
 )
+from dvlake.commands.write_options import WriteOptions
 from dvlake.config import normalize_properties
-from dvlake.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from dvlake.errors import InvalidArgumentError, ReplaceWhereMismatchError, SchemaMismatchError, TableAlreadyExistsError
 from dvlake.log import features
-from dvlake.log.actions import Metadata, now_ms
+from dvlake.log.actions import Metadata, Txn, now_ms
 from dvlake.log.schema import (
     MAX_COLUMN_ID_KEY,
     MODE_KEY,
@@ -89,20 +91,27 @@ _WIDENING = {("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short",
              ("integer", "long"), ("float", "double"), ("byte", "double"), ("short", "double"), ("integer", "double")}
 
 
-def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str) -> DataFrame:
+def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, fill_missing: bool = False) -> DataFrame:
     """Reorder ``df``'s columns to the table's and widen safe numeric types (int → long, float → double);
-    refuse missing, extra or otherwise differently typed columns."""
+    refuse extra or otherwise differently typed columns. Missing columns are refused too, unless
+    ``fill_missing``: then nullable ones are written as NULL, as delta-spark's writer does."""
     logical = strip_column_mapping(table_schema)
     df_fields = {f["name"].lower(): f for f in json.loads(df.schema.json())["fields"]}
     expected = [f["name"] for f in logical["fields"]]
     extra = sorted(set(df_fields) - {e.lower() for e in expected})
-    missing = [e for e in expected if e.lower() not in df_fields]
+    nullable = {f["name"] for f in logical["fields"] if f.get("nullable", True)}
+    missing = [e for e in expected if e.lower() not in df_fields and not (fill_missing and e in nullable)]
     if extra or missing:
         raise SchemaMismatchError(
             f"the data does not match the schema of {table}: missing columns {missing}, extra columns {extra}. "
             f"Table columns: {expected}")
     cols = []
     for f in logical["fields"]:
+        if f["name"].lower() not in df_fields:  # a nullable column the data lacks (fill_missing)
+            from pyspark.sql.types import _parse_datatype_json_value
+
+            cols.append(F.lit(None).cast(_parse_datatype_json_value(f["type"])).alias(f["name"]))
+            continue
         got = df_fields[f["name"].lower()]
         col = F.col(f"`{got['name']}`")
         if not _same_type(f["type"], got["type"]):
@@ -117,31 +126,53 @@ def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str) -> D
 
 def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[str] | None = None,
           properties: dict[str, Any] | None = None, *, overwrite_schema: bool = False,
-          session_defaults: dict[str, str] | None = None) -> int | None:
-    """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored)."""
+          session_defaults: dict[str, str] | None = None, options: WriteOptions | None = None) -> int | None:
+    """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored or skipped).
+
+    ``options`` carries the DataFrameWriter options (``dvlake.commands.write_options``): mergeSchema,
+    replaceWhere, dynamic partition overwrite, userMetadata, idempotent ``txnAppId``/``txnVersion``
+    (a version the application already committed is skipped) and ``delta.*`` properties for a new table.
+    """
     mode_key = mode.lower() if isinstance(mode, str) else None
     if mode_key not in MODES:
         raise InvalidArgumentError(f"unknown save mode {mode!r}; use one of error, append, overwrite, ignore")
+    opts = options or WriteOptions(overwrite_schema=overwrite_schema)
     root = normalize_table_root(path)
     snapshot = try_load(root)
     with translated():
-        return _write(df, root, snapshot, mode, mode_key, partition_by, properties, overwrite_schema, session_defaults)
+        return _write(df, root, snapshot, mode, mode_key, partition_by, properties, overwrite_schema or opts.overwrite_schema,
+                      session_defaults, opts)
 
 
 def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_key: str,
            partition_by: Sequence[str] | None, properties: dict[str, Any] | None, overwrite_schema: bool,
-           session_defaults: dict[str, str] | None) -> int | None:
+           session_defaults: dict[str, str] | None, opts: WriteOptions) -> int | None:
     if snapshot is not None and mode_key in ("error", "errorifexists"):
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}; use mode='append' or 'overwrite'")
     if snapshot is not None and mode_key == "ignore":
         return None
+    if snapshot is None and not opts.data_change:
+        from dvlake.errors import DeltaOptionError
+
+        raise DeltaOptionError(f"dataChange=false cannot create a table ({root} has none yet): it only rearranges data",
+                               error_class="DELTA_DATA_CHANGE_FALSE")
     storage = snapshot.storage if snapshot else storage_for(root)
     txn = OptimisticTransaction(root, snapshot, storage)
+    txn_actions: list[Any] = []
+    if opts.txn_app_id is not None and opts.txn_version is not None:
+        done = txn.read_app_txn(opts.txn_app_id)
+        if done is not None and done >= opts.txn_version:
+            return None  # delta-spark skips a write whose application version is already committed
+        txn_actions.append(Txn(opts.txn_app_id, opts.txn_version, now_ms()))
     df_schema = json.loads(df.schema.json())
     replace_schema = snapshot is None or (mode_key == "overwrite" and overwrite_schema)
     if replace_schema:
         parts = list(partition_by or (snapshot.partition_columns if snapshot and not partition_by else []))
+        data_columns = {f["name"].lower() for f in df_schema["fields"]}
+        if not partition_by and any(p.lower() not in data_columns for p in parts):
+            parts = []  # overwriteSchema with data lacking the old partition columns: the new table is unpartitioned
         props = dict(snapshot.configuration) if snapshot else {}
+        props.update(normalize_properties(opts.table_properties))
         props.update(normalize_properties(properties))
         metadata, protocol = new_table_metadata(df_schema, parts, props, session_defaults=session_defaults)
         if snapshot is not None:
@@ -158,7 +189,10 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
                 "use overwrite_schema=True with mode='overwrite' to change it")
         if properties:
             raise InvalidArgumentError("table properties can only be set at creation or with ALTER TABLE SET TBLPROPERTIES")
-        df = align_to_table(df, snapshot.schema, root)
+        table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
+        df = align_to_table(df, table_schema, root, fill_missing=True)
+    if opts.replace_where is not None and mode_key == "overwrite" and opts.check_replace_where:
+        _check_replace_where(df, opts.replace_where, root)
     metadata, protocol = txn.metadata, txn.protocol
     features.check_can_write(protocol, metadata, root)
     cm = mode_of(metadata)
@@ -167,21 +201,79 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     physical_df = to_physical(df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df, schema, cm)
     adds = write_data_files(physical_df, root, storage, part_phys, stats_leaf_paths(schema, list(metadata.partition_columns), cm),
                             tight_bounds=tight_bounds_flag(protocol), num_indexed_cols=num_indexed_cols(metadata.configuration))
-    actions: list = list(adds)
-    if snapshot is not None and mode_key == "overwrite":
+    if not opts.data_change:
+        adds = [dataclasses.replace(a, data_change=False) for a in adds]
+    actions: list = list(adds) + txn_actions
+    removal_metrics: dict[str, Any] = {}
+    dynamic = opts.dynamic_partition_overwrite and bool(metadata.partition_columns)
+    if snapshot is not None and mode_key == "overwrite" and opts.replace_where is not None and not replace_schema:
+        from dvlake.commands.delete import matching_rows_actions
+
+        removal_metrics, removal = matching_rows_actions(df.sparkSession, snapshot, opts.replace_where, txn)
+        actions = removal + actions
+    elif snapshot is not None and mode_key == "overwrite":
         txn.read_whole_table()
         current = snapshot.add_files()
+        if dynamic:  # only the partitions the new data writes into are replaced
+            written = {_partition_key(a.partition_values) for a in adds}
+            current = [a for a in current if _partition_key(a.partition_values) in written]
         txn.read_files(current)
         ts = now_ms()
-        actions = [a.remove(ts) for a in current] + actions
+        actions = [a.remove(ts, data_change=opts.data_change) for a in current] + actions
     num_rows = sum(json.loads(a.stats)["numRecords"] for a in adds if a.stats)
     operation = "WRITE" if snapshot is not None else "CREATE TABLE AS SELECT"
-    params = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
+    params: dict[str, Any] = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
+    if opts.replace_where is not None and mode_key == "overwrite":
+        from dvlake.log.predicates import condition_text
+
+        params["predicate"] = json.dumps([condition_text(opts.replace_where) or repr(opts.replace_where)])
+    if dynamic and mode_key == "overwrite":
+        params["isDynamicPartitionOverwrite"] = "true"
     metrics = {"numFiles": len(adds), "numOutputRows": num_rows, "numOutputBytes": sum(a.size for a in adds)}
+    for key in ("numRemovedFiles", "numDeletedRows", "numCopiedRows", "numRemovedBytes"):
+        if key in removal_metrics:
+            metrics[key] = removal_metrics[key]
     if snapshot is None:
         params = {"isManaged": "false", "partitionBy": params["partitionBy"],
                   "properties": json.dumps(metadata.configuration)}  # delta-spark's description is null: left out
-    return txn.commit(actions, operation, params, metrics)
+    return txn.commit(actions, operation, params, metrics, user_metadata=opts.user_metadata)
+
+
+def _partition_key(values: dict[str, str | None]) -> tuple[tuple[str, str | None], ...]:
+    return tuple(sorted(values.items()))
+
+
+def _merged_schema(snapshot: Snapshot, df_schema: dict[str, Any], txn: OptimisticTransaction) -> dict[str, Any]:
+    """mergeSchema: the table's schema plus the data's new top-level columns (nullable, appended at the end).
+
+    The merged metadata is staged on ``txn``; nested struct fields are not merged (a different struct type
+    is still a schema mismatch).
+    """
+    table = snapshot.schema
+    known = {f["name"].lower() for f in table["fields"]}
+    new = [{**f, "nullable": True} for f in df_schema["fields"] if f["name"].lower() not in known]
+    if not new:
+        return table
+    conf = dict(snapshot.configuration)
+    if mode_of(snapshot.metadata) != "none":
+        start = int(conf.get(MAX_COLUMN_ID_KEY, "0"))
+        mapped, max_id = assign_column_mapping({"type": "struct", "fields": new}, start_id=start)
+        new = mapped["fields"]
+        conf[MAX_COLUMN_ID_KEY] = str(max_id)
+    merged = {**table, "fields": [*table["fields"], *new]}
+    txn.update_metadata(Metadata(**{**snapshot.metadata.__dict__, "schema_string": schema_json(merged),
+                                    "configuration": conf}))
+    return merged
+
+
+def _check_replace_where(df: DataFrame, condition: Any, root: str) -> None:
+    """delta-spark's constraint check: every written row must satisfy the replaceWhere condition (SQL or Column)."""
+    cond = F.expr(condition) if isinstance(condition, str) else condition
+    outside = df.filter(~F.coalesce(cond, F.lit(False))).limit(1).count()
+    if outside:
+        raise ReplaceWhereMismatchError(
+            f"data written to {root} with replaceWhere {condition!r} has rows the condition does not accept; "
+            "filter the data to the condition, or set spark.databricks.delta.replaceWhere.constraintCheck.enabled=false")
 
 
 def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] = (), properties: dict[str, Any] | None = None,

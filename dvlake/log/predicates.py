@@ -45,7 +45,13 @@ def condition_text(condition: str | Column | None) -> str | None:
     if isinstance(condition, str):
         return condition
     m = re.match(r"^Column<'(.*)'>$", repr(condition), re.S)
-    return m.group(1) if m else None
+    if m is None or _FUNCTION_FORM.search(m.group(1)):
+        return None  # Spark 4's repr of some Columns is not SQL (``=(day, 'a')``): nothing to parse, no pruning
+    return m.group(1)
+
+
+#: An operator written as a function call, as Spark 4 prints some Columns: ``=(a, 1)``, ``and(…)``.
+_FUNCTION_FORM = re.compile(r"(?:^|[\s(,])(?:=|==|<=>|<|>|<=|>=|!=|<>|and|or|\+|-|\*|/)\(", re.I)
 
 
 def split_conjuncts(text: str) -> list[str]:

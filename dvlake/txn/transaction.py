@@ -110,8 +110,9 @@ class OptimisticTransaction:
 
     # -- commit ----------------------------------------------------------------------------------
     def commit(self, actions: Sequence[Action], operation: str, parameters: dict[str, Any] | None = None,
-               metrics: dict[str, Any] | None = None, *, tags: dict[str, str] | None = None) -> int:
-        """Write the commit; returns the version it landed at."""
+               metrics: dict[str, Any] | None = None, *, tags: dict[str, str] | None = None,
+               user_metadata: str | None = None) -> int:
+        """Write the commit; returns the version it landed at (``user_metadata``: commitInfo.userMetadata)."""
         if self.committed_version is not None:
             raise InvalidArgumentError("this transaction has already committed")
         actions = list(actions)
@@ -136,6 +137,7 @@ class OptimisticTransaction:
             "isolationLevel": self.isolation_level,
             "isBlindAppend": is_blind_append,
             "operationMetrics": {k: str(v) for k, v in (metrics or {}).items()},
+            **({"userMetadata": user_metadata} if user_metadata is not None else {}),
             "engineInfo": self.engine_info,
             "txnId": str(uuid.uuid4()),
         })

@@ -1,0 +1,540 @@
+"""delta-spark's session faces on dvlake: ``format("delta")`` reads and writes, catalog names and ``spark.sql``.
+
+``configure_spark(builder_or_session)`` is the one call a delta-spark user swaps in for
+``configure_spark_with_delta_pip``. After it, on that session:
+
+* ``spark.read.format("delta").load(p)`` (and ``load(p, format="delta")``, ``versionAsOf``,
+  ``timestampAsOf``, ``readChangeFeed``) returns exactly ``dvlake.read``'s DataFrame: the same
+  native Parquet scan with DVs applied, not a Python row source;
+* ``df.write.format("delta")…save(p)`` / ``saveAsTable(name)`` commit through
+  ``dvlake.commands.write`` with delta-spark's writer options (``commands/write_options.py``);
+* ``spark.read.table(name)`` / ``spark.table(name)`` / ``insertInto(name)`` act on names dvlake
+  registered (``dvlake.spark.catalog``);
+* ``spark.sql(stmt)`` goes through ``dvlake.sql``, which runs Delta statements and hands every
+  other statement to Spark's own ``sql`` (a parameterized call, ``sql(q, args)``, goes to Spark directly).
+
+Why hooks: PySpark's Python data source API (``spark.dataSource.register``) runs a Python reader
+in Python workers, so it cannot give the native scan; its tables lose their location in the
+session catalog and ``delta.`p``` direct queries are refused for Python sources
+(UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY). So ``configure_spark`` wraps a few methods of
+``DataFrameReader``, ``DataFrameWriter`` and ``SparkSession`` (classic and Spark Connect). The
+wrappers only record what the user set and call the original; they act only when the format is
+``delta`` (or the name is a registered Delta table, or the call is ``spark.sql``) AND the session
+has ``spark.dvlake.faces.enabled=true``, which ``configure_spark`` sets. Everything else reaches
+PySpark's own code unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from dvlake.errors import DeltaOptionError, InvalidArgumentError, TableAlreadyExistsError, UnsupportedFeatureError
+
+#: The session setting that turns the faces on for one session (``configure_spark`` sets it).
+ENABLED_CONF = "spark.dvlake.faces.enabled"
+
+#: delta-spark's set-up settings: their classes do not exist without delta-spark, so
+#: ``configure_spark`` drops them from a builder (the session would fail to start its catalog).
+_DELTA_SPARK_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+_generation = [0]  # bumped by configure/disable: cached per-session answers are re-read after a change
+_local = threading.local()
+_installed: list[bool] = []
+
+
+# -- the one call ------------------------------------------------------------------------------------
+def configure_spark(builder_or_session: Any) -> Any:
+    """Turn on delta-spark's faces for a session: ``format("delta")`` reads and writes, catalog names, ``spark.sql``.
+
+    Args:
+        builder_or_session: a ``SparkSession.Builder`` (classic or ``.remote(...)`` Spark Connect), or a session.
+
+    Returns:
+        The same builder (call ``getOrCreate()`` on it) or the same session.
+
+    Example:
+        >>> spark = dvlake.configure_spark(SparkSession.builder.appName("app")).getOrCreate()
+        >>> spark.read.format("delta").option("versionAsOf", 3).load("/data/events")
+    """
+    install()
+    _generation[0] += 1
+    if hasattr(builder_or_session, "getOrCreate"):
+        options = getattr(builder_or_session, "_options", None)
+        if isinstance(options, dict):
+            for key, value in _DELTA_SPARK_SETTINGS.items():
+                if str(options.get(key, "")).strip() == value:
+                    del options[key]
+        return builder_or_session.config(ENABLED_CONF, "true")
+    builder_or_session.conf.set(ENABLED_CONF, "true")
+    return builder_or_session
+
+
+def configure_spark_with_delta_pip(spark_session_builder: Any, extra_packages: Sequence[str] | None = None) -> Any:
+    """delta-spark's set-up helper, for dvlake: returns the builder with the faces on (no jars are needed).
+
+    ``extra_packages`` are Maven coordinates for ``spark.jars.packages``, as in delta-spark; the delta-spark
+    settings ``spark.sql.extensions`` / ``spark.sql.catalog.spark_catalog`` pointing at delta-spark's classes
+    are dropped, so a delta-spark set-up runs unchanged.
+    """
+    builder = configure_spark(spark_session_builder)
+    if extra_packages:
+        builder = builder.config("spark.jars.packages", ",".join(extra_packages))
+    return builder
+
+
+def disable(spark: Any) -> None:
+    """Turn the faces off for ``spark`` (the hooks stay installed and pass everything through)."""
+    _generation[0] += 1
+    spark.conf.set(ENABLED_CONF, "false")
+
+
+def enabled(spark: Any) -> bool:
+    """Whether ``spark`` has the faces on (one settings lookup per session until the next configure/disable)."""
+    cached = getattr(spark, "_dvlake_faces", None)
+    if cached is not None and cached[0] == _generation[0]:
+        return bool(cached[1])
+    try:
+        value = str(spark.conf.get(ENABLED_CONF, "false")).strip().lower() == "true"
+    except Exception:  # a stopped session or a server that refuses the lookup: the faces stay off
+        value = False
+    with contextlib.suppress(AttributeError, TypeError):
+        spark._dvlake_faces = (_generation[0], value)
+    return value
+
+
+@contextlib.contextmanager
+def _native_sql() -> Iterator[None]:
+    """While dvlake itself runs, ``spark.sql`` is Spark's own (no re-entry into ``dvlake.sql``)."""
+    previous = getattr(_local, "inside", False)
+    _local.inside = True
+    try:
+        yield
+    finally:
+        _local.inside = previous
+
+
+# -- installing the hooks ------------------------------------------------------------------------------
+def install() -> None:
+    """Wrap the reader, writer and session methods once per process (classic, and Connect when importable)."""
+    if _installed:
+        return
+    from pyspark.sql import readwriter
+    from pyspark.sql import session as classic_session
+
+    _wrap_reader(readwriter.DataFrameReader, lambda r: r._spark)
+    _wrap_writer(readwriter.DataFrameWriter, lambda w: w._df)
+    _wrap_writer_v2(readwriter.DataFrameWriterV2, lambda w: w._df)
+    _wrap_session(classic_session.SparkSession)
+    try:
+        from pyspark.sql.connect import readwriter as connect_readwriter
+        from pyspark.sql.connect import session as connect_session
+    except ImportError:  # the Connect client's dependencies (grpcio, ...) are not installed
+        pass
+    else:
+        _wrap_reader(connect_readwriter.DataFrameReader, lambda r: r._client)
+        _wrap_writer(connect_readwriter.DataFrameWriter, _connect_writer_frame)
+        _wrap_writer_v2(connect_readwriter.DataFrameWriterV2, _connect_writer_frame)
+        _wrap_session(connect_session.SparkSession)
+    _installed.append(True)
+
+
+def _connect_writer_frame(writer: Any) -> Any:
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    return DataFrame(writer._df, writer._spark)
+
+
+def _state(obj: Any) -> dict[str, Any]:
+    state = obj.__dict__.get("_dvlake")
+    if state is None:
+        state = {"format": None, "options": {}, "mode": None, "partition_by": None, "schema": None}
+        obj.__dict__["_dvlake"] = state
+    return state
+
+
+def _is_delta(fmt: Any) -> bool:
+    return isinstance(fmt, str) and fmt.strip().lower() == "delta"
+
+
+def _recording(cls: type, name: str, record: Callable[..., None]) -> None:
+    original = getattr(cls, name)
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        record(_state(self), *args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    wrapper.__dvlake_original__ = original  # type: ignore[attr-defined]
+    setattr(cls, name, wrapper)
+
+
+def _set(key: str) -> Callable[..., None]:
+    def record(state: dict[str, Any], value: Any = None, *_: Any, **__: Any) -> None:
+        if value is not None:
+            state[key] = value
+    return record
+
+
+def _record_option(state: dict[str, Any], key: str, value: Any = None) -> None:
+    if value is not None:
+        state["options"][str(key)] = value
+
+
+def _record_options(state: dict[str, Any], **options: Any) -> None:
+    for key, value in options.items():
+        _record_option(state, key, value)
+
+
+def _record_partition_by(state: dict[str, Any], *cols: Any) -> None:
+    state["partition_by"] = _columns(cols)
+
+
+def _columns(cols: Any) -> list[str]:
+    if cols is None:
+        return []
+    if isinstance(cols, str):
+        return [cols]
+    out: list[str] = []
+    for c in cols:
+        out.extend([c] if isinstance(c, str) else list(c))
+    return out
+
+
+def _wrap_reader(cls: type, session_of: Callable[[Any], Any]) -> None:
+    _recording(cls, "format", _set("format"))
+    _recording(cls, "schema", _set("schema"))
+    _recording(cls, "option", _record_option)
+    _recording(cls, "options", _record_options)
+    load, table = cls.load, cls.table  # type: ignore[attr-defined]
+
+    @functools.wraps(load)
+    def load_wrapper(self: Any, path: Any = None, format: str | None = None, schema: Any = None,  # noqa: A002
+                     **options: Any) -> Any:
+        state = _state(self)
+        spark = session_of(self)
+        if _is_delta(format or state["format"]) and enabled(spark):
+            with _native_sql():
+                return read_delta(spark, path, {**state["options"], **options}, schema or state["schema"])
+        return load(self, path, format, schema, **options)
+
+    @functools.wraps(table)
+    def table_wrapper(self: Any, tableName: str) -> Any:
+        spark = session_of(self)
+        if enabled(spark):
+            with _native_sql():
+                location = _registered(spark, tableName)
+                if location is not None:
+                    return read_delta(spark, location, dict(_state(self)["options"]), None)
+        return table(self, tableName)
+
+    cls.load, cls.table = load_wrapper, table_wrapper  # type: ignore[attr-defined]
+
+
+def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
+    _recording(cls, "format", _set("format"))
+    _recording(cls, "mode", _set("mode"))
+    _recording(cls, "option", _record_option)
+    _recording(cls, "options", _record_options)
+    _recording(cls, "partitionBy", _record_partition_by)
+    save, save_as_table, insert_into = cls.save, cls.saveAsTable, cls.insertInto  # type: ignore[attr-defined]
+
+    def settings(self: Any, format: str | None, mode: str | None, partitionBy: Any,  # noqa: A002
+                 options: dict[str, Any]) -> tuple[bool, str, list[str], dict[str, Any]]:
+        state = _state(self)
+        is_delta = _is_delta(format or state["format"])
+        parts = _columns(partitionBy) if partitionBy is not None else list(state["partition_by"] or [])
+        return is_delta, str(mode or state["mode"] or "error"), parts, {**state["options"], **options}
+
+    @functools.wraps(save)
+    def save_wrapper(self: Any, path: str | None = None, format: str | None = None, mode: str | None = None,  # noqa: A002
+                     partitionBy: Any = None, **options: Any) -> None:
+        is_delta, m, parts, opts = settings(self, format, mode, partitionBy, options)
+        df = frame_of(self)
+        if is_delta and enabled(df.sparkSession):
+            with _native_sql():
+                write_delta(df, path or opts.pop("path", None), m, parts, opts)
+            return None
+        return save(self, path, format, mode, partitionBy, **options)
+
+    @functools.wraps(save_as_table)
+    def save_as_table_wrapper(self: Any, name: str, format: str | None = None, mode: str | None = None,  # noqa: A002
+                              partitionBy: Any = None, **options: Any) -> None:
+        is_delta, m, parts, opts = settings(self, format, mode, partitionBy, options)
+        df = frame_of(self)
+        if is_delta and enabled(df.sparkSession):
+            with _native_sql():
+                save_as_delta_table(df, name, m, parts, opts)
+            return None
+        return save_as_table(self, name, format, mode, partitionBy, **options)
+
+    @functools.wraps(insert_into)
+    def insert_into_wrapper(self: Any, tableName: str, overwrite: bool | None = None) -> None:
+        df = frame_of(self)
+        spark = df.sparkSession
+        if enabled(spark):
+            with _native_sql():
+                location = _registered(spark, tableName)
+                if location is not None:
+                    state = _state(self)
+                    m = ("overwrite" if overwrite else "append") if overwrite is not None else str(state["mode"] or "append")
+                    write_delta(_by_position(df, location), location, "append" if m.lower() in ("error", "errorifexists")
+                                else m, [], dict(state["options"]))
+                    return None
+        return insert_into(self, tableName, overwrite)
+
+    cls.save, cls.saveAsTable, cls.insertInto = save_wrapper, save_as_table_wrapper, insert_into_wrapper  # type: ignore[attr-defined]
+
+
+def _column_name(c: Any) -> str:
+    """A partition column given as a name or a plain column reference (``col("day")``)."""
+    if isinstance(c, str):
+        return c
+    m = re.fullmatch(r"Column<'(.+)'>", str(c))
+    if m is None:
+        raise InvalidArgumentError(f"dvlake partitions by column names; got {c!r} (transforms such as days() are not supported)")
+    return m.group(1)
+
+
+def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
+    """``df.writeTo(name).using("delta")…create()/createOrReplace()/replace()/append()/overwrite(c)/overwritePartitions()``."""
+    init = cls.__init__  # type: ignore[misc]
+
+    @functools.wraps(init)
+    def init_wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        table = kwargs.get("table", next((a for a in reversed(args) if isinstance(a, str)), None))
+        _state(self)["table"] = table
+
+    cls.__init__ = init_wrapper  # type: ignore[misc]
+    _recording(cls, "using", _set("format"))
+    _recording(cls, "option", _record_option)
+    _recording(cls, "options", _record_options)
+
+    def record_property(state: dict[str, Any], key: str, value: Any = None) -> None:
+        state.setdefault("properties", {})[str(key)] = value
+
+    def record_partitions(state: dict[str, Any], *cols: Any) -> None:
+        state["partition_by"] = [_column_name(c) for c in cols]
+
+    _recording(cls, "tableProperty", record_property)
+    _recording(cls, "partitionedBy", record_partitions)
+
+    def delta_target(self: Any) -> tuple[Any, str | None] | None:
+        """(DataFrame, registered location or None) when this write is dvlake's, else None."""
+        state = _state(self)
+        df = frame_of(self)
+        if not enabled(df.sparkSession):
+            return None
+        location = _registered(df.sparkSession, state["table"])
+        if _is_delta(state["format"]) or location is not None:
+            return df, location
+        return None
+
+    def run(self: Any, action: str, condition: Any = None) -> bool:
+        with _native_sql():
+            target = delta_target(self)
+            if target is None:
+                return False
+            df, location = target
+            state = _state(self)
+            name = state["table"]
+            opts = {**state["options"], **(state.get("properties") or {})}
+            parts = list(state["partition_by"] or [])
+            if action in ("create", "createOrReplace", "replace"):
+                if action == "create" and location is not None:
+                    raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {location})",
+                                                  error_class="DELTA_TABLE_ALREADY_EXISTS")
+                if action == "replace" and location is None:
+                    raise InvalidArgumentError(f"cannot replace {name}: it is not a Delta table in the session catalog")
+                save_as_delta_table(df, name, "error" if action == "create" else "overwrite", parts,
+                                    {**opts, "overwriteSchema": "true"} if action != "create" else opts)
+                return True
+            if location is None:
+                raise InvalidArgumentError(f"{name} is not a Delta table in the session catalog: create it first")
+            if action == "append":
+                write_delta(df, location, "append", [], opts)
+            elif action == "overwrite":
+                write_delta(df, location, "overwrite", [], {**opts, "replaceWhere": condition})  # a Column or SQL text
+            else:  # overwritePartitions
+                write_delta(df, location, "overwrite", [], {**opts, "partitionOverwriteMode": "dynamic"})
+            return True
+
+    def wrap(name: str) -> None:
+        original = getattr(cls, name)
+
+        if name == "overwrite":
+            @functools.wraps(original)
+            def overwrite_wrapper(self: Any, condition: Any) -> None:
+                if not run(self, name, condition):
+                    original(self, condition)
+            setattr(cls, name, overwrite_wrapper)
+            return
+
+        @functools.wraps(original)
+        def wrapper(self: Any) -> None:
+            if not run(self, name):
+                original(self)
+        setattr(cls, name, wrapper)
+
+    for method in ("create", "createOrReplace", "replace", "append", "overwrite", "overwritePartitions"):
+        wrap(method)
+
+
+def _wrap_session(cls: type) -> None:
+    sql, table = cls.sql, cls.table  # type: ignore[attr-defined]
+
+    @functools.wraps(sql)
+    def sql_wrapper(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:
+        if args is None and not kwargs and not getattr(_local, "inside", False) and enabled(self):
+            from dvlake.sql import sql as dvlake_sql
+
+            with _native_sql():
+                return dvlake_sql(self, sqlQuery)
+        return sql(self, sqlQuery, args, **kwargs)
+
+    @functools.wraps(table)
+    def table_wrapper(self: Any, tableName: str) -> Any:
+        if enabled(self):
+            with _native_sql():
+                location = _registered(self, tableName)
+                if location is not None:
+                    return read_delta(self, location, {}, None)
+        return table(self, tableName)
+
+    cls.sql, cls.table = sql_wrapper, table_wrapper  # type: ignore[attr-defined]
+
+
+# -- what the hooks do for Delta -----------------------------------------------------------------------
+_AT_VERSION = re.compile(r"^(?P<path>.+)@v(?P<version>\d+)$")
+_AT_TIMESTAMP = re.compile(r"^(?P<path>.+)@(?P<ts>\d{17})$")
+
+
+def _registered(spark: Any, name: str) -> str | None:
+    from dvlake.spark.catalog import path_of_identifier, registered_location
+
+    return path_of_identifier(name) or registered_location(spark, name)
+
+
+def read_delta(spark: Any, path: Any, options: dict[str, Any], schema: Any) -> Any:
+    """``spark.read.format("delta")…load(path)``: ``dvlake.read`` (or ``read_changes`` with ``readChangeFeed``).
+
+    Raises:
+        DeltaOptionError: a user schema (Delta takes the schema from the log), several paths, or both
+            ``versionAsOf`` and ``timestampAsOf``.
+    """
+    from dvlake import api
+
+    opts = {str(k).lower(): v for k, v in options.items() if v is not None}
+    if schema is not None and schema != "":
+        raise DeltaOptionError("Delta does not support specifying the schema at read time: drop .schema(...)",
+                               error_class="DELTA_UNSUPPORTED_SCHEMA_DURING_READ")
+    if isinstance(path, (list, tuple)):
+        if len(path) != 1:
+            raise DeltaOptionError(f"a Delta read takes exactly one table path; got {list(path)}",
+                                   error_class="DELTA_MULTIPLE_PATHS_NOT_SUPPORTED")
+        path = path[0]
+    path = path if path is not None else opts.get("path")
+    if not path:
+        raise InvalidArgumentError("spark.read.format('delta').load() needs the table path: load('<path>')")
+    path, version, timestamp = _time_travel(str(path), opts)
+    if str(opts.get("readchangefeed", "false")).strip().lower() == "true":
+        return _read_changes(api, spark, path, opts)
+    return api.read(spark, path, version=version, timestamp=timestamp)
+
+
+def _time_travel(path: str, opts: dict[str, Any]) -> tuple[str, int | None, Any]:
+    version: int | None = None
+    timestamp = opts.get("timestampasof")
+    if opts.get("versionasof") is not None:
+        try:
+            version = int(str(opts["versionasof"]))
+        except ValueError:
+            raise DeltaOptionError(f"versionAsOf must be a whole number; got {opts['versionasof']!r}",
+                                   error_class="DELTA_ILLEGAL_OPTION") from None
+    from dvlake.errors import TableNotFoundError
+    from dvlake.log.snapshot import Snapshot
+
+    m = _AT_VERSION.match(path) or _AT_TIMESTAMP.match(path)
+    if m is not None:  # delta-spark's "path@v12" / "path@yyyyMMddHHmmssSSS", unless the folder is really named so
+        try:
+            Snapshot.load(path)
+        except (TableNotFoundError, NotADirectoryError):
+            path = m.group("path")
+            if "version" in m.groupdict() and m.group("version") is not None:
+                version = int(m.group("version"))
+            else:
+                ts = m.group("ts")
+                timestamp = f"{ts[0:4]}-{ts[4:6]}-{ts[6:8]}T{ts[8:10]}:{ts[10:12]}:{ts[12:14]}.{ts[14:17]}"
+    if version is not None and timestamp is not None:
+        raise DeltaOptionError("cannot time travel by both version and timestamp: give versionAsOf or timestampAsOf",
+                               error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS")
+    return path, version, timestamp
+
+
+def _read_changes(api: Any, spark: Any, path: str, opts: dict[str, Any]) -> Any:
+    read_changes = getattr(api, "read_changes", None)
+    if read_changes is None:
+        raise UnsupportedFeatureError("readChangeFeed needs dvlake.api.read_changes (the change data feed reader), "
+                                      "which this build of dvlake does not have")
+
+    def number(key: str) -> int | None:
+        return int(str(opts[key])) if opts.get(key) is not None else None
+
+    return read_changes(spark, path, startingVersion=number("startingversion"), endingVersion=number("endingversion"),
+                        startingTimestamp=opts.get("startingtimestamp"), endingTimestamp=opts.get("endingtimestamp"))
+
+
+def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], options: dict[str, Any]) -> int | None:
+    """``df.write.format("delta")…save(path)``: one Delta commit with delta-spark's writer options."""
+    from dvlake import api
+    from dvlake.commands import write as write_cmd
+    from dvlake.commands import write_options
+
+    if not path:
+        raise InvalidArgumentError("df.write.format('delta').save() needs the table path: save('<path>')")
+    spark = df.sparkSession
+    parsed = write_options.parse(options, lambda key: spark.conf.get(key, None))
+    mode = "error" if mode.strip().lower() == "default" else mode
+    return write_cmd.write(df, path, mode, partition_by or None, None, session_defaults=api._session_defaults(spark),
+                           options=parsed)
+
+
+def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], options: dict[str, Any]) -> None:
+    """``saveAsTable(name)``: write at the registered location, the ``path`` option, or the warehouse; then register."""
+    from dvlake.spark.catalog import default_table_location, register_table
+
+    spark = df.sparkSession
+    opts = dict(options)
+    location = _registered(spark, name)
+    key = mode.strip().lower()
+    if location is not None:
+        if key in ("error", "errorifexists", "default"):
+            raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {location}); "
+                                          "use mode('append') or mode('overwrite')", error_class="DELTA_TABLE_ALREADY_EXISTS")
+        if key == "ignore":
+            return
+        write_delta(df, location, mode, partition_by, opts)
+        return
+    location = opts.pop("path", None) or default_table_location(spark, name)
+    write_delta(df, location, mode, partition_by, opts)
+    register_table(spark, name, location, if_not_exists=True)
+
+
+def _by_position(df: Any, location: str) -> Any:
+    """insertInto matches columns by position, as Spark does: rename the data's columns to the table's."""
+    from dvlake.log.schema import strip_column_mapping
+    from dvlake.log.snapshot import Snapshot
+
+    names = [f["name"] for f in strip_column_mapping(Snapshot.load(location).schema)["fields"]]
+    if len(names) != len(df.columns):
+        raise InvalidArgumentError(f"insertInto: the data has {len(df.columns)} columns, the table at {location} has "
+                                   f"{len(names)} ({names}); insertInto matches columns by position")
+    return df.toDF(*names)

@@ -1,0 +1,136 @@
+"""Delta tables by catalog name: the session catalog maps a name to a Delta table's location.
+
+Spark without delta-spark has no ``delta`` data source, so the catalog cannot hold a Delta table
+the way delta-spark registers one. dvlake registers a name as a *view* in the session catalog
+(``spark_catalog``: the in-memory catalog, or a Hive metastore when the session has Hive support)
+whose table properties carry the location (``dvlake.location``) and whose body fails with an
+error that says how to read the table (plain Spark cannot apply deletion vectors, so a view that
+read the Parquet files directly would return deleted rows). dvlake's readers, ``DeltaTable.forName``
+and ``dvlake.sql`` resolve the name to the location and read it through the DV-applying scan.
+
+Tables delta-spark registered in a shared Hive metastore (provider ``delta`` with a location)
+resolve as well: ``table_location`` reads the location from ``DESCRIBE TABLE EXTENDED``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
+
+from dvlake.errors import NotADeltaTableNameError, TableAlreadyExistsError
+from dvlake.log.schema import strip_column_mapping
+from dvlake.storage.paths import normalize_table_root
+
+#: The view property holding the Delta table's root.
+LOCATION_PROPERTY = "dvlake.location"
+#: The view property marking a dvlake registration (value: the provider, ``delta``).
+PROVIDER_PROPERTY = "dvlake.provider"
+
+_PATH_NAME = re.compile(r"^\s*delta\s*\.\s*`(?P<path>(?:[^`]|``)+)`\s*$", re.I)
+
+
+def path_of_identifier(name: str) -> str | None:
+    """The path of a ``delta.`<path>``` identifier, or None for a catalog name."""
+    m = _PATH_NAME.match(name)
+    return m.group("path").replace("``", "`") if m else None
+
+
+def _quoted(name: str) -> str:
+    """``db.t`` → ```db`.`t```; already back-quoted parts are kept."""
+    parts = re.findall(r"`(?:[^`]|``)+`|[^.]+", name.strip())
+    return ".".join(p if p.startswith("`") else f"`{p.strip()}`" for p in parts)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def registered_location(spark: SparkSession, name: str) -> str | None:
+    """The Delta location registered for ``name``, or None when ``name`` is not a Delta table in the catalog
+    (also when it does not exist)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        if not spark.catalog.tableExists(name):  # asked first: Spark logs every failed statement at ERROR level
+            return None
+        props = {str(r[0]): str(r[1]) for r in spark.sql(f"SHOW TBLPROPERTIES {_quoted(name)}").collect()}
+        if LOCATION_PROPERTY in props:
+            return props[LOCATION_PROPERTY]
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {_quoted(name)}").collect()
+    except AnalysisException:
+        return None
+    info = {str(r[0]).strip(): str(r[1] or "").strip() for r in rows}
+    if info.get("Provider", "").lower() == "delta" and info.get("Location"):
+        return info["Location"]  # registered by delta-spark (e.g. in a shared Hive metastore)
+    return None
+
+
+def table_location(spark: SparkSession, name: str) -> str:
+    """The Delta table location behind a session-catalog name (or the path of ``delta.`<path>```).
+
+    Raises:
+        NotADeltaTableNameError: ``name`` is not a Delta table with a location in the session catalog.
+    """
+    path = path_of_identifier(name)
+    if path is not None:
+        return path
+    location = registered_location(spark, name)
+    if location is None:
+        raise NotADeltaTableNameError(
+            f"{name} is not a Delta table with a location in the session catalog; register it with "
+            f"CREATE TABLE {name} USING delta LOCATION '<path>' (through dvlake) or use delta.`<path>` instead")
+    return location
+
+
+def register_table(spark: SparkSession, name: str, path: str, if_not_exists: bool = False) -> None:
+    """Register the Delta table at ``path`` (existing or about to be created) under ``name`` in the session catalog.
+
+    The catalog entry's columns are the table's current columns (none but a marker when the table does
+    not exist yet); readers always take the schema from the Delta log, so later schema changes need no
+    re-registration.
+
+    Raises:
+        TableAlreadyExistsError: ``name`` exists and ``if_not_exists`` is False.
+    """
+    root = normalize_table_root(path)
+    if spark.catalog.tableExists(name):
+        if if_not_exists:
+            return
+        raise TableAlreadyExistsError(f"a table or view named {name} already exists in the session catalog",
+                                      error_class="DELTA_TABLE_ALREADY_EXISTS")
+    message = (f"{name} is a Delta table (with deletion vectors) at {root}: plain Spark cannot read it. "
+               f"Call dvlake.configure_spark(spark) and use spark.read.table/DeltaTable.forName, or dvlake.sql")
+    columns = _columns(root)
+    raise_expr = f"raise_error({_sql_string(message)})"
+    if columns:
+        first, rest = columns[0], columns[1:]
+        select = [f"CAST({raise_expr} AS {first[1]}) AS `{first[0]}`"]
+        select += [f"CAST(NULL AS {t}) AS `{c}`" for c, t in rest]
+    else:
+        select = [f"{raise_expr} AS `dvlake_delta_table`"]
+    props = f"{_sql_string(LOCATION_PROPERTY)} = {_sql_string(root)}, {_sql_string(PROVIDER_PROPERTY)} = 'delta'"
+    exists = " IF NOT EXISTS" if if_not_exists else ""
+    spark.sql(f"CREATE VIEW{exists} {_quoted(name)} TBLPROPERTIES ({props}) AS SELECT {', '.join(select)}")
+
+
+def default_table_location(spark: SparkSession, name: str) -> str:
+    """Where Spark would place a managed table ``name``: ``<database location>/<table>`` (table name lower-cased)."""
+    parts = [p.strip("`") for p in re.findall(r"`(?:[^`]|``)+`|[^.]+", name.strip())]
+    table = parts[-1].lower()
+    database = parts[-2] if len(parts) >= 2 else spark.catalog.currentDatabase()
+    root = spark.catalog.getDatabase(database).locationUri
+    return str(root).rstrip("/") + "/" + table
+
+
+def _columns(root: str) -> list[tuple[str, str]]:
+    from dvlake.errors import TableNotFoundError
+    from dvlake.log.snapshot import Snapshot
+
+    try:
+        snapshot = Snapshot.load(root)
+    except TableNotFoundError:
+        return []
+    logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+    return [(f.name.replace("`", "``"), f.dataType.simpleString()) for f in logical.fields]

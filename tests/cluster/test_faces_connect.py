@@ -1,0 +1,56 @@
+"""``configure_spark``'s hooks on a Spark Connect session: format("delta") reads/writes, spark.sql, catalog names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster import daemons
+from tests.cluster.conftest import RUN_TIMEOUT_S
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def connect_faces(connect_server: daemons.ConnectServer, dvlake_zip: Path, cluster_work: Path) -> dict[str, Any]:
+    work = cluster_work / "faces-connect"
+    work.mkdir(parents=True, exist_ok=True)
+    out, log = work / "results.json", work / "run.log"
+    argv = [sys.executable, "-m", "tests.cluster.faces_connect", "--remote", connect_server.url,
+            "--artifact", str(dvlake_zip), "--work-dir", str(work), "--out", str(out)]
+    with open(log, "wb") as f:
+        proc = subprocess.run(argv, cwd=daemons.REPO_ROOT, env=daemons.daemon_env({}), stdout=f,
+                              stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+    if proc.returncode != 0 or not out.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+        pytest.fail(f"the Connect faces run exited with {proc.returncode}:\n{tail}")
+    return json.loads(out.read_text())
+
+
+def _ok(results: dict[str, Any], step: str) -> Any:
+    entry = results[step]
+    if "error" in entry:
+        pytest.fail(f"step {step!r} failed over Spark Connect: {entry['error']}\n{entry['traceback']}")
+    return entry["ok"]
+
+
+def test_format_delta_over_connect(connect_faces: dict[str, Any]) -> None:
+    assert _ok(connect_faces, "write_and_read") == [1, 2, 4, 5, 7, 8, 10, 11]
+    assert _ok(connect_faces, "version_as_of") == list(range(10))
+    assert _ok(connect_faces, "same_plan") is True
+    assert _ok(connect_faces, "user_metadata") == "m"
+
+
+def test_sql_and_other_formats_over_connect(connect_faces: dict[str, Any]) -> None:
+    assert _ok(connect_faces, "sql_delete") == [2, 4, 5, 7, 8, 10, 11]
+    assert _ok(connect_faces, "sql_plain") == 1
+    assert _ok(connect_faces, "parquet_untouched") == [3, False]
+
+
+def test_catalog_names_over_connect(connect_faces: dict[str, Any]) -> None:
+    assert _ok(connect_faces, "save_as_table") == [[0, 1, 2, 3], [0, 1, 2, 3]]
