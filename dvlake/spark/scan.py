@@ -181,6 +181,19 @@ def scan_snapshot(spark: SparkSession, snapshot: Snapshot, condition: str | Colu
     return out.filter(condition) if condition is not None else out
 
 
+def metadata_row_count(snapshot: Snapshot) -> int | None:
+    """The table's live row count from the log alone: Σ numRecords − Σ DV cardinality, or None when a
+    file's stats lack numRecords.
+
+    As delta-spark answers an unfiltered ``COUNT(*)`` (``optimizeMetadataQuery``): it trusts the log's
+    counts, which dvlake's own writers record exactly; a scan re-counts the rows themselves.
+    """
+    records = snapshot.num_records()
+    if (records < 0).any():
+        return None
+    return int(records.sum()) - int(snapshot.dv_cardinalities().sum())
+
+
 def read(spark: SparkSession, path: str, version: int | None = None, timestamp: Any = None,
          condition: str | Column | None = None) -> DataFrame:
     """Read a Delta table (optionally at a version or timestamp) as a DataFrame."""
