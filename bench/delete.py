@@ -7,7 +7,10 @@ log), median of --repeat runs; plus delta-rs's ``DeltaTable.delete`` (copy-on-wr
 identical table without the DV feature. Prints a markdown table, writes docs/delete_heatmap.png
 and, with --write-md, the section in BENCHMARKS.md.
 
-Run: ``.venv/bin/python bench/delete.py [--repeat 3] [--write-md]``
+``--realistic`` uses files of the size real tables hold: 16 files of ~64 MB (1 GB), touching 1, 4 or
+16 files and deleting 1 row, 0.01 %, 0.1 % or 1 % of each touched file (no heatmap).
+
+Run: ``.venv/bin/python bench/delete.py [--repeat 3] [--realistic [--rows-per-file N]] [--write-md]``
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FILES, ROWS = 64, 100_000
 TOUCHED = [1, 4, 16, 64]
 DENSITY = [("1 row", None), ("0.1 %", 1000), ("1 %", 100), ("10 %", 10)]
+#: ``--realistic``: files of the size real Delta tables hold (>= 64 MB each; --rows-per-file sets it).
+REALISTIC_FILES, REALISTIC_ROWS = 16, 2_400_000
+REALISTIC_TOUCHED = [1, 4, 16]
+REALISTIC_DENSITY = [("1 row", None), ("0.01 %", 10_000), ("0.1 %", 1000), ("1 %", 100)]
 
 
 def condition(files: int, step: int | None) -> str:
@@ -60,7 +67,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--write-md", action="store_true")
     ap.add_argument("--no-deltars", action="store_true")
+    ap.add_argument("--realistic", action="store_true",
+                    help="16 files of ~64 MB (1 GB); 1, 4, 16 files x 1 row, 0.01, 0.1, 1 %% per file")
+    ap.add_argument("--rows-per-file", type=int, default=None)
     args = ap.parse_args()
+    global FILES, ROWS, TOUCHED, DENSITY
+    if args.realistic:
+        FILES, ROWS, TOUCHED, DENSITY = REALISTIC_FILES, REALISTIC_ROWS, REALISTIC_TOUCHED, REALISTIC_DENSITY
+    if args.rows_per_file:
+        ROWS = args.rows_per_file
 
     from pyspark.sql import functions as F
 
@@ -77,6 +92,8 @@ def main() -> None:
           .withColumn("s", F.concat(F.lit("user-"), (F.col("id") % 9973).cast("string"))))
     write(df, base_dv, properties={"delta.enableDeletionVectors": "true"})
     write(df, base_plain)
+    data_sizes = [os.path.getsize(os.path.join(base_dv, n)) for n in os.listdir(base_dv) if n.endswith(".parquet")]
+    print(f"{len(data_sizes)} data files, {statistics.median(data_sizes) / 2**20:.1f} MB median", flush=True)
     # warm up the JVM and Python workers on a throwaway copy
     warm = os.path.join(tmp, "warm")
     fresh_copy(base_dv, warm)
@@ -120,19 +137,23 @@ def main() -> None:
             print(f"{files:>3} files, {label:>6}: DV {r['dv']:.2f}s  CoW {r['cow']:.2f}s  delta-rs {r['rs']:.2f}s  "
                   f"CoW/DV {r['cow'] / r['dv']:.1f}x  bytes {r['dv_bytes']:,} vs {r['cow_bytes']:,}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
-    table = render(results, args.repeat)
+    table = render(results, args.repeat, statistics.median(data_sizes))
     print(table)
-    heatmap(results)
+    if not args.realistic:
+        heatmap(results)
     if args.write_md:
         from bench.common import update_benchmarks_md
 
-        update_benchmarks_md("## DELETE: deletion vectors vs copy-on-write (bench/delete.py)", table)
+        heading = "## DELETE: deletion vectors vs copy-on-write (bench/delete.py)"
+        if args.realistic:
+            heading = "## DELETE at realistic file sizes (bench/delete.py --realistic)"
+        update_benchmarks_md(heading, table)
 
 
-def render(results: list[dict], repeat: int) -> str:
+def render(results: list[dict], repeat: int, file_bytes: float) -> str:
     lines = [
-        f"64 files x 100k rows x 6 columns; median of {repeat}; each run on a fresh copy; "
-        f"{time.strftime('%Y-%m-%d')}, 2 cores, local[2].",
+        f"{FILES} files x {ROWS:,} rows x 6 columns ({file_bytes / 2**20:.0f} MB per file); median of {repeat}; "
+        f"each run on a fresh copy; {time.strftime('%Y-%m-%d')}, 2 cores shared with other work, local[2].",
         "",
         "| files touched | rows deleted per file | CoW / DV time | delta-rs / DV time | DV bytes | CoW bytes | DV bytes / CoW | DV files | CoW files |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
