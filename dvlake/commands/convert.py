@@ -51,12 +51,13 @@ def _partition_schema(spark: SparkSession, partition_schema: StructType | str | 
     return spark.createDataFrame([], partition_schema).schema
 
 
-_INTEGRAL = {"byte": (-(2**7), 2**7 - 1), "short": (-(2**15), 2**15 - 1), "integer": (-(2**31), 2**31 - 1),
-             "long": (-(2**63), 2**63 - 1)}
+_INTEGRAL = {"tinyint": (-(2**7), 2**7 - 1), "smallint": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1),
+             "bigint": (-(2**63), 2**63 - 1)}
 
 
 def _check_cast(value: str, type_name: str) -> None:
-    """Raise ValueError when Spark could not cast the folder's value to the partition column's type."""
+    """Raise ValueError when Spark could not cast the folder's value to the partition column's type
+    (``type_name`` is Spark's simple string: int, bigint, date, decimal(10,2), …)."""
     if type_name in _INTEGRAL:
         lo, hi = _INTEGRAL[type_name]
         if not lo <= int(value) <= hi:

@@ -7,7 +7,9 @@ dvlake's write/alter commands. Column definitions are turned into a Spark schema
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -222,9 +224,10 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     path = delta_target(spark, target, text)
     if path is None:
         return None
-    if node.args.get("where") is not None:
-        raise sql_error(text, offset_of(node.args["where"]), "INSERT … REPLACE WHERE is not supported by dvlake yet; use "
-                                                             "DELETE then INSERT, or MERGE")
+    replace_where = node.args.get("where")
+    if replace_where is not None and _replace_where_writer() is None:
+        raise sql_error(text, offset_of(replace_where), "INSERT … REPLACE WHERE is not supported by this dvlake build "
+                                                        "(it needs the replaceWhere writer option); use DELETE then INSERT")
     overwrite = bool(node.args.get("overwrite"))
     table = _table_struct(path)
     static: dict[str, Any] = {}
@@ -235,9 +238,9 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
             static[spec.this.name] = spec.expression
         elif not isinstance(spec, exp.Column):
             raise sql_error(text, offset_of(spec), f"cannot read the partition spec {spec.sql(DIALECT)!r}")
-    if static and overwrite:
-        raise sql_error(text, at_partition, "INSERT OVERWRITE … PARTITION (col = value) is not supported by dvlake "
-                                                    "yet (it needs replaceWhere); use DELETE … WHERE then INSERT INTO")
+    if static and overwrite and _replace_where_writer() is None:
+        raise sql_error(text, at_partition, "INSERT OVERWRITE … PARTITION (col = value) is not supported by this dvlake "
+                                            "build (it needs the replaceWhere writer option); use DELETE … WHERE then INSERT")
     source = node.args.get("expression")
     if source is None:
         raise sql_error(text, offset_of(node), "INSERT needs SELECT … or VALUES …")
@@ -264,8 +267,33 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
         raise sql_error(text, offset_of(node), f"the table has no column {unknown[0]!r} (columns: {list(table.names)})")
     cols = [(F.col(f"`{next(c for c in df.columns if c.lower() == f.name.lower())}`") if f.name.lower() in present
              else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields]
-    write_df(df.select(*cols), path, "overwrite" if overwrite else "append")
+    rows = df.select(*cols)
+    if replace_where is not None or (static and overwrite):
+        # only the rows the condition (or the static partition) selects are replaced, atomically
+        condition = (replace_where.sql(DIALECT) if replace_where is not None else
+                     " AND ".join(f"`{c}` = {v.sql(DIALECT)}" for c, v in static.items()))
+        writer = _replace_where_writer()
+        assert writer is not None
+        writer(rows, path, condition)
+    else:
+        write_df(rows, path, "overwrite" if overwrite else "append")
     return empty(spark)
+
+
+def _replace_where_writer() -> Callable[[DataFrame, str, str], None] | None:
+    """A writer that replaces the rows matching a condition in one commit (the ``replaceWhere`` option of
+    ``dvlake.commands.write_options``), or None in a build without it."""
+    try:
+        options = importlib.import_module("dvlake.commands.write_options")
+    except ImportError:
+        return None
+    from dvlake.commands import write as write_cmd
+
+    def run(rows: DataFrame, path: str, condition: str) -> None:
+        write: Any = write_cmd.write
+        write(rows, path, "overwrite", [], None, options=options.WriteOptions(replace_where=condition))
+
+    return run
 
 
 def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:

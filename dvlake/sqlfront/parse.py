@@ -156,13 +156,25 @@ class Cursor:
         j = self.i + ahead
         return self.tokens[j] if j < len(self.tokens) else None
 
+    def _match(self, words: tuple[str, ...]) -> int:
+        """How many tokens spell ``words`` from here (0 when they do not); sqlglot keeps some keyword pairs
+        such as ``PARTITIONED BY`` as one token, so words are compared across token boundaries."""
+        wanted = [w.upper() for w in words]
+        k = 0
+        while wanted:
+            tok = self.peek(k)
+            if tok is None or tok.token_type in (TokenType.IDENTIFIER, TokenType.STRING):
+                return 0
+            parts = tok.text.upper().split()
+            if parts != wanted[:len(parts)] or not parts:
+                return 0
+            wanted = wanted[len(parts):]
+            k += 1
+        return k
+
     def at(self, *words: str) -> bool:
         """Whether the next tokens are exactly ``words`` (a sequence, e.g. ``at("DRY", "RUN")``)."""
-        for k, w in enumerate(words):
-            tok = self.peek(k)
-            if tok is None or not is_word(tok, w):
-                return False
-        return True
+        return self._match(words) > 0
 
     def done(self) -> bool:
         return self.i >= len(self.tokens)
@@ -173,10 +185,9 @@ class Cursor:
 
     # -- consuming ---------------------------------------------------------------------------------
     def accept(self, *words: str) -> bool:
-        if self.at(*words):
-            self.i += len(words)
-            return True
-        return False
+        n = self._match(words)
+        self.i += n
+        return n > 0
 
     def expect(self, *words: str, form: str = "") -> None:
         if not self.accept(*words):
@@ -199,11 +210,12 @@ class Cursor:
         return sql_error(self.text, self.offset() if offset is None else offset, problem, parse=parse)
 
     # -- pieces ------------------------------------------------------------------------------------
-    def table(self, providers: tuple[str, ...] = ("delta",)) -> TableRef:
-        """``delta.`<path>``` (or another provider in ``providers``) or a dotted catalog name."""
+    def table(self, providers: tuple[str, ...] | None = ("delta",)) -> TableRef:
+        """``delta.`<path>``` (or another provider in ``providers``, any word when None) or a dotted catalog name."""
         start = self.offset()
         first = self.next()
-        if (first.token_type != TokenType.IDENTIFIER and first.text.lower() in providers and self.peek() is not None
+        if (first.token_type != TokenType.IDENTIFIER and (providers is None or first.text.lower() in providers)
+                and self.peek() is not None
                 and self.peek().token_type == TokenType.DOT  # type: ignore[union-attr]
                 and self.peek(1) is not None and self.peek(1).token_type == TokenType.IDENTIFIER):  # type: ignore[union-attr]
             self.i += 1

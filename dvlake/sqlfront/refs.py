@@ -24,12 +24,9 @@ if TYPE_CHECKING:
 
 
 def offset_of(node: exp.Expr) -> int:
-    """The character offset sqlglot recorded for the node (or its first identifier), 0 when unknown."""
-    for n in node.walk():
-        start = n.meta.get("start") if n.meta else None
-        if start is not None:
-            return int(start)
-    return 0
+    """The earliest character offset sqlglot recorded within the node (its identifiers, literals), 0 when unknown."""
+    starts = [int(n.meta["start"]) for n in node.walk() if n.meta and n.meta.get("start") is not None]
+    return min(starts, default=0)
 
 
 def table_ref(node: exp.Table) -> TableRef | None:

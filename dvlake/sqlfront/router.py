@@ -105,6 +105,8 @@ def _dispatch(spark: SparkSession, tree: exp.Expr, text: str, args: Any, evoluti
         return ddl.alter(spark, tree, text)
     if isinstance(tree, exp.Describe):
         return ddl.describe(spark, tree, text)
-    if isinstance(tree, exp.Query) and has_delta_tables(tree):
+    if isinstance(tree, exp.Query):  # without Delta tables it runs as written (kwargs and all)
+        if not has_delta_tables(tree):
+            return passthrough(spark, text, args, **kwargs)
         return run_query(spark, tree, text, args, whole=True, **kwargs)
     return None

@@ -153,7 +153,7 @@ def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
 
     form = "CONVERT TO DELTA parquet.`<path>` [NO STATISTICS] [PARTITIONED BY (col type, …)]"
     cur.expect("CONVERT", "TO", "DELTA", form=form)
-    ref = cur.table(providers=("parquet", "delta"))
+    ref = cur.table(providers=None)
     if ref.path is None:
         raise sql_error(cur.text, ref.offset, "dvlake converts Parquet directories by path: CONVERT TO DELTA parquet.`<path>`")
     collect_stats = not cur.accept("NO", "STATISTICS")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 
@@ -39,6 +40,7 @@ def test_quickstart_sql_as_a_delta_spark_user_writes_it(spark, tmp_path):
     assert _ids(sql(spark, f"SELECT * FROM delta.`{p}`")) == [0, 1, 2, 3, 4]
     sql(spark, f"INSERT OVERWRITE delta.`{p}` SELECT id FROM range(5, 10)")
     sql(spark, f"UPDATE delta.`{p}` SET id = id + 100 WHERE id % 2 = 0")
+    assert any(f.deletion_vector for f in Snapshot.load(p).add_files())  # the UPDATE marked its rows in a DV
     out = sql(spark, f"DELETE FROM delta.`{p}` WHERE id % 2 = 0;").collect()
     assert out[0].num_affected_rows == 2  # 106 and 108
     spark.range(0, 20).createOrReplaceTempView("qs_new")
@@ -50,7 +52,6 @@ def test_quickstart_sql_as_a_delta_spark_user_writes_it(spark, tmp_path):
     assert _ids(sql(spark, f"SELECT * FROM delta.`{p}` VERSION AS OF 1")) == [0, 1, 2, 3, 4]
     hist = sql(spark, f"DESCRIBE HISTORY delta.`{p}` LIMIT 2").collect()
     assert [h.operation for h in hist] == ["MERGE", "DELETE"]
-    assert any(f.deletion_vector for f in Snapshot.load(p).add_files())  # the DELETE wrote a DV
     _no_leftover_views(spark)
 
 
@@ -82,12 +83,14 @@ def test_timestamp_as_of_literal_and_expression(spark, tmp_path):
     p = str(tmp_path / "t")
     dvlake.write(spark.range(3), p)
     sql(spark, f"INSERT INTO delta.`{p}` SELECT id FROM range(3, 5)")
-    assert sql(spark, f"SELECT count(*) AS n FROM delta.`{p}` TIMESTAMP AS OF current_timestamp()").first().n == 5
-    v0_ms = _commit_ms(p, 0)
     import datetime as dt
 
-    ts = dt.datetime.fromtimestamp(v0_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    assert sql(spark, f"SELECT count(*) AS n FROM delta.`{p}` TIMESTAMP AS OF '{ts}'").first().n == 3
+    ts = [dt.datetime.fromtimestamp(_commit_ms(p, v) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] for v in (0, 1)]
+    assert sql(spark, f"SELECT count(*) AS n FROM delta.`{p}` TIMESTAMP AS OF '{ts[0]}'").first().n == 3
+    expr = f"TIMESTAMP AS OF CAST('{ts[1]}' AS TIMESTAMP) - INTERVAL 0 SECONDS"  # an expression Spark evaluates
+    assert sql(spark, f"SELECT count(*) AS n FROM delta.`{p}` {expr}").first().n == 5
+    with pytest.raises(Exception, match="DELTA_TIMESTAMP_GREATER_THAN_COMMIT"):  # as delta-spark: no future versions
+        sql(spark, f"SELECT * FROM delta.`{p}` TIMESTAMP AS OF current_timestamp() + INTERVAL 1 HOUR")
 
 
 def _commit_ms(path, version):
@@ -136,10 +139,17 @@ def test_insert_forms(spark, tmp_path):
     with pytest.raises(DeltaSqlError) as err:
         sql(spark, f"INSERT INTO delta.`{p}` SELECT 1, 2")
     assert err.value.error_class == "INSERT_COLUMN_ARITY_MISMATCH"
-    with pytest.raises(DeltaSqlError, match="replaceWhere") as err:
-        sql(spark, f"INSERT OVERWRITE delta.`{p}` PARTITION (part = 'w') SELECT 1, 'x'")
-    assert (err.value.line, err.value.column) == (1, len(f"INSERT OVERWRITE delta.`{p}` ") + 1)
-    assert Snapshot.load(p).version == 5
+    overwrite_part = f"INSERT OVERWRITE delta.`{p}` PARTITION (part = 'w') SELECT 1, 'x'"
+    if importlib.util.find_spec("dvlake.commands.write_options") is None:  # no replaceWhere writer in this build
+        with pytest.raises(DeltaSqlError, match="replaceWhere") as err:
+            sql(spark, overwrite_part)
+        assert (err.value.line, err.value.column) == (1, len(f"INSERT OVERWRITE delta.`{p}` PARTITION (") + 1)
+        assert Snapshot.load(p).version == 5
+        return
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (8, 'k', 'v')")
+    sql(spark, overwrite_part)                                                     # only partition w is replaced
+    sql(spark, f"INSERT INTO delta.`{p}` REPLACE WHERE id >= 8 SELECT 80, 'k', 'v'")
+    assert sorted(tuple(r) for r in sql(spark, f"SELECT * FROM delta.`{p}`").collect()) == [(1, "x", "w"), (80, "k", "v")]
 
 
 def test_views_alter_describe_and_show(spark, tmp_path):
