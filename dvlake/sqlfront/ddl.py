@@ -40,9 +40,10 @@ def _property_text(node: exp.Expr) -> str:
         return str(node.this)
     if isinstance(node, exp.Boolean):
         return "true" if node.this else "false"
-    if isinstance(node, exp.Dot | exp.Column):
-        return ".".join(p.name for p in node.parts) if isinstance(node, exp.Column) else \
-            ".".join(i.name for i in node.find_all(exp.Identifier))
+    if isinstance(node, exp.Column):
+        return ".".join(p.name for p in node.parts)
+    if isinstance(node, exp.Dot):  # delta.feature.x is Dot(Dot(delta, feature), x)
+        return f"{_property_text(node.this)}.{_property_text(node.expression)}"
     if isinstance(node, exp.Identifier | exp.Var):
         return str(node.name)
     return node.sql(DIALECT)

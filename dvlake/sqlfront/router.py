@@ -82,7 +82,7 @@ def _utility(spark: SparkSession, text: str, tokens: list[Any], first: str) -> D
     second = tokens[1].text.upper() if len(tokens) > 1 else ""
     if first in ("DESCRIBE", "DESC") and second in ("HISTORY", "DETAIL") and len(tokens) > 2:
         return utility.describe(spark, cur)
-    if first == "ALTER" and second == "TABLE" and any(is_word(t, "UNSET") or is_word(t, "FEATURE") for t in tokens[2:]):
+    if first == "ALTER" and second == "TABLE":
         return utility.alter(spark, cur)
     if first == "SHOW" and second == "TBLPROPERTIES":
         return utility.show_properties(spark, cur)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dvlake.errors import DeltaSqlError
 from dvlake.sqlfront.parse import Cursor, TableRef, column_name, parse_expression, sql_error
 from dvlake.sqlfront.refs import literal_value, maybe_catalog_location, resolve
 
@@ -168,9 +169,14 @@ def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     """ALTER TABLE <table> UNSET TBLPROPERTIES [IF EXISTS] (keys) | DROP FEATURE name [TRUNCATE HISTORY];
-    None when the table is not a Delta table (Spark runs the statement)."""
+    None for other ALTER forms (sqlglot's AST handles them) and for tables that are not Delta tables."""
     cur.expect("ALTER", "TABLE")
-    ref = cur.table()
+    try:
+        ref = cur.table()
+    except DeltaSqlError:
+        return None  # not a table name dvlake reads: Spark (or the AST path) reports it
+    if not (cur.at("UNSET", "TBLPROPERTIES") or cur.at("DROP", "FEATURE")):
+        return None
     path = _delta_path(spark, ref, cur)
     if path is None:
         return None
@@ -190,8 +196,7 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
         cur.expect_end("ALTER TABLE delta.`<path>` DROP FEATURE <name> [TRUNCATE HISTORY]")
         drop_feature(spark, path, name, truncate_history=truncate)
         return _empty(spark)
-    raise cur.error("this ALTER TABLE form is not supported by dvlake; supported: SET/UNSET TBLPROPERTIES, ADD COLUMNS, "
-                    "DROP FEATURE")
+    return None
 
 
 def show_properties(spark: SparkSession, cur: Cursor) -> DataFrame | None:

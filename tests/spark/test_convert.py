@@ -8,6 +8,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 import dvlake
 from dvlake import DeltaTable
@@ -83,7 +84,7 @@ def _write_parts(spark, path, folder):
     (["k=1"], None, "DELTA_UNEXPECTED_NUM_PARTITION_COLUMNS_FROM_FILE_NAME"),
     (["k=1/j=2"], "k INT", "DELTA_UNEXPECTED_NUM_PARTITION_COLUMNS_FROM_FILE_NAME"),
     (["other=1"], "k INT", "DELTA_UNEXPECTED_PARTITION_COLUMN_FROM_FILE_NAME"),
-    (["k=abc"], "k INT", "DELTA_FAILED_CAST_PARTITION_VALUE"),
+    (["k=abc"], StructType([StructField("k", IntegerType())]), "DELTA_FAILED_CAST_PARTITION_VALUE"),
 ])
 def test_partition_folders_that_do_not_match_the_schema_are_refused(spark, tmp_path, layout, schema, error_class):
     p = str(tmp_path / "bad")

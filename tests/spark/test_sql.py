@@ -10,6 +10,7 @@ import pytest
 
 import dvlake
 from dvlake.errors import DeltaSqlError, DeltaSqlParseError, SchemaMismatchError, TableAlreadyExistsError
+from dvlake.log import features
 from dvlake.log.snapshot import Snapshot
 from dvlake.sql import sql
 
@@ -161,6 +162,8 @@ def test_views_alter_describe_and_show(spark, tmp_path):
         sql(spark, f"CREATE VIEW sql_perm AS SELECT * FROM delta.`{p}`")
     sql(spark, f"ALTER TABLE delta.`{p}` ADD COLUMNS (note STRING COMMENT 'free text', score DOUBLE)")
     sql(spark, f"ALTER TABLE delta.`{p}` SET TBLPROPERTIES ('a.b' = 'c', delta.appendOnly = false)")
+    sql(spark, f"ALTER TABLE delta.`{p}` SET TBLPROPERTIES (delta.feature.deletionVectors = 'supported')")  # FEATURE as a word
+    assert "deletionVectors" in features.writer_features(Snapshot.load(p).protocol)
     sql(spark, f"ALTER TABLE delta.`{p}` UNSET TBLPROPERTIES IF EXISTS ('a.b', 'nope')")
     assert _last_commit_info(p)["operation"] == "UNSET TBLPROPERTIES"
     desc = {r.col_name: (r.data_type, r.comment) for r in sql(spark, f"DESCRIBE delta.`{p}`").collect()}
