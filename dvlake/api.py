@@ -145,6 +145,35 @@ class DeltaTable:
         """A builder that creates the table, or replaces the schema, partitioning and data of an existing one."""
         return DeltaTableBuilder(sparkSession, "createOrReplace")
 
+    # -- CONVERT TO DELTA (issue 14) ------------------------------------------------------------------
+    @classmethod
+    def convertToDelta(cls, sparkSession: SparkSession, identifier: str,
+                       partitionSchema: str | StructType | None = None) -> DeltaTable:
+        """Turn a Parquet directory into a Delta table in place (no data rewritten, stats from the footers).
+
+        Args:
+            sparkSession: the session.
+            identifier: ``"parquet.`<path>`"``.
+            partitionSchema: the partition columns in folder order, as a StructType or DDL string
+                (``"day DATE, region STRING"``); required when the files sit in ``col=value`` folders.
+
+        Returns:
+            The Delta table (an existing Delta table at the path is returned unchanged).
+
+        Raises:
+            ConvertToDeltaError: a file that is not Parquet, folders that do not match ``partitionSchema``,
+                an empty directory (delta-spark's error classes, in ``error_class``).
+
+        Example:
+            >>> DeltaTable.convertToDelta(spark, "parquet.`/data/events`", "day DATE")
+        """
+        from dvlake.commands.convert import convert_to_delta, split_identifier
+
+        provider, path = split_identifier(identifier)
+        convert_to_delta(sparkSession, path, partitionSchema, provider=provider,
+                         session_defaults=_session_defaults(sparkSession))
+        return cls(sparkSession, path)
+
     # -- reading ---------------------------------------------------------------------------------
     @property
     def path(self) -> str:

@@ -387,3 +387,39 @@ class NotADeltaTableNameError(DeltaErrorClassMixin, TableNotFoundError):
     """A catalog name that is not a Delta table with a location; use ``delta.`<path>``` instead."""
 
     error_class = "DELTA_MISSING_DELTA_TABLE"
+
+
+
+# --- SQL front end and CONVERT TO DELTA (issue 14) ------------------------------------------------
+
+
+class DeltaSqlError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A Delta SQL statement dvlake recognised but cannot run as written.
+
+    The message names the statement and the position (line and column, 1-based) of the part dvlake
+    cannot run, so the user is never left with Spark's TABLE_OR_VIEW_NOT_FOUND for ``delta.`<path>```.
+    """
+
+    error_class = "DVLAKE_UNSUPPORTED_DELTA_STATEMENT"
+
+    def __init__(self, message: str, error_class: str | None = None, *, statement: str | None = None,
+                 line: int | None = None, column: int | None = None) -> None:
+        self.statement = statement
+        self.line = line
+        self.column = column
+        super().__init__(message, error_class)
+
+
+class DeltaSqlParseError(DeltaSqlError):
+    """A Delta SQL statement that does not parse (Spark's error class for syntax errors)."""
+
+    error_class = "PARSE_SYNTAX_ERROR"
+
+
+class ConvertToDeltaError(DeltaErrorClassMixin, InvalidArgumentError):
+    """CONVERT TO DELTA refused the directory; ``error_class`` says why, with delta-spark's (or Spark's) name:
+    DELTA_EMPTY_DIRECTORY, DELTA_UNEXPECTED_NUM_PARTITION_COLUMNS_FROM_FILE_NAME,
+    DELTA_UNEXPECTED_PARTITION_COLUMN_FROM_FILE_NAME, DELTA_FAILED_CAST_PARTITION_VALUE,
+    FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER, CANNOT_MERGE_SCHEMAS, DELTA_CONVERT_NON_PARQUET_TABLE."""
+
+    error_class = "DELTA_CONVERSION_FAILED"

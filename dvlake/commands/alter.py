@@ -66,3 +66,38 @@ def unset_properties(path: str, keys: Iterable[str], if_exists: bool = True) -> 
     txn = OptimisticTransaction(root, snapshot)
     txn.update_metadata(replace(snapshot.metadata, configuration=conf))
     return txn.commit([], "UNSET TBLPROPERTIES", {"properties": json.dumps(keys), "ifExists": str(if_exists).lower()})
+
+
+# --- ALTER TABLE … ADD COLUMNS (issue 14) ------------------------------------------------------------
+
+
+def add_columns(path: str, columns: list[dict[str, Any]]) -> int:
+    """Append top-level columns (Delta schema JSON fields) to the schema; returns the committed version.
+
+    New columns must be nullable (existing rows read NULL for them) and their names new
+    (case-insensitively). With column mapping they get fresh ids and physical names.
+    """
+    from dvlake.errors import SchemaMismatchError
+    from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json
+
+    root = normalize_table_root(path)
+    snapshot = Snapshot.load(root)
+    schema = snapshot.schema
+    taken = {f["name"].lower() for f in schema["fields"]}
+    for col in columns:
+        if col["name"].lower() in taken:
+            raise SchemaMismatchError(f"cannot add column {col['name']!r} to {root}: a column of that name exists")
+        if not col.get("nullable", True):
+            raise SchemaMismatchError(f"cannot add column {col['name']!r} as NOT NULL: the existing rows have no value "
+                                      "for it; add it nullable")
+        taken.add(col["name"].lower())
+    new_schema = {**schema, "fields": list(schema["fields"]) + [dict(c) for c in columns]}
+    metadata = snapshot.metadata
+    if snapshot.configuration.get(MODE_KEY, "none") != "none":
+        start = int(snapshot.configuration.get(MAX_COLUMN_ID_KEY, "0"))
+        new_schema, max_id = assign_column_mapping(new_schema, start)
+        metadata = metadata.with_configuration(**{MAX_COLUMN_ID_KEY: str(max_id)})
+    txn = OptimisticTransaction(root, snapshot)
+    txn.update_metadata(replace(metadata, schema_string=schema_json(new_schema)))
+    added = [{"column": {k: c[k] for k in ("name", "type", "nullable", "metadata") if k in c}} for c in columns]
+    return txn.commit([], "ADD COLUMNS", {"columns": json.dumps(added)})

@@ -127,6 +127,10 @@ def scenario_table(spark: Any, root: Path) -> dict[str, Any]:
     out["sql_history"] = [canonical(r) for r in dvlake.sql(spark, f"DESCRIBE HISTORY delta.`{path}` LIMIT 2")
                           .select("version", "operation").collect()]
     out["detail"] = _detail(spark, path)
+    # one SQL query over two versions of the table (dvlake.sql hands each to Spark as a DataFrame argument)
+    out["sql_join_versions"] = canonical(dvlake.sql(
+        spark, f"SELECT count(*) AS n, sum(a.v) AS s FROM delta.`{path}` VERSION AS OF 1 a JOIN delta.`{path}@v4` b "
+               "ON a.id = b.id").first())
     return out
 
 

@@ -62,6 +62,8 @@ def test_history_and_detail(results, local_results):
     cow_delete = got["history"][4][3]
     assert int(cow_delete["numAddedFiles"]) > 0 and int(cow_delete["numDeletionVectorsAdded"]) == 0
     assert got["sql_history"] == local["sql_history"] == [[5, "DELETE"], [4, "DELETE"]]
+    version4 = _table(results)["time_travel"]["4"]["rows"]
+    assert got["sql_join_versions"] == local["sql_join_versions"] and got["sql_join_versions"][0] == len(version4)
     assert got["detail"] == local["detail"]
     with_dvs = got["detail_with_dvs"]
     assert with_dvs == local["detail_with_dvs"] and with_dvs["statistics"]["numDeletionVectors"] > 0

@@ -1,0 +1,330 @@
+"""CREATE TABLE / CTAS / temporary views, INSERT, ALTER TABLE … SET TBLPROPERTIES | ADD COLUMNS, DESCRIBE.
+
+Each function gets sqlglot's AST of a statement that involves a Delta table and runs it through
+dvlake's write/alter commands. Column definitions are turned into a Spark schema by Spark itself
+(``createDataFrame([], ddl)``), so every type Spark's DDL knows works on classic and Connect alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dvlake.sqlfront.parse import DIALECT, sql_error
+from dvlake.sqlfront.refs import (
+    catalog_function,
+    has_delta_tables,
+    maybe_catalog_location,
+    name_of,
+    offset_of,
+    run_query,
+    table_ref,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+def empty(spark: SparkSession) -> DataFrame:
+    """The empty result delta-spark returns for DDL."""
+    return spark.createDataFrame([], "result string")
+
+
+def _property_text(node: exp.Expr) -> str:
+    if isinstance(node, exp.Literal):
+        return str(node.this)
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
+    if isinstance(node, exp.Column):
+        return ".".join(p.name for p in node.parts)
+    if isinstance(node, exp.Dot):  # delta.feature.x is Dot(Dot(delta, feature), x)
+        return f"{_property_text(node.this)}.{_property_text(node.expression)}"
+    if isinstance(node, exp.Identifier | exp.Var):
+        return str(node.name)
+    return node.sql(DIALECT)
+
+
+def properties_of(nodes: list[exp.Expr], text: str) -> dict[str, str]:
+    """TBLPROPERTIES ('k' = 'v', delta.x = true) → {"k": "v", "delta.x": "true"}."""
+    out: dict[str, str] = {}
+    for p in nodes:
+        if not isinstance(p, exp.Property):
+            raise sql_error(text, offset_of(p), f"cannot read the table property {p.sql(DIALECT)!r}")
+        out[_property_text(p.this)] = _property_text(p.args["value"])
+    return out
+
+
+def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str) -> StructType:
+    """Column definitions → a Spark StructType (parsed by Spark's own DDL parser)."""
+    for cd in column_defs:
+        for c in cd.args.get("constraints") or []:
+            if not isinstance(c.args.get("kind"), exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
+                raise sql_error(text, offset_of(cd), f"column constraint {c.sql(DIALECT)!r} is not supported by dvlake "
+                                                     "(generated columns, defaults and identity columns are not)")
+    ddl = ", ".join(cd.sql(DIALECT) for cd in column_defs)
+    return spark.createDataFrame([], ddl).schema
+
+
+class _CreateParts:
+    """The clauses of a CREATE TABLE that dvlake reads."""
+
+    def __init__(self, node: exp.Create, text: str) -> None:
+        self.using: str | None = None
+        self.partitioned_by: list[str] = []
+        self.location: str | None = None
+        self.comment: str | None = None
+        self.properties: dict[str, str] = {}
+        self.temporary = self.is_global = False
+        props = node.args.get("properties")
+        for p in props.expressions if props is not None else []:
+            if isinstance(p, exp.FileFormatProperty):
+                self.using = _property_text(p.this).lower()
+            elif isinstance(p, exp.PartitionedByProperty):
+                cols = p.this.expressions if isinstance(p.this, exp.Schema | exp.Tuple) else [p.this]
+                self.partitioned_by = [c.name for c in cols]
+            elif isinstance(p, exp.LocationProperty):
+                self.location = _property_text(p.this)
+            elif isinstance(p, exp.SchemaCommentProperty):
+                self.comment = _property_text(p.this)
+            elif isinstance(p, exp.TemporaryProperty):
+                self.temporary = True
+            elif isinstance(p, exp.GlobalProperty):
+                self.is_global = True
+            elif isinstance(p, exp.Property):
+                self.properties.update(properties_of([p], text))
+            else:
+                raise sql_error(text, offset_of(p), f"the clause {p.sql(DIALECT)!r} is not supported by dvlake for Delta tables")
+
+
+def _split_target(node: exp.Expr) -> tuple[exp.Expr, list[exp.Expr]]:
+    """Create/Insert targets are a Table or Schema(Table, [columns])."""
+    if isinstance(node, exp.Schema):
+        return node.this, list(node.expressions)
+    return node, []
+
+
+def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None:
+    """CREATE TABLE / CTAS / CREATE VIEW involving Delta tables; None when it is Spark's business."""
+    kind = str(node.args.get("kind") or "").upper()
+    target, columns = _split_target(node.this)
+    parts = _CreateParts(node, text)
+    query = node.args.get("expression")
+    if kind == "VIEW":
+        return _create_view(spark, node, target, columns, parts, query, text)
+    if kind != "TABLE" or not isinstance(target, exp.Table):
+        return None
+    ref = table_ref(target)
+    if ref is None and parts.using != "delta":
+        if query is not None and has_delta_tables(query):
+            raise sql_error(text, offset_of(node), "CREATE TABLE … AS SELECT from a Delta table needs USING delta (dvlake "
+                                                   "writes Delta tables only); or read it with dvlake.read and save it")
+        return None
+    if parts.using not in (None, "delta"):
+        raise sql_error(text, offset_of(node), f"delta.`<path>` tables are Delta tables; USING {parts.using} contradicts it")
+    name = None if ref is not None else name_of(target)
+    path = ref.path if ref is not None else parts.location
+    if ref is not None and parts.location is not None and parts.location != ref.path:
+        raise sql_error(text, offset_of(node), "LOCATION differs from the delta.`<path>` of the table; give one of them")
+    if path is None:
+        assert name is not None
+        existing = maybe_catalog_location(spark, name)
+        if existing is None or not node.args.get("exists"):
+            raise sql_error(text, offset_of(target), f"dvlake tables live at a path: add LOCATION '<path>' to create {name}")
+        return empty(spark)  # IF NOT EXISTS and the catalog has it
+    from dvlake.api import _session_defaults
+    from dvlake.api import write as write_df
+    from dvlake.commands.write import create_table
+    from dvlake.commands.write import load as load_snapshot
+
+    replace = bool(node.args.get("replace"))
+    if_not_exists = bool(node.args.get("exists"))
+    if query is not None:
+        if columns:
+            raise sql_error(text, offset_of(columns[0]), "CREATE TABLE … AS SELECT takes its columns from the query; "
+                                                         "remove the column list")
+        df = run_query(spark, query, text)
+        mode = "overwrite" if replace else ("ignore" if if_not_exists else "error")
+        write_df(df, path, mode, parts.partitioned_by, parts.properties or None, overwriteSchema=replace)
+    else:
+        if not columns:
+            try:  # CREATE TABLE … USING delta LOCATION '<existing table>' registers it without a schema
+                load_snapshot(path)
+            except Exception:  # noqa: BLE001 - no table there: a schema is needed
+                raise sql_error(text, offset_of(target), "CREATE TABLE needs a column list when there is no table "
+                                                         "at the location yet") from None
+        else:
+            schema = json.loads(spark_schema(spark, columns, text).json())
+            create_table(path, schema, parts.partitioned_by, parts.properties, if_not_exists=if_not_exists,
+                         replace=replace, name=name, description=parts.comment, session_defaults=_session_defaults(spark))
+    if name is not None:
+        _register(spark, name, path, if_not_exists or replace, text, offset_of(target))
+    return empty(spark)
+
+
+def _register(spark: SparkSession, name: str, path: str, if_not_exists: bool, text: str, offset: int) -> None:
+    register_table = catalog_function("register_table")
+    if register_table is None:
+        raise sql_error(text, offset, f"the table was created at {path}, but registering the name {name} in the "
+                                      "catalog needs dvlake.spark.catalog, which this build lacks; use delta.`<path>`")
+    register_table(spark, name, path, if_not_exists=if_not_exists)
+
+
+def _create_view(spark: SparkSession, node: exp.Create, target: exp.Expr, columns: list[exp.Expr],
+                 parts: _CreateParts, query: exp.Expr | None, text: str) -> DataFrame | None:
+    if query is None or not has_delta_tables(query):
+        return None
+    if not parts.temporary:
+        raise sql_error(text, offset_of(node), "a permanent view cannot read Delta tables through dvlake (Spark stores "
+                                               "its SQL text); create a TEMPORARY VIEW instead")
+    df = run_query(spark, query, text)
+    if columns:
+        df = df.toDF(*[c.name for c in columns])
+    view = target.name
+    if parts.is_global:
+        (df.createOrReplaceGlobalTempView if node.args.get("replace") else df.createGlobalTempView)(view)
+    elif node.args.get("replace"):
+        df.createOrReplaceTempView(view)
+    else:
+        df.createTempView(view)
+    return empty(spark)
+
+
+def _table_struct(path: str) -> StructType:
+    from pyspark.sql.types import StructType
+
+    from dvlake.commands.write import load
+    from dvlake.log.schema import strip_column_mapping
+
+    return StructType.fromJson(strip_column_mapping(load(path).schema))
+
+
+def delta_target(spark: SparkSession, node: exp.Expr, text: str) -> str | None:
+    """The table root of a Table node that is a Delta table (path or Delta table of the catalog), else None."""
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+        return None
+    ref = table_ref(node)
+    if ref is not None:
+        if ref.version is not None or ref.timestamp is not None or node.args.get("version") is not None:
+            raise sql_error(text, offset_of(node), "cannot change an old version of a table (remove the time travel)")
+        return ref.path
+    return maybe_catalog_location(spark, name_of(node))
+
+
+def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None:
+    """INSERT INTO | OVERWRITE [TABLE] <delta table> [PARTITION (…)] [(columns)] [BY NAME] SELECT … | VALUES …"""
+    from pyspark.sql import functions as F
+
+    from dvlake.api import write as write_df
+
+    target, columns = _split_target(node.this)
+    path = delta_target(spark, target, text)
+    if path is None:
+        return None
+    replace_where = node.args.get("where")
+    if replace_where is not None and _replace_where_writer() is None:
+        raise sql_error(text, offset_of(replace_where), "INSERT … REPLACE WHERE is not supported by this dvlake build "
+                                                        "(it needs the replaceWhere writer option); use DELETE then INSERT")
+    overwrite = bool(node.args.get("overwrite"))
+    table = _table_struct(path)
+    static: dict[str, Any] = {}
+    partition = target.args.get("partition")
+    at_partition = offset_of(partition) if partition is not None else offset_of(target)
+    for spec in partition.expressions if partition is not None else []:
+        if isinstance(spec, exp.EQ):
+            static[spec.this.name] = spec.expression
+        elif not isinstance(spec, exp.Column):
+            raise sql_error(text, offset_of(spec), f"cannot read the partition spec {spec.sql(DIALECT)!r}")
+    if static and overwrite and _replace_where_writer() is None:
+        raise sql_error(text, at_partition, "INSERT OVERWRITE … PARTITION (col = value) is not supported by this dvlake "
+                                            "build (it needs the replaceWhere writer option); use DELETE … WHERE then INSERT")
+    source = node.args.get("expression")
+    if source is None:
+        raise sql_error(text, offset_of(node), "INSERT needs SELECT … or VALUES …")
+    df = run_query(spark, source, text)
+    by_name = {f.name.lower(): f for f in table.fields}
+    for col in static:
+        if col.lower() not in by_name:
+            raise sql_error(text, at_partition, f"{col!r} is not a column of the table")
+    if node.args.get("by_name"):
+        names = list(df.columns)
+    else:
+        named = [c.name for c in columns] if columns else [f.name for f in table.fields if f.name.lower() not in
+                                                           {s.lower() for s in static}]
+        if len(named) != len(df.columns):
+            raise sql_error(text, offset_of(source), f"the table takes {len(named)} columns {named} but the query gives "
+                                                     f"{len(df.columns)}", error_class="INSERT_COLUMN_ARITY_MISMATCH")
+        names = named
+        df = df.toDF(*names)
+    for col, value in static.items():
+        df = df.withColumn(col, F.expr(value.sql(DIALECT)))
+    present = {c.lower() for c in df.columns}
+    unknown = [c for c in df.columns if c.lower() not in by_name]
+    if unknown:
+        raise sql_error(text, offset_of(node), f"the table has no column {unknown[0]!r} (columns: {list(table.names)})")
+    cols = [(F.col(f"`{next(c for c in df.columns if c.lower() == f.name.lower())}`") if f.name.lower() in present
+             else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields]
+    rows = df.select(*cols)
+    if replace_where is not None or (static and overwrite):
+        # only the rows the condition (or the static partition) selects are replaced, atomically
+        condition = (replace_where.sql(DIALECT) if replace_where is not None else
+                     " AND ".join(f"`{c}` = {v.sql(DIALECT)}" for c, v in static.items()))
+        writer = _replace_where_writer()
+        assert writer is not None
+        writer(rows, path, condition)
+    else:
+        write_df(rows, path, "overwrite" if overwrite else "append")
+    return empty(spark)
+
+
+def _replace_where_writer() -> Callable[[DataFrame, str, str], None] | None:
+    """A writer that replaces the rows matching a condition in one commit (the ``replaceWhere`` option of
+    ``dvlake.commands.write_options``), or None in a build without it."""
+    try:
+        options = importlib.import_module("dvlake.commands.write_options")
+    except ImportError:
+        return None
+    from dvlake.commands import write as write_cmd
+
+    def run(rows: DataFrame, path: str, condition: str) -> None:
+        write: Any = write_cmd.write
+        write(rows, path, "overwrite", [], None, options=options.WriteOptions(replace_where=condition))
+
+    return run
+
+
+def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
+    """ALTER TABLE <delta table> SET TBLPROPERTIES (…) | ADD COLUMNS (…); None for other tables."""
+    from dvlake.commands.alter import add_columns, set_properties
+
+    path = delta_target(spark, node.this, text)
+    if path is None:
+        return None
+    for action in node.args.get("actions") or []:
+        if isinstance(action, exp.AlterSet):
+            for props in action.expressions:
+                if not isinstance(props, exp.Properties):
+                    raise sql_error(text, offset_of(action), "only ALTER TABLE … SET TBLPROPERTIES (…) is supported")
+                set_properties(path, properties_of(list(props.expressions), text))
+        elif isinstance(action, exp.Schema) and all(isinstance(c, exp.ColumnDef) for c in action.expressions):
+            fields = json.loads(spark_schema(spark, list(action.expressions), text).json())["fields"]
+            add_columns(path, fields)
+        else:
+            raise sql_error(text, offset_of(action) or offset_of(node),
+                            f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
+                            "TBLPROPERTIES, ADD COLUMNS, DROP FEATURE")
+    return empty(spark)
+
+
+def describe(spark: SparkSession, node: exp.Describe, text: str) -> DataFrame | None:
+    """DESCRIBE [TABLE] <delta table>: the columns (col_name, data_type, comment), as Spark prints them."""
+    path = delta_target(spark, node.this, text)
+    if path is None:
+        return None
+    table = _table_struct(path)
+    rows = [(f.name, f.dataType.simpleString(), (f.metadata or {}).get("comment")) for f in table.fields]
+    return spark.createDataFrame(rows, "col_name string, data_type string, comment string")

@@ -1,0 +1,187 @@
+"""Delta tables inside queries: ``delta.`<path>``` (with time travel), catalog names, ``table_changes``.
+
+A query that reads Delta tables is rewritten: each Delta table reference becomes a placeholder
+that PySpark's own DataFrame parameters fill (``spark.sql("… {t0} …", t0=df)``), with ``df`` the
+table read by dvlake's scan at the asked version. PySpark binds such parameters itself, as
+collision-proof temporary views it drops again on classic sessions and as plan references on
+Spark Connect, so no name of ours ever lands in the user's catalog.
+"""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dvlake.sqlfront.parse import DIALECT, TableRef, split_time_suffix, sql_error
+from dvlake.sqlfront.passthrough import passthrough
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def offset_of(node: exp.Expr) -> int:
+    """The earliest character offset sqlglot recorded within the node (its identifiers, literals), 0 when unknown."""
+    starts = [int(n.meta["start"]) for n in node.walk() if n.meta and n.meta.get("start") is not None]
+    return min(starts, default=0)
+
+
+def table_ref(node: exp.Table) -> TableRef | None:
+    """The Delta path a Table node names (``delta.`/p```, case-insensitive, no catalog), else None."""
+    db = node.args.get("db")
+    if (db is not None and not node.args.get("catalog") and isinstance(node.this, exp.Identifier)
+            and db.name.lower() == "delta" and not db.args.get("quoted")):
+        path, version, ts = split_time_suffix(node.this.name)
+        return TableRef(path, None, version, ts, offset_of(node))
+    return None
+
+
+def name_of(node: exp.Table) -> str:
+    """A Table node's dotted catalog name as Spark SQL (without alias or time travel)."""
+    bare = exp.Table(this=node.this, db=node.args.get("db"), catalog=node.args.get("catalog"))
+    return bare.sql(DIALECT)
+
+
+def catalog_function(name: str) -> Callable[..., Any] | None:
+    """``dvlake.spark.catalog.<name>``, or None in a build without catalog support (imported by name, lazily)."""
+    try:
+        module = importlib.import_module("dvlake.spark.catalog")
+    except ImportError:
+        return None
+    return getattr(module, name, None)
+
+
+def catalog_location(spark: SparkSession, name: str, text: str, offset: int) -> str:
+    """The location of a catalog table; a typed error pointing at the name when it cannot be resolved."""
+    table_location = catalog_function("table_location")
+    if table_location is None:
+        raise sql_error(text, offset, f"table names are not supported here yet; name the table by path: delta.`<path>` "
+                                      f"instead of {name}")
+    return str(table_location(spark, name))
+
+
+def maybe_catalog_location(spark: SparkSession, name: str) -> str | None:
+    """The location of a catalog table that is a Delta table dvlake can open, else None (no error)."""
+    table_location = catalog_function("table_location")
+    if table_location is None:
+        return None
+    try:
+        return str(table_location(spark, name))
+    except Exception:  # noqa: BLE001 - not a Delta table of the catalog: Spark handles the statement
+        return None
+
+
+def resolve(spark: SparkSession, ref: TableRef, text: str) -> str:
+    """The table root of a reference (paths as they are, names through the catalog)."""
+    if ref.path is not None:
+        return ref.path
+    assert ref.name is not None
+    return catalog_location(spark, ref.name, text, ref.offset)
+
+
+def literal_value(spark: SparkSession, node: exp.Expr) -> Any:
+    """A literal's Python value; any other expression is evaluated by Spark (e.g. ``current_timestamp() - INTERVAL 1 DAY``)."""
+    if isinstance(node, exp.Literal):
+        return node.this if node.is_string else (int(node.this) if node.this.lstrip("-").isdigit() else float(node.this))
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
+        return -literal_value(spark, node.this)
+    return passthrough(spark, f"SELECT {node.sql(DIALECT)} AS v").first()[0]  # type: ignore[index]
+
+
+def _time_travel(spark: SparkSession, node: exp.Table, ref: TableRef, text: str) -> tuple[int | None, Any]:
+    version, timestamp = ref.version, ref.timestamp
+    travel = node.args.get("version")
+    if travel is not None:
+        if version is not None or timestamp is not None:
+            raise sql_error(text, offset_of(node), "give the version either as @v<n> in the path or as VERSION AS OF, not both")
+        kind = str(travel.this).upper()
+        value = literal_value(spark, travel.expression)
+        if kind == "VERSION":
+            try:
+                version = int(value)
+            except (TypeError, ValueError):
+                raise sql_error(text, offset_of(travel.expression),
+                                f"VERSION AS OF needs a whole number, got {value!r}") from None
+        else:
+            timestamp = value
+    return version, timestamp
+
+
+def _changes_frame(spark: SparkSession, fn: exp.Anonymous, text: str) -> DataFrame:
+    """``table_changes('delta.`/p`' | 'name', start[, end])`` → ``dvlake.api.read_changes``."""
+    args = [literal_value(spark, a) for a in fn.expressions]
+    where = offset_of(fn)
+    if len(args) not in (2, 3) or not isinstance(args[0], str):
+        raise sql_error(text, where, "table_changes takes ('delta.`<path>`' or 'table name', start[, end])")
+    from dvlake.sqlfront.parse import Cursor
+
+    ref = Cursor(args[0]).table()
+    path = resolve(spark, ref, text)
+    try:
+        from dvlake.api import read_changes  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        raise sql_error(text, where, "table_changes needs the change data feed reader (dvlake.api.read_changes), "
+                                     "which this dvlake build does not have") from None
+    options: dict[str, Any] = {}
+    for key, value in zip(("starting", "ending"), args[1:], strict=False):
+        if isinstance(value, int):
+            options[f"{key}Version"] = value
+        else:
+            options[f"{key}Timestamp"] = str(value)
+    return read_changes(spark, path, **options)
+
+
+def delta_frame(spark: SparkSession, node: exp.Table, text: str) -> DataFrame | None:
+    """The DataFrame a Table node stands for when it is a Delta table (path, time-travelled name,
+    ``table_changes``); None for everything Spark reads by itself."""
+    from dvlake.api import read
+
+    if isinstance(node.this, exp.Anonymous) and node.this.name.lower() == "table_changes":
+        return _changes_frame(spark, node.this, text)
+    ref = table_ref(node)
+    if ref is None:
+        if node.args.get("version") is None or not isinstance(node.this, exp.Identifier):
+            return None
+        name = name_of(node)
+        ref = TableRef(None, name, offset=offset_of(node))
+    version, timestamp = _time_travel(spark, node, ref, text)
+    return read(spark, resolve(spark, ref, text), version=version, timestamp=timestamp)
+
+
+def has_delta_tables(tree: exp.Expr) -> bool:
+    """Whether the tree reads a Delta table (a path, a time-travelled name or ``table_changes``)."""
+    for node in tree.find_all(exp.Table):
+        if table_ref(node) is not None or node.args.get("version") is not None:
+            return True
+        if isinstance(node.this, exp.Anonymous) and node.this.name.lower() == "table_changes":
+            return True
+    return False
+
+
+def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, *, whole: bool = False,
+              **kwargs: Any) -> DataFrame:
+    """Run a query whose Delta tables dvlake reads; ``tree`` is the statement itself when ``whole``
+    (then a query without Delta tables runs as the user wrote it), else a part of ``text``."""
+    if kwargs:
+        raise sql_error(text, 0, "DataFrame or value parameters (spark.sql(query, **kwargs)) cannot be combined with "
+                                 "Delta tables in one statement; read the Delta table with dvlake.read and pass it as one")
+    tree = tree.copy()
+    frames: dict[str, DataFrame] = {}
+    stem = "dvlake_" + uuid.uuid4().hex[:12]
+    for node in list(tree.find_all(exp.Table)):
+        frame = delta_frame(spark, node, text)
+        if frame is None:
+            continue
+        key = f"{stem}_{len(frames)}"
+        frames[key] = frame
+        node.replace(exp.Table(this=exp.to_identifier(key), alias=node.args.get("alias")))
+    rewritten = tree.sql(DIALECT)
+    if not frames:
+        return passthrough(spark, text if whole else rewritten, args)
+    rewritten = rewritten.replace("{", "{{").replace("}", "}}")
+    for key in frames:
+        rewritten = rewritten.replace(key, "{" + key + "}")
+    return passthrough(spark, rewritten, args, **frames)

@@ -1,0 +1,238 @@
+"""Delta's utility statements, read token by token (sqlglot's Spark dialect has no grammar for them).
+
+OPTIMIZE, REORG … APPLY (PURGE), VACUUM, RESTORE, DESCRIBE HISTORY | DETAIL, GENERATE, CONVERT TO
+DELTA, ALTER TABLE … UNSET TBLPROPERTIES | DROP FEATURE and SHOW TBLPROPERTIES. Each reader walks
+the tokens with :class:`Cursor` and hands conditions and expressions to sqlglot's expression
+parser; anything unexpected is a typed error at its position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dvlake.errors import DeltaSqlError
+from dvlake.sqlfront.parse import Cursor, TableRef, column_name, parse_expression, sql_error
+from dvlake.sqlfront.refs import literal_value, maybe_catalog_location, resolve
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def _empty(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], "result string")
+
+
+def _target(spark: SparkSession, cur: Cursor, statement: str) -> str:
+    ref = cur.table()
+    if ref.version is not None or ref.timestamp is not None:
+        raise sql_error(cur.text, ref.offset, f"{statement} works on the current table: remove the @ suffix")
+    return resolve(spark, ref, cur.text)
+
+
+def optimize(spark: SparkSession, cur: Cursor) -> DataFrame:
+    """OPTIMIZE <table> [WHERE <partition predicate>] [ZORDER BY (col, …) | col, …]"""
+    from dvlake.commands import optimize as run
+
+    form = "OPTIMIZE delta.`<path>` [WHERE <partition predicate>] [ZORDER BY (col, …)]"
+    cur.expect("OPTIMIZE")
+    path = _target(spark, cur, "OPTIMIZE")
+    where = cur.condition(("ZORDER", "BY"))[0] if cur.accept("WHERE") else None
+    zorder: list[str] = []
+    if cur.accept("ZORDER", "BY"):
+        if cur.peek() is not None and cur.peek().text == "(":  # type: ignore[union-attr]
+            zorder = [column_name(cur.text, t, o) for t, o in cur.paren_list()]
+        else:
+            text, start = cur.span_until()
+            zorder = [column_name(cur.text, part.strip(), start) for part in text.split(",")]
+        if not zorder:
+            raise cur.error("ZORDER BY needs at least one column", parse=True)
+    cur.expect_end(form)
+    return run.run(spark, path, where, zorder)
+
+
+def reorg(spark: SparkSession, cur: Cursor) -> DataFrame:
+    """REORG TABLE <table> [WHERE <partition predicate>] APPLY (PURGE)"""
+    from dvlake.commands import reorg as run
+
+    form = "REORG TABLE delta.`<path>` [WHERE <partition predicate>] APPLY (PURGE)"
+    cur.expect("REORG", "TABLE", form=form)
+    path = _target(spark, cur, "REORG")
+    where = cur.condition(("APPLY",))[0] if cur.accept("WHERE") else None
+    cur.expect("APPLY", form=form)
+    start = cur.offset()
+    items = [t.upper() for t, _ in cur.paren_list()]
+    if items != ["PURGE"]:
+        raise sql_error(cur.text, start, f"only APPLY (PURGE) is supported by dvlake, got APPLY ({', '.join(items)})")
+    cur.expect_end(form)
+    return run.run(spark, path, where)
+
+
+def vacuum(spark: SparkSession, cur: Cursor) -> DataFrame:
+    """VACUUM <table> [LITE | FULL] [RETAIN n HOURS] [DRY RUN], the modifiers in any order."""
+    from dvlake.commands.vacuum import vacuum as run
+
+    form = "VACUUM delta.`<path>` [LITE|FULL] [RETAIN n HOURS] [DRY RUN]"
+    cur.expect("VACUUM")
+    path = _target(spark, cur, "VACUUM")
+    mode: str | None = None
+    hours: float | None = None
+    dry = False
+    while not cur.done():
+        if cur.at("LITE") or cur.at("FULL"):
+            mode = cur.next().text.upper()
+        elif cur.accept("RETAIN"):
+            hours = cur.number("RETAIN")
+            if not cur.accept("HOURS"):
+                raise cur.error(f"cannot parse VACUUM: RETAIN takes a number of HOURS; the form is {form}", parse=True)
+        elif cur.accept("DRY", "RUN"):
+            dry = True
+        else:
+            raise cur.error(f"cannot parse VACUUM here; the form is {form}", parse=True)
+    result = run(spark, path, hours, mode, dry)
+    paths = result.paths if dry else [result.table_root]
+    return spark.createDataFrame([(p,) for p in paths], "path string")
+
+
+def restore(spark: SparkSession, cur: Cursor) -> DataFrame:
+    """RESTORE [TABLE] <table> [TO] VERSION AS OF n | TIMESTAMP AS OF <expression>"""
+    from dvlake.api import _restore_frame
+    from dvlake.commands.restore import restore as run
+
+    form = "RESTORE [TABLE] delta.`<path>` [TO] VERSION AS OF <n> | TIMESTAMP AS OF <timestamp>"
+    cur.expect("RESTORE")
+    cur.accept("TABLE")
+    path = _target(spark, cur, "RESTORE")
+    cur.accept("TO")
+    if cur.accept("VERSION", "AS", "OF"):
+        version = cur.integer("VERSION AS OF")
+        cur.expect_end(form)
+        return _restore_frame(spark, run(spark, path, version=version))
+    if cur.accept("TIMESTAMP", "AS", "OF"):
+        text, start = cur.span_until()
+        if not text.strip():
+            raise cur.error("TIMESTAMP AS OF needs a timestamp", parse=True)
+        value = literal_value(spark, parse_expression(cur.text, text, start))
+        return _restore_frame(spark, run(spark, path, timestamp=value))
+    raise cur.error(f"expected VERSION AS OF or TIMESTAMP AS OF; the form is {form}", parse=True)
+
+
+def describe(spark: SparkSession, cur: Cursor) -> DataFrame:
+    """DESCRIBE HISTORY <table> [LIMIT n] | DESCRIBE DETAIL <table>"""
+    from dvlake.api import DeltaTable
+
+    cur.next()  # DESCRIBE / DESC
+    if cur.accept("HISTORY"):
+        path = _target(spark, cur, "DESCRIBE HISTORY")
+        limit = cur.integer("LIMIT") if cur.accept("LIMIT") else None
+        cur.expect_end("DESCRIBE HISTORY delta.`<path>` [LIMIT n]")
+        return DeltaTable(spark, path).history(limit)
+    cur.expect("DETAIL")
+    path = _target(spark, cur, "DESCRIBE DETAIL")
+    cur.expect_end("DESCRIBE DETAIL delta.`<path>`")
+    return DeltaTable(spark, path).detail()
+
+
+def generate(spark: SparkSession, cur: Cursor) -> DataFrame:
+    """GENERATE <mode> FOR TABLE <table>"""
+    from dvlake.commands.generate import generate as run
+
+    form = "GENERATE symlink_format_manifest FOR TABLE delta.`<path>`"
+    cur.expect("GENERATE")
+    mode = cur.next().text
+    cur.expect("FOR", "TABLE", form=form)
+    path = _target(spark, cur, "GENERATE")
+    cur.expect_end(form)
+    run(path, mode)
+    return _empty(spark)
+
+
+def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
+    """CONVERT TO DELTA parquet.`<path>` [NO STATISTICS] [PARTITIONED BY (col type, …)]"""
+    from dvlake.api import _session_defaults
+    from dvlake.commands.convert import convert_to_delta
+
+    form = "CONVERT TO DELTA parquet.`<path>` [NO STATISTICS] [PARTITIONED BY (col type, …)]"
+    cur.expect("CONVERT", "TO", "DELTA", form=form)
+    ref = cur.table(providers=None)
+    if ref.path is None:
+        raise sql_error(cur.text, ref.offset, "dvlake converts Parquet directories by path: CONVERT TO DELTA parquet.`<path>`")
+    collect_stats = not cur.accept("NO", "STATISTICS")
+    partition_ddl = None
+    if cur.accept("PARTITIONED", "BY"):
+        partition_ddl = ", ".join(t for t, _ in cur.paren_list())
+    cur.expect_end(form)
+    convert_to_delta(spark, ref.path, partition_ddl, provider=ref.provider, collect_stats=collect_stats,
+                     session_defaults=_session_defaults(spark))
+    return _empty(spark)
+
+
+def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
+    """ALTER TABLE <table> UNSET TBLPROPERTIES [IF EXISTS] (keys) | DROP FEATURE name [TRUNCATE HISTORY];
+    None for other ALTER forms (sqlglot's AST handles them) and for tables that are not Delta tables."""
+    cur.expect("ALTER", "TABLE")
+    try:
+        ref = cur.table()
+    except DeltaSqlError:
+        return None  # not a table name dvlake reads: Spark (or the AST path) reports it
+    if not (cur.at("UNSET", "TBLPROPERTIES") or cur.at("DROP", "FEATURE")):
+        return None
+    path = _delta_path(spark, ref, cur)
+    if path is None:
+        return None
+    if cur.accept("UNSET", "TBLPROPERTIES"):
+        from dvlake.commands.alter import unset_properties
+
+        if_exists = cur.accept("IF", "EXISTS")
+        keys = [_key(t) for t, _ in cur.paren_list()]
+        cur.expect_end("ALTER TABLE delta.`<path>` UNSET TBLPROPERTIES [IF EXISTS] (key, …)")
+        unset_properties(path, keys, if_exists=if_exists)
+        return _empty(spark)
+    if cur.accept("DROP", "FEATURE"):
+        from dvlake.commands.drop_feature import drop_feature
+
+        name = _key(cur.next().text)
+        truncate = cur.accept("TRUNCATE", "HISTORY")
+        cur.expect_end("ALTER TABLE delta.`<path>` DROP FEATURE <name> [TRUNCATE HISTORY]")
+        drop_feature(spark, path, name, truncate_history=truncate)
+        return _empty(spark)
+    return None
+
+
+def show_properties(spark: SparkSession, cur: Cursor) -> DataFrame | None:
+    """SHOW TBLPROPERTIES <table> [(key)]: the table's properties as (key, value) rows."""
+    from dvlake.commands.write import load
+
+    cur.expect("SHOW", "TBLPROPERTIES")
+    path = _delta_path(spark, cur.table(), cur)
+    if path is None:
+        return None
+    conf = load(path).configuration
+    if not cur.done():
+        keys = [_key(t) for t, _ in cur.paren_list()]
+        conf = {k: conf.get(k, f"Table {path} does not have property: {k}") for k in keys}
+    cur.expect_end("SHOW TBLPROPERTIES delta.`<path>` [(key)]")
+    return spark.createDataFrame(sorted(conf.items()), "key string, value string")
+
+
+def _delta_path(spark: SparkSession, ref: TableRef, cur: Cursor) -> str | None:
+    if ref.path is not None:
+        if ref.version is not None or ref.timestamp is not None:
+            raise sql_error(cur.text, ref.offset, "this statement works on the current table: remove the @ suffix")
+        return ref.path
+    assert ref.name is not None
+    return maybe_catalog_location(spark, ref.name)
+
+
+def _key(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"`":
+        return text[1:-1]
+    return text
+
+
+# first word(s) → reader; ALTER and SHOW return None for tables that are not Delta tables
+READERS: dict[str, Callable[[SparkSession, Cursor], DataFrame | None]] = {
+    "OPTIMIZE": optimize, "REORG": reorg, "VACUUM": vacuum, "RESTORE": restore, "GENERATE": generate,
+    "CONVERT": convert,
+}

@@ -1,0 +1,60 @@
+"""The SQL front end's token layer without Spark: positions, table references, keyword pairs, parse errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from dvlake.errors import DeltaSqlParseError
+from dvlake.sqlfront.parse import Cursor, looks_like_delta, parse_statement, position, split_time_suffix, tokenize
+
+
+def test_positions_are_one_based_lines_and_columns():
+    text = "SELECT 1\nFROM t\n  WHERE x"
+    assert position(text, 0) == (1, 1)
+    assert position(text, text.index("FROM")) == (2, 1)
+    assert position(text, text.index("WHERE")) == (3, 3)
+
+
+def test_path_suffixes_for_versions_and_timestamps():
+    assert split_time_suffix("/data/t@v12") == ("/data/t", 12, None)
+    assert split_time_suffix("/data/t@20240601123045123") == ("/data/t", None, "2024-06-01 12:30:45.123")
+    assert split_time_suffix("/data/t@vx") == ("/data/t@vx", None, None)
+    assert split_time_suffix("s3://b/a@b/t") == ("s3://b/a@b/t", None, None)
+
+
+def test_cursor_reads_utility_statements_token_by_token():
+    cur = Cursor("CONVERT TO DELTA parquet.`/x/y` NO STATISTICS PARTITIONED BY (d DATE, `r s` STRING)")
+    cur.expect("CONVERT", "TO", "DELTA")
+    ref = cur.table(providers=None)
+    assert (ref.provider, ref.path, ref.offset) == ("parquet", "/x/y", len("CONVERT TO DELTA "))
+    assert cur.accept("NO", "STATISTICS")
+    assert cur.accept("PARTITIONED", "BY")  # one token in sqlglot, two words here
+    assert [t for t, _ in cur.paren_list()] == ["d DATE", "`r s` STRING"]
+    assert cur.done()
+    cur = Cursor("OPTIMIZE db.events WHERE day > '2024-01-01' AND (a OR b) ZORDER BY (x)")
+    cur.expect("OPTIMIZE")
+    assert cur.table().name == "db.events"
+    assert cur.accept("WHERE")
+    text, _ = cur.condition(("ZORDER", "BY"))
+    assert text == "day > '2024-01-01' AND (a OR b)" and cur.at("ZORDER", "BY")
+
+
+def test_malformed_statements_raise_typed_errors_with_positions():
+    with pytest.raises(DeltaSqlParseError) as err:
+        parse_statement("SELECT * FROM delta.`/t`\nWHERE")
+    assert (err.value.line, err.value.column) == (2, 1) and err.value.statement == "SELECT"
+    cur = Cursor("VACUUM delta.`/t` RETAIN 2 DAYS")
+    cur.expect("VACUUM")
+    cur.table()
+    cur.expect("RETAIN")
+    cur.number("RETAIN")
+    with pytest.raises(DeltaSqlParseError) as err:
+        cur.expect("HOURS")
+    assert err.value.column == len("VACUUM delta.`/t` RETAIN 2 ") + 1
+
+
+def test_delta_references_are_found_in_tokens_not_in_strings():
+    assert looks_like_delta(tokenize("SELECT 'delta.`/x`' AS s")) is None
+    assert looks_like_delta(tokenize("SELECT * FROM cat.delta.`/x`")) is None
+    assert looks_like_delta(tokenize("SELECT * FROM x JOIN delta.`/y` USING (id)")) == len("SELECT * FROM x JOIN ")
+    assert looks_like_delta(tokenize("SELECT * FROM table_changes('t', 1)")) == len("SELECT * FROM ")
