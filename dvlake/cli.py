@@ -14,7 +14,6 @@ import datetime as dt
 import importlib
 import json
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -485,22 +484,6 @@ def _sql_module() -> Any:
     return importlib.import_module("dvlake.sql")  # the package attribute `dvlake.sql` is the function
 
 
-def _sql_supports(statement: str) -> bool:
-    """Whether dvlake.sql has a handler for this Delta statement (else it would go to Spark's parser and fail)."""
-    handlers: Any = getattr(_sql_module(), "_HANDLERS", None)
-    try:
-        return any(re.fullmatch(pattern, statement.strip().rstrip(";").strip(), re.I | re.S) for pattern, _ in handlers)
-    except Exception:  # noqa: BLE001 - an unknown handler layout: let the statement run and report what happens
-        return True
-
-
-def _require_sql(statement: str, command: str) -> None:
-    if not _sql_supports(statement):
-        raise CommandNotAvailableError(
-            f"`dvlake {command}` is not available in this build of dvlake: its SQL statement ({statement.split('`')[0]}…) "
-            "has no implementation yet; upgrade dvlake")
-
-
 def _require_api(method: str, command: str) -> Any:
     """DeltaTable when it has ``method`` (typed Any: the maintenance methods land on other branches)."""
     from dvlake.api import DeltaTable
@@ -596,7 +579,6 @@ def purge(path: str, where: str | None, as_json: bool) -> None:
     DVs are untouched; a second run finds nothing to do.
     """
     statement = f"REORG TABLE {_ident(path)}" + (f" WHERE {where}" if where else "") + " APPLY (PURGE)"
-    _require_sql(statement, "purge")
     spark = _spark()
     _show(_sql_module().sql(spark, statement), as_json)
 
@@ -617,7 +599,6 @@ def vacuum(path: str, dry_run: bool, retain_hours: float | None, as_json: bool) 
     if dry_run:
         retain = f" RETAIN {retain_hours:g} HOURS" if retain_hours is not None else ""
         statement = f"VACUUM {_ident(path)}{retain} DRY RUN"
-        _require_sql(statement, "vacuum --dry-run")
         spark = _spark()
         _show(_sql_module().sql(spark, statement), as_json)
         return
