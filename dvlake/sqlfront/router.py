@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dvlake.errors import DeltaSqlError
 from dvlake.sqlfront import ddl, dml, utility
+from dvlake.sqlfront.metadata_query import count_from_metadata
 from dvlake.sqlfront.parse import Cursor, is_word, looks_like_delta, parse_statement, sql_error, tokenize
 from dvlake.sqlfront.passthrough import passthrough
 from dvlake.sqlfront.refs import has_delta_tables, run_query
@@ -108,5 +109,8 @@ def _dispatch(spark: SparkSession, tree: exp.Expr, text: str, args: Any, evoluti
     if isinstance(tree, exp.Query):  # without Delta tables it runs as written (kwargs and all)
         if not has_delta_tables(tree):
             return passthrough(spark, text, args, **kwargs)
+        counted = None if kwargs else count_from_metadata(spark, tree, text)
+        if counted is not None:
+            return counted
         return run_query(spark, tree, text, args, whole=True, **kwargs)
     return None

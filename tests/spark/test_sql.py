@@ -291,3 +291,35 @@ def test_catalog_names(spark, tmp_path):
         assert _ids(dvlake.read(spark, p)) == [1, 20]
     finally:
         spark.sql("DROP TABLE IF EXISTS sql_named_tbl")
+
+
+def test_unfiltered_count_is_answered_from_the_log(spark, tmp_path, monkeypatch):
+    """SELECT COUNT(*) of a Delta table (any version) = Σ numRecords − Σ DV cardinality, without a scan;
+    a filter, or delta-spark's optimizeMetadataQuery switched off, counts the rows themselves."""
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(0, 3000, numPartitions=3), path, properties={"delta.enableDeletionVectors": "true"})
+    dvlake.DeltaTable.forPath(spark, path).delete("id % 7 = 0")
+    dvlake.DeltaTable.forPath(spark, path).delete("id < 100")
+    expected = {v: dvlake.read(spark, path, version=v).count() for v in (0, 1, 2)}
+    assert expected == {0: 3000, 1: 3000 - 429, 2: 3000 - 429 - 85}
+    from dvlake import api as dvlake_api
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("the count scanned the table")
+
+    with monkeypatch.context() as m:
+        m.setattr(dvlake_api, "read", no_scan)
+        assert sql(spark, f"SELECT COUNT(*) FROM delta.`{path}`").collect()[0][0] == expected[2]
+        row = sql(spark, f"SELECT count(1) AS n FROM delta.`{path}` VERSION AS OF 1").collect()[0]
+        assert row.n == expected[1]
+        assert sql(spark, f"select count(*) from delta.`{path}@v0`").collect()[0][0] == expected[0]
+    assert sql(spark, f"SELECT COUNT(*) FROM delta.`{path}` WHERE id >= 1000").collect()[0][0] == \
+        sum(1 for i in range(1000, 3000) if i % 7)
+    spark.conf.set("spark.databricks.delta.optimizeMetadataQuery.enabled", "false")
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(dvlake_api, "read", no_scan)
+            with pytest.raises(AssertionError, match="scanned"):
+                sql(spark, f"SELECT COUNT(*) FROM delta.`{path}`")
+    finally:
+        spark.conf.unset("spark.databricks.delta.optimizeMetadataQuery.enabled")
