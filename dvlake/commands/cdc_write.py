@@ -16,15 +16,27 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.common import mode_of, physical_partition_columns
+from dvlake.errors import ReservedCdcColumnsOnWriteError
 from dvlake.log.actions import AddCDCFile, Metadata
-from dvlake.log.cdf_plan import CHANGE_TYPE_COL, cdf_enabled
+from dvlake.log.cdf_plan import CDC_COLUMNS, CHANGE_TYPE_COL, cdf_enabled
 from dvlake.log.schema import strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.write import to_physical, write_data_files
 
 CDC_DIR = "_change_data"
 
-__all__ = ["CDC_DIR", "cdf_enabled", "with_change_type", "write_change_files"]
+__all__ = ["CDC_DIR", "cdf_enabled", "check_no_reserved_columns", "with_change_type", "write_change_files"]
+
+
+def check_no_reserved_columns(metadata: Metadata, table: str) -> None:
+    """A change-feed table must not have columns named like the feed's own (``RESERVED_CDC_COLUMNS_ON_WRITE``)."""
+    if not cdf_enabled(metadata):
+        return
+    clash = [f["name"] for f in metadata.schema["fields"] if f["name"].lower() in CDC_COLUMNS]
+    if clash:
+        raise ReservedCdcColumnsOnWriteError(
+            f"{table} has delta.enableChangeDataFeed=true and column(s) {clash}, which the change feed reserves for "
+            f"itself ({list(CDC_COLUMNS)}); rename them (or disable the change feed) before writing to the table")
 
 
 def with_change_type(df: DataFrame, change_type: str | None) -> DataFrame:
@@ -38,6 +50,7 @@ def write_change_files(df: DataFrame, snapshot: Snapshot, metadata: Metadata | N
     ``metadata`` is the metadata the command commits (MERGE's schema evolution), else the snapshot's.
     """
     md = metadata or snapshot.metadata
+    check_no_reserved_columns(md, snapshot.table_root)
     schema_json = md.schema
     logical = StructType.fromJson(strip_column_mapping(schema_json))
     ordered = df.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in logical.fields],

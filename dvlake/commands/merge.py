@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.auto_compact import maybe_auto_compact
-from dvlake.commands.cdc_write import cdf_enabled, write_change_files
+from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, write_change_files
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
@@ -324,6 +324,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     started = time.monotonic()
     root = snapshot.table_root
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
     txn = OptimisticTransaction(root, snapshot)
     plan = plan_scan(spark, snapshot)
     adds = snapshot.add_files()

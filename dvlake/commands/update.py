@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dvlake.commands.auto_compact import maybe_auto_compact
-from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
+from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, with_change_type, write_change_files
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
@@ -67,6 +67,7 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     started = time.monotonic()
     root = snapshot.table_root
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
     planning = unqualified(condition, alias)
     plan = plan_scan(spark, snapshot, planning)
     schema = plan.logical_schema

@@ -8,10 +8,12 @@ import os
 from collections import Counter
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import functions as F
 
 import dvlake
 from dvlake import DeltaTable
+from dvlake.errors import ReservedCdcColumnsOnWriteError
 from dvlake.log.snapshot import Snapshot
 
 CDF_DV = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
@@ -116,3 +118,13 @@ def test_enabling_the_feed_upgrades_the_protocol_as_delta_spark(spark, tmp_path)
     # Protocol.merge with (1, 4): the legacy features (1, 4) implies become explicit writer features
     assert set(proto.writer_features or ()) == {"deletionVectors", "changeDataFeed", "appendOnly", "invariants",
                                                 "checkConstraints", "generatedColumns"}
+
+
+def test_a_column_named_like_the_feed_columns_is_refused_before_anything_is_written(spark, tmp_path):
+    path = str(tmp_path / "t")
+    dvlake.write(spark.createDataFrame([(1, "x")], "id long, _change_type string"), path,
+                 properties={"delta.enableChangeDataFeed": "true"})
+    version = Snapshot.load(path).version
+    with pytest.raises(ReservedCdcColumnsOnWriteError, match="RESERVED_CDC_COLUMNS_ON_WRITE.*_change_type"):
+        DeltaTable.forPath(spark, path).update("id = 1", {"id": "2"})
+    assert Snapshot.load(path).version == version and not os.path.exists(os.path.join(path, "_change_data"))
