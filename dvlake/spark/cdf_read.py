@@ -267,6 +267,26 @@ def _sorted_rows(bitmap: Any) -> np.ndarray:
     return to_numpy(bitmap).astype(np.int64)
 
 
+#: Rows decoded per batch inside a row group: decoding stops after the batch holding its last wanted row.
+READ_BATCH_ROWS = 16384
+
+
+def _rows_of_group(pf: Any, group: int, local: np.ndarray, names: list[str]) -> list[pa.RecordBatch]:
+    """The rows at ``local`` (sorted) of one row group, decoding batch by batch and stopping after the last one."""
+    out = []
+    offset = 0
+    last = int(local[-1])
+    for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, row_groups=[group], columns=names, use_threads=True):
+        end = offset + batch.num_rows
+        inside = local[(local >= offset) & (local < end)]
+        if inside.size:
+            out.append(batch.take(pa.array(inside - offset)))
+        offset = end
+        if offset > last:
+            break
+    return out
+
+
 def read_rows(storage: Any, location: str, rows: np.ndarray, columns: list[str]) -> pa.Table:
     """The rows at physical indexes ``rows`` (sorted) of one Parquet file, reading only their row groups.
 
@@ -291,10 +311,9 @@ def read_rows(storage: Any, location: str, rows: np.ndarray, columns: list[str])
         groups = np.searchsorted(starts, rows, side="right") - 1
         pieces = []
         for g in np.unique(groups):
-            local = rows[groups == g] - starts[g]
-            pieces.append(pf.read_row_group(int(g), columns=names).take(pa.array(local)))
+            pieces += _rows_of_group(pf, int(g), rows[groups == g] - starts[g], names)
         if not pieces:
             return pf.schema_arrow.empty_table().select(names)
-        return pa.concat_tables(pieces)
+        return pa.Table.from_batches(pieces)
     finally:
         f.close()

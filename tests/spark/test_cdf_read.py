@@ -80,18 +80,22 @@ def _parquet(tmp_path, rows: int, group: int) -> str:
 
 def test_changed_rows_are_read_by_row_index_from_their_row_groups_only(tmp_path, monkeypatch):
     location = _parquet(tmp_path, 1000, 100)
-    decoded: list[int] = []
-    original = pq.ParquetFile.read_row_group
+    decoded: list[tuple[int, int]] = []  # (row group, rows decoded in it)
+    original = pq.ParquetFile.iter_batches
 
-    def spy(self, i, *args, **kwargs):
-        decoded.append(i)
-        return original(self, i, *args, **kwargs)
+    def spy(self, *args, **kwargs):
+        for batch in original(self, *args, **kwargs):
+            decoded.append((kwargs["row_groups"][0], batch.num_rows))
+            yield batch
 
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", spy)
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    monkeypatch.setattr(cdf_read, "READ_BATCH_ROWS", 10)
     storage = storage_for(str(tmp_path))
     table = cdf_read.read_rows(storage, location, np.array([5, 550, 551, 999]), ["id", "x", "added_later"])
     assert table.column("id").to_pylist() == [5, 550, 551, 999] and table.column("x").to_pylist()[1] == "550"
-    assert decoded == [0, 5, 9]  # 3 of 10 row groups decoded
+    # 3 of 10 row groups, each decoded only up to the batch holding its last wanted row
+    assert sorted({g for g, _ in decoded}) == [0, 5, 9]
+    assert [sum(n for g, n in decoded if g == k) for k in (0, 5, 9)] == [10, 60, 100]
     with pytest.raises(CorruptDeletionVectorError, match="1000"):
         cdf_read.read_rows(storage, location, np.array([3, 1000]), ["id"])
 
