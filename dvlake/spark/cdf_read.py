@@ -190,8 +190,8 @@ def _dv_change_scan(spark: SparkSession, layout: _Layout, root: str, versions: S
         StructField(_TASK_NEW_DV, StringType()), StructField(_TASK_VERSION, LongType(), False),
         StructField(_TASK_TS, LongType(), False), *layout.partition_schema.fields])
     task_df = spark.createDataFrame(tasks, task_schema)
-    if len(tasks) > 1:
-        task_df = task_df.repartition(min(len(tasks), 256))
+    # no repartition: a local list is already sliced over the default parallelism, and the shuffle a
+    # repartition adds cost more than the reads themselves in bench/cdf.py
     out_schema = layout.physical_output
     from pyspark.sql.pandas.types import to_arrow_schema
 
