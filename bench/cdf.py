@@ -139,9 +139,12 @@ def delta_rs_seconds(path: str, version: int, expected: int, repeat: int) -> tup
     proc = subprocess.run([sys.executable, "-c", _DELTA_RS, path, str(version), str(expected), str(repeat)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        panic = next((ln for ln in proc.stderr.splitlines() if "panicked" in ln), proc.stderr.strip()[-200:])
-        print(f"delta-rs failed: {panic}", file=sys.stderr)
-        return float("nan"), "failed (Rust panic in its Parquet row selection)" if "panicked" in panic else "failed"
+        lines = proc.stderr.strip().splitlines() or ["?"]
+        panic = next((ln for ln in lines if "panicked" in ln), None)
+        print(f"delta-rs failed: {panic or lines[-1]}", file=sys.stderr)
+        if panic:
+            return float("nan"), "failed: Rust panic in its Parquet row selection (process aborted)"
+        return float("nan"), "failed: " + lines[-1].split("Parquet error: ")[-1][:90].replace("|", "/")
     return float(json.loads(proc.stdout.strip().splitlines()[-1])), None
 
 
