@@ -315,7 +315,7 @@ class MultipleSourceRowMatchingTargetRowError(DeltaUnsupportedOperationException
 
 
 class ChangeDataFeedNotSupportedError(UnsupportedFeatureError):
-    """UPDATE/MERGE on a table with ``delta.enableChangeDataFeed=true``: dvlake cannot write change data yet."""
+    """No longer raised: UPDATE/MERGE now write change data on change-feed tables (kept so imports keep working)."""
 
     error_class = "DVLAKE_CHANGE_DATA_FEED_NOT_SUPPORTED"
 
