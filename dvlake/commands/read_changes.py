@@ -73,10 +73,11 @@ def changes_between(spark: SparkSession, latest: Snapshot, start: int, end: int)
             f"{commit_file_name(missing[0] if missing else start)} is gone (log cleanup after "
             "delta.logRetentionDuration removed it); start at a later version")
     commits = [(v, read_commit(latest.storage, listing.commits[v][0])) for v in range(start, end + 1)]
-    at_start = Snapshot.load(root, version=start, storage=latest.storage)
+    at_start = latest if start == latest.version else Snapshot.load(root, version=start, storage=latest.storage)
     check_enabled(at_start.metadata, commits, start, end, root)
     plans = [plan_version(v, latest.commit_timestamp(v), lines) for v, lines in commits]
-    at_end = at_start if end == start else Snapshot.load(root, version=end, storage=latest.storage)
+    at_end = latest if end == latest.version else at_start if end == start else \
+        Snapshot.load(root, version=end, storage=latest.storage)
     confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), at_end.configuration)
     _check_files_exist(latest, plans, confine)
     return changes_frame(spark, at_end, [p for p in plans if not p.empty], confine)
