@@ -99,6 +99,13 @@ def test_merge_on_a_partitioned_column_mapped_table_writes_every_kind_of_change(
                         "t.id = s.id").whenNotMatchedInsertAll().execute()   # v2: insert-only, plain adds
     assert not _actions(path, 2, "cdc")
     assert _changes(spark, path, 2, "id") == Counter({(200, "insert"): 1})
+    dt.update("p = '1'", {"v": "v + 1000"})   # v3: partition-only: whole files rewritten, change files still written
+    assert _actions(path, 3, "cdc")
+    changed = _changes(spark, path, 3, "id", "v")
+    pre = {i: v for (i, v, kind) in changed if kind == "update_preimage"}
+    post = {i: v for (i, v, kind) in changed if kind == "update_postimage"}
+    assert sorted(pre) == sorted(post) == [1, 5, 7, 9, 11, 13, 15, 17, 200]  # 3 and 19 were deleted by the MERGE
+    assert all(post[i] == pre[i] + 1000 for i in pre) and sum(changed.values()) == 18
 
 
 def test_enabling_the_feed_upgrades_the_protocol_as_delta_spark(spark, tmp_path):
