@@ -315,7 +315,7 @@ class MultipleSourceRowMatchingTargetRowError(DeltaUnsupportedOperationException
 
 
 class ChangeDataFeedNotSupportedError(UnsupportedFeatureError):
-    """UPDATE/MERGE on a table with ``delta.enableChangeDataFeed=true``: dvlake cannot write change data yet."""
+    """No longer raised: UPDATE/MERGE now write change data on change-feed tables (kept so imports keep working)."""
 
     error_class = "DVLAKE_CHANGE_DATA_FEED_NOT_SUPPORTED"
 
@@ -423,3 +423,49 @@ class ConvertToDeltaError(DeltaErrorClassMixin, InvalidArgumentError):
     FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER, CANNOT_MERGE_SCHEMAS, DELTA_CONVERT_NON_PARQUET_TABLE."""
 
     error_class = "DELTA_CONVERSION_FAILED"
+
+
+
+# --- Change Data Feed (delta-spark's CDCReader errors) -------------------------------------------
+
+
+class MissingChangeDataError(DeltaErrorClassMixin, InvalidArgumentError):
+    """The change feed was off at a version of the requested range, so no change data exists for it."""
+
+    error_class = "DELTA_MISSING_CHANGE_DATA"
+
+
+class InvalidCdcRangeError(DeltaErrorClassMixin, InvalidArgumentError):
+    """The requested version range is not a range (end before start, or a negative bound)."""
+
+    error_class = "DELTA_INVALID_CDC_RANGE"
+
+
+class CdcStartVersionAfterLatestError(DeltaErrorClassMixin, VersionNotFoundError):
+    """``startingVersion`` is after the table's latest version (or a starting timestamp after its latest commit)."""
+
+    error_class = "DELTA_CDC_START_VERSION_AFTER_LATEST"
+
+
+class NoStartForCdcReadError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A change-feed read needs ``startingVersion`` or ``startingTimestamp``."""
+
+    error_class = "DELTA_NO_START_FOR_CDC_READ"
+
+
+class MultipleCdcBoundaryError(DeltaErrorClassMixin, InvalidArgumentError):
+    """Both a version and a timestamp were given for the same end of the range."""
+
+    error_class = "DELTA_MULTIPLE_CDC_BOUNDARY"
+
+
+class ChangeDataFileNotFoundError(DeltaErrorClassMixin, DataFileNotFoundError):
+    """A data or change data file the range needs is gone (VACUUM removed it after its retention period)."""
+
+    error_class = "DELTA_CHANGE_DATA_FILE_NOT_FOUND"
+
+
+class ReservedCdcColumnsOnWriteError(DeltaErrorClassMixin, InvalidArgumentError):
+    """Data written to a change-feed table must not carry the feed's own columns (``_change_type`` …)."""
+
+    error_class = "RESERVED_CDC_COLUMNS_ON_WRITE"

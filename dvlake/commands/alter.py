@@ -16,6 +16,8 @@ from typing import Any
 from dvlake.config import normalize_properties
 from dvlake.errors import InvalidArgumentError
 from dvlake.log import features
+from dvlake.log.actions import Protocol
+from dvlake.log.protocol_ops import merge_protocols
 from dvlake.log.schema import MODE_KEY
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.paths import normalize_table_root
@@ -23,9 +25,12 @@ from dvlake.txn.transaction import OptimisticTransaction
 
 _AUTO_FEATURES = {
     "delta.enableDeletionVectors": ({features.DELETION_VECTORS}, set()),
-    "delta.enableChangeDataFeed": (set(), {"changeDataFeed"}),
     "delta.appendOnly": (set(), {"appendOnly"}),
 }
+#: Properties whose feature is a legacy one: the protocol is merged with the legacy versions that
+#: imply it, as delta-spark's Protocol.merge does ((1,2) → (1,4); a table-features protocol gains the
+#: features (1,4) implies, listed explicitly).
+_LEGACY_AUTO = {"delta.enableChangeDataFeed": Protocol(1, 4)}
 
 
 def set_properties(path: str, properties: dict[str, Any]) -> int:
@@ -49,6 +54,9 @@ def set_properties(path: str, properties: dict[str, Any]) -> int:
     txn = OptimisticTransaction(root, snapshot)
     txn.update_metadata(snapshot.metadata.with_configuration(**props))
     protocol = features.with_features(requested, reader, writer)
+    for key, legacy in _LEGACY_AUTO.items():
+        if props.get(key) == "true":
+            protocol = merge_protocols(protocol, legacy)
     if protocol != snapshot.protocol:
         txn.update_protocol(protocol)
     return txn.commit([], "SET TBLPROPERTIES", {"properties": json.dumps(props)})

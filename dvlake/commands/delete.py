@@ -22,6 +22,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from dvlake.commands.auto_compact import maybe_auto_compact
+from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
 from dvlake.commands.common import (
     mode_of,
     num_indexed_cols,
@@ -33,7 +34,8 @@ from dvlake.commands.dv_marking import dv_counts, mark_rows
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from dvlake.log import features
-from dvlake.log.actions import AddFile, RemoveFile, now_ms
+from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
+from dvlake.log.cdf_plan import DELETE
 from dvlake.log.predicates import condition_text, references_only
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
@@ -182,15 +184,19 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
         physical_partition_columns(schema, list(md.partition_columns), cm),
         stats_leaf_paths(schema, list(md.partition_columns), cm), tight_bounds=tight_bounds_flag(snapshot.protocol),
         num_indexed_cols=num_indexed_cols(md.configuration))
+    cdc: list[AddCDCFile] = []
+    if cdf_enabled(md):  # the change feed's rows: the deleted ones (the copied rows did not change)
+        deleted = logical_frame(spark, snapshot, sub).filter(F.coalesce(cond, F.lit(False)))
+        cdc = write_change_files(with_change_type(deleted, DELETE), snapshot)
     rewrite_ms = int((time.monotonic() - t1) * 1000)
     ts = now_ms()
     touched = [candidates[i] for i in touched_idx]
     before = sum((num_records_of(a.stats) or 0) - (a.deletion_vector.cardinality if a.deletion_vector else 0)
                  for a in touched)
     copied = sum(num_records_of(a.stats) or 0 for a in new_adds)
-    metrics = {"numRemovedFiles": len(touched), "numAddedFiles": len(new_adds), "numAddedChangeFiles": 0,
+    metrics = {"numRemovedFiles": len(touched), "numAddedFiles": len(new_adds), "numAddedChangeFiles": len(cdc),
                **_dv_counts([(a.deletion_vector is not None, False) for a in touched]),
                "numDeletedRows": before - copied, "numCopiedRows": copied,
                "numAddedBytes": sum(a.size for a in new_adds), "numRemovedBytes": sum(a.size for a in touched),
                "scanTimeMs": scan_ms, "rewriteTimeMs": rewrite_ms}
-    return metrics, [a.remove(ts) for a in touched] + new_adds
+    return metrics, [*[a.remove(ts) for a in touched], *new_adds, *cdc]

@@ -1,4 +1,4 @@
-"""What UPDATE and MERGE share beyond DV marking: the DV switch, the CDF refusal, retries,
+"""What UPDATE and MERGE share beyond DV marking: the DV switch, retries,
 assignments under Spark's store-assignment rules, NOT NULL enforcement and writing new rows.
 
 Assignments are resolved against the table's logical schema: a key is a column name, or a dotted
@@ -34,9 +34,7 @@ from pyspark.sql.types import (
 )
 
 from dvlake.commands.common import mode_of, num_indexed_cols, physical_partition_columns, stats_leaf_paths, tight_bounds_flag
-from dvlake.config import ENABLE_CHANGE_DATA_FEED, table_bool
 from dvlake.errors import (
-    ChangeDataFeedNotSupportedError,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     DeltaInvariantViolationException,
@@ -70,15 +68,6 @@ def use_dvs(spark: SparkSession, snapshot: Snapshot, session_key: str) -> bool:
     """delta-spark's switch: the command's ``…deletionVectors.persistent`` flag and DVs writable on the table."""
     persistent = str(spark.conf.get(session_key, "true")).lower() == "true"
     return persistent and features.dvs_enabled(snapshot.protocol, snapshot.metadata)
-
-
-def refuse_change_data_feed(snapshot: Snapshot, operation: str) -> None:
-    """Refuse to commit an UPDATE/MERGE without the change data a CDF table promises its readers."""
-    if table_bool(snapshot.configuration, ENABLE_CHANGE_DATA_FEED):
-        raise ChangeDataFeedNotSupportedError(
-            f"{operation} on {snapshot.table_root}: the table has delta.enableChangeDataFeed=true, and dvlake cannot "
-            "write change data files yet, so the change feed would silently miss this change. Run the command with "
-            "delta-spark, or unset the property (ALTER TABLE … UNSET TBLPROPERTIES ('delta.enableChangeDataFeed')).")
 
 
 def predicate_param(condition: str | Column | None) -> str:

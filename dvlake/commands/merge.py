@@ -35,10 +35,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.auto_compact import maybe_auto_compact
+from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, write_change_files
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
-    refuse_change_data_feed,
     resolve_assignments,
     retry_on_conflict,
     sub_plan,
@@ -50,12 +50,13 @@ from dvlake.commands.dv_marking import dv_counts, mark_rows
 from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH, MERGE_MATERIALIZE_SOURCE
 from dvlake.errors import InvalidArgumentError, MultipleSourceRowMatchingTargetRowError, UnresolvedAssignmentError
 from dvlake.log import features
-from dvlake.log.actions import Action, Metadata
+from dvlake.log.actions import Action, AddCDCFile, Metadata
+from dvlake.log.cdf_plan import CHANGE_TYPE_COL, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark.pruning import condition_text
-from dvlake.spark.scan import logical_frame, plan_scan
+from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -322,8 +323,8 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
     started = time.monotonic()
     root = snapshot.table_root
-    refuse_change_data_feed(snapshot, "MERGE")
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
     txn = OptimisticTransaction(root, snapshot)
     plan = plan_scan(spark, snapshot)
     adds = snapshot.add_files()
@@ -424,6 +425,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
         actions += outcome.actions
         metrics.update(outcome.dv_metrics("numTarget"))
         files_removed, bytes_removed = outcome.removed_files, outcome.removed_bytes
+        touched_positions = outcome.touched_positions
         written = new_rows
     elif any_marked:
         touched_idx = sorted(int(r[0]) for r in marks.select(sides.fid).distinct().collect())
@@ -440,10 +442,12 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
         actions += [a.remove(ts) for a in touched]
         metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched], "numTarget"))
         files_removed, bytes_removed = len(touched), sum(a.size for a in touched)
+        touched_positions = touched_idx
         written = new_rows.unionByName(copied_rows)
     else:
         metrics.update(dv_counts([], "numTarget"))
         files_removed = bytes_removed = 0
+        touched_positions = []
         written = new_rows
     inserted = counts.get(_INSERT, 0)
     updated = counts.get(_M_UPDATE, 0) + counts.get(_S_UPDATE, 0)
@@ -451,13 +455,38 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     total_written = sum(num_records_of(a.stats) or 0 for a in new_adds)
     copied = total_written - inserted - updated if any_marked and not with_dvs else 0
     actions += new_adds
+    cdc: list[AddCDCFile] = []
+    if any_marked and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
+        cdc = _change_files(spark, snapshot, plan, changes, sides, old_columns, schema, md, touched_positions)
+        actions += cdc
     rewrite_ms = int((time.monotonic() - t2) * 1000)
     metrics.update(_row_metrics(num_source_rows, counts, copied))
     metrics.update({"numTargetFilesAdded": len(new_adds), "numTargetFilesRemoved": files_removed,
                     "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": bytes_removed,
-                    "numTargetChangeFilesAdded": 0, "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
+                    "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
                     "rewriteTimeMs": rewrite_ms})
     return _commit(txn, spec, actions, metrics, started, new_md is not None)
+
+
+def _change_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, changes: DataFrame, sides: _Sides,
+                  old_columns: list[str], schema: StructType, md: Metadata, positions: list[int]) -> list[AddCDCFile]:
+    """The change feed's rows of this MERGE: the old values of every updated or deleted target row
+    (``update_preimage`` / ``delete``, read back from the touched files by file and row index) and the
+    written rows (``update_postimage`` / ``insert``), as change data files."""
+    kinds = changes.filter(F.col(sides.kind).isin(*_MARKED)).select(sides.fid, sides.rid, sides.kind)
+    old = logical_frame(spark, snapshot, sub_plan(plan, positions), include_row_index=True).toDF(
+        *old_columns, sides.fid, sides.rid)
+    plan_positions = F.array(*[F.lit(i) for i in positions])
+    old = old.withColumn(sides.fid, F.element_at(plan_positions, F.col(sides.fid) + 1))
+    by_lower = {c.lower(): c for c in old_columns}
+    before = old.join(kinds, [sides.fid, sides.rid], "inner")
+    pre_type = F.when(F.col(sides.kind).isin(_M_DELETE, _S_DELETE), F.lit(DELETE)).otherwise(F.lit(UPDATE_PREIMAGE))
+    pre = before.select(*[(F.col(f"`{by_lower[f.name.lower()]}`") if f.name.lower() in by_lower else F.lit(None))
+                          .cast(f.dataType).alias(f.name) for f in schema.fields], pre_type.alias(CHANGE_TYPE_COL))
+    post_type = F.when(F.col(sides.kind) == _INSERT, F.lit(INSERT)).otherwise(F.lit(UPDATE_POSTIMAGE))
+    post = changes.filter(F.col(sides.kind).isin(*_WRITTEN)).select(
+        *[F.col(f"`{f.name}`") for f in schema.fields], post_type.alias(CHANGE_TYPE_COL))
+    return write_change_files(pre.unionByName(post), snapshot, md)
 
 
 def _now() -> int:

@@ -20,11 +20,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dvlake.commands.auto_compact import maybe_auto_compact
+from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, with_change_type, write_change_files
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
     predicate_param,
-    refuse_change_data_feed,
     resolve_assignments,
     retry_on_conflict,
     sub_plan,
@@ -36,7 +36,8 @@ from dvlake.commands.dv_marking import mark_rows
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
 from dvlake.log import features
-from dvlake.log.actions import Action, AddFile, now_ms
+from dvlake.log.actions import Action, AddCDCFile, AddFile, now_ms
+from dvlake.log.cdf_plan import UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
@@ -65,8 +66,8 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
     started = time.monotonic()
     root = snapshot.table_root
-    refuse_change_data_feed(snapshot, "UPDATE")
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
+    check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
     planning = unqualified(condition, alias)
     plan = plan_scan(spark, snapshot, planning)
     schema = plan.logical_schema
@@ -93,7 +94,7 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
         metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
     if not actions:
         return {}
-    metrics["numAddedChangeFiles"] = 0
+    metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     version = txn.commit(actions, "UPDATE", {"predicate": predicate_param(condition)}, metrics)
     maybe_auto_compact(spark, snapshot.table_root, version)  # off unless delta.autoOptimize.autoCompact; never fails
@@ -114,6 +115,16 @@ def _updated(df: DataFrame, plan: ScanPlan, resolved: dict, condition: str | Col
     return df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)])
 
 
+def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: dict, matched: DataFrame) -> list[AddCDCFile]:
+    """With the change feed on: the matched rows as ``update_preimage`` and, updated, as ``update_postimage``."""
+    if not cdf_enabled(snapshot.metadata):
+        return []
+    names = [F.col(f"`{f.name}`") for f in plan.logical_schema.fields]
+    pre = with_change_type(matched.select(*names), UPDATE_PREIMAGE)
+    post = with_change_type(_updated(matched, plan, resolved, None), UPDATE_POSTIMAGE)
+    return write_change_files(pre.unionByName(post), snapshot)
+
+
 def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
                          resolved: dict, condition: str | Column | None,
                          alias: str | None) -> tuple[dict[str, Any], list[Action]]:
@@ -121,13 +132,15 @@ def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan
     t0 = time.monotonic()
     new_adds = write_rows(_updated(_aliased(logical_frame(spark, snapshot, plan), alias), plan, resolved, condition),
                           snapshot.table_root, snapshot)
+    matched = _aliased(logical_frame(spark, snapshot, plan), alias)
+    cdc = _change_files(snapshot, plan, resolved, matched if condition is None else matched.filter(as_column(condition)))
     ts = now_ms()
     updated = sum(num_records_of(a.stats) or 0 for a in new_adds)
     metrics = {"numRemovedFiles": len(candidates), "numAddedFiles": len(new_adds), "numUpdatedRows": updated,
                "numCopiedRows": 0, "numAddedBytes": sum(a.size for a in new_adds),
                "numRemovedBytes": sum(a.size for a in candidates), "scanTimeMs": 0,
                "rewriteTimeMs": int((time.monotonic() - t0) * 1000)}
-    return metrics, [*[a.remove(ts) for a in candidates], *new_adds]
+    return metrics, [*[a.remove(ts) for a in candidates], *new_adds, *cdc]
 
 
 def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
@@ -143,11 +156,12 @@ def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
     touched_plan = sub_plan(plan, outcome.touched_positions)
     rows = _aliased(logical_frame(spark, snapshot, touched_plan), alias).filter(cond)
     new_adds = write_rows(_updated(rows, plan, resolved, None), snapshot.table_root, snapshot)
+    cdc = _change_files(snapshot, plan, resolved, rows)
     metrics = {"numRemovedFiles": len(outcome.touched), "numAddedFiles": len(new_adds), **outcome.dv_metrics(),
                "numUpdatedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
                "numAddedBytes": sum(a.size for a in new_adds), "numRemovedBytes": 0, "scanTimeMs": scan_ms,
                "rewriteTimeMs": int((time.monotonic() - t1) * 1000)}
-    return metrics, [*outcome.actions, *new_adds]
+    return metrics, [*outcome.actions, *new_adds, *cdc]
 
 
 def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
@@ -165,6 +179,8 @@ def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     touched_plan = sub_plan(plan, touched_idx)
     new_adds = write_rows(_updated(_aliased(logical_frame(spark, snapshot, touched_plan), alias), plan, resolved, condition),
                           snapshot.table_root, snapshot)
+    cdc = _change_files(snapshot, plan, resolved,
+                        _aliased(logical_frame(spark, snapshot, touched_plan), alias).filter(cond))
     ts = now_ms()
     touched = [candidates[i] for i in touched_idx]
     updated = sum(counts.values())
@@ -176,4 +192,4 @@ def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     from dvlake.commands.dv_marking import dv_counts
 
     metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched]))
-    return metrics, [*[a.remove(ts) for a in touched], *new_adds]
+    return metrics, [*[a.remove(ts) for a in touched], *new_adds, *cdc]

@@ -160,6 +160,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("appendOnly")
     if not reader and not writer:
         return Protocol(1, 2)
+    if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly"}:
+        return Protocol(1, 4)  # legacy features only: delta-spark keeps the legacy versions that imply them
     if not reader:
         return Protocol(1, 7, None, tuple(sorted(writer | {"appendOnly", "invariants"})))
     return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(reader | writer)))

@@ -28,8 +28,11 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 STAGING_DIR = "_dvlake_staging"
 
 
-def to_physical(df: DataFrame, logical_schema: dict[str, Any], mode: str) -> DataFrame:
-    """Rename columns (nested too) to column-mapping physical names and attach Parquet field ids."""
+def to_physical(df: DataFrame, logical_schema: dict[str, Any], mode: str, extra: tuple[str, ...] = ()) -> DataFrame:
+    """Rename columns (nested too) to column-mapping physical names and attach Parquet field ids.
+
+    ``extra`` columns (not in the schema, e.g. CDF's ``_change_type``) are passed through unchanged.
+    """
     if mode == "none":
         return df
     phys = physical_schema(logical_schema, mode)
@@ -38,7 +41,7 @@ def to_physical(df: DataFrame, logical_schema: dict[str, Any], mode: str) -> Dat
         target: DataType = StructType.fromJson({"type": "struct", "fields": [physical]})[0].dataType
         meta = physical.get("metadata") or {}
         cols.append(F.col(f"`{logical['name']}`").cast(target).alias(physical["name"], metadata=meta))
-    return df.select(*cols)
+    return df.select(*cols, *[F.col(f"`{c}`") for c in extra])
 
 
 def _partition_values(relative_dir: str, partition_columns: list[str]) -> dict[str, str | None]:
