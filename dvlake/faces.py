@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dvlake.errors import DeltaOptionError, InvalidArgumentError, TableAlreadyExistsError, UnsupportedFeatureError
+from dvlake.spark.native_sql import register_original_sql
 
 #: The session setting that turns the faces on for one session (``configure_spark`` sets it).
 ENABLED_CONF = "spark.dvlake.faces.enabled"
@@ -390,6 +391,7 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
 
 def _wrap_session(cls: type) -> None:
     sql, table = cls.sql, cls.table  # type: ignore[attr-defined]
+    register_original_sql(cls, sql)  # dvlake's own statements go to this, never back into the hook
 
     @functools.wraps(sql)
     def sql_wrapper(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:

@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 
 from dvlake.errors import NotADeltaTableNameError, TableAlreadyExistsError
 from dvlake.log.schema import strip_column_mapping
+from dvlake.spark.native_sql import native_sql
 from dvlake.storage.paths import normalize_table_root
 
 #: The view property holding the Delta table's root.
@@ -55,10 +56,10 @@ def registered_location(spark: SparkSession, name: str) -> str | None:
     try:
         if not spark.catalog.tableExists(name):  # asked first: Spark logs every failed statement at ERROR level
             return None
-        props = {str(r[0]): str(r[1]) for r in spark.sql(f"SHOW TBLPROPERTIES {_quoted(name)}").collect()}
+        props = {str(r[0]): str(r[1]) for r in native_sql(spark, f"SHOW TBLPROPERTIES {_quoted(name)}").collect()}
         if LOCATION_PROPERTY in props:
             return props[LOCATION_PROPERTY]
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {_quoted(name)}").collect()
+        rows = native_sql(spark, f"DESCRIBE TABLE EXTENDED {_quoted(name)}").collect()
     except AnalysisException:
         return None
     info = {str(r[0]).strip(): str(r[1] or "").strip() for r in rows}
@@ -112,7 +113,7 @@ def register_table(spark: SparkSession, name: str, path: str, if_not_exists: boo
         select = [f"{raise_expr} AS `dvlake_delta_table`"]
     props = f"{_sql_string(LOCATION_PROPERTY)} = {_sql_string(root)}, {_sql_string(PROVIDER_PROPERTY)} = 'delta'"
     exists = " IF NOT EXISTS" if if_not_exists else ""
-    spark.sql(f"CREATE VIEW{exists} {_quoted(name)} TBLPROPERTIES ({props}) AS SELECT {', '.join(select)}")
+    native_sql(spark, f"CREATE VIEW{exists} {_quoted(name)} TBLPROPERTIES ({props}) AS SELECT {', '.join(select)}")
 
 
 def default_table_location(spark: SparkSession, name: str) -> str:

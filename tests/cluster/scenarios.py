@@ -180,8 +180,9 @@ def _error(fn: Callable[[], Any]) -> dict[str, str] | None:
 
 
 def without_dvlake(spark: Any, root: Path, dv_table: str) -> dict[str, Any]:
-    """On executors that cannot import dvlake: reading a DV table and a DELETE must fail loudly, and the
-    table must stay at its last committed version; a table without DVs still reads (no Python needed)."""
+    """On executors that cannot import dvlake: reading a DV table whose DVs are decoded on executors and a
+    DELETE must fail loudly, and the table must stay at its last committed version; a table without DVs,
+    and one whose DVs are small enough for the driver to decode, still read (no Python on executors)."""
     import dvlake
     from dvlake.log.snapshot import Snapshot
 
@@ -189,7 +190,15 @@ def without_dvlake(spark: Any, root: Path, dv_table: str) -> dict[str, Any]:
     dvlake.write(source(spark, 0, 400), plain, partitionBy=["p"], properties=DV)  # a plain Parquet write
     before = Snapshot.load(dv_table).version
     out: dict[str, Any] = {"version_before": before, "plain_read_count": dvlake.read(spark, plain).count()}
-    out["read_error"] = _error(lambda: dvlake.read(spark, dv_table).count())
+    # small DVs are decoded on the driver (dvlake.spark.dv_words): that read needs no Python on executors
+    out["small_dv_read_count"] = dvlake.read(spark, dv_table).count()
+    from dvlake.spark import dv_words
+
+    saved, dv_words.DRIVER_DECODE_MAX_ROWS = dv_words.DRIVER_DECODE_MAX_ROWS, 0  # large DVs: decoded on executors
+    try:
+        out["read_error"] = _error(lambda: dvlake.read(spark, dv_table).count())
+    finally:
+        dv_words.DRIVER_DECODE_MAX_ROWS = saved
     out["delete_error"] = _error(lambda: dvlake.DeltaTable.forPath(spark, dv_table).delete("id % 3 = 0"))
     out["version_after"] = Snapshot.load(dv_table).version
     out["log_files"] = sorted(os.listdir(os.path.join(dv_table, "_delta_log")))

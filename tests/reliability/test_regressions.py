@@ -273,10 +273,13 @@ def _bare_python() -> str | None:
     return None
 
 
-def test_executors_without_dependencies_get_a_clear_message(spark, table):
+def test_executors_without_dependencies_get_a_clear_message(spark, table, monkeypatch):
     bare = _bare_python()
     if bare is None:
         pytest.skip("no Python of the same version without pyarrow on this machine")
+    from dvlake.spark import dv_words
+
+    monkeypatch.setattr(dv_words, "DRIVER_DECODE_MAX_ROWS", 0)  # small DVs are decoded on the driver: force executors
     sc = spark.sparkContext
     saved = sc.pythonExec
     sc.pythonExec = bare  # what an executor with PYSPARK_PYTHON unset (outside the venv) runs
