@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,6 @@ from pyspark.sql.functions import col, expr
 import dvlake
 from dvlake import DeltaTable, faces
 from dvlake.errors import DeltaOptionError, TableAlreadyExistsError
-
-
-@pytest.fixture
-def dspark(spark: SparkSession) -> Iterator[SparkSession]:
-    """The shared session with the faces on; off again afterwards, so other test files see plain Spark."""
-    dvlake.configure_spark(spark)
-    try:
-        yield spark
-    finally:
-        faces.disable(spark)
 
 
 def _ids(df) -> list[int]:

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-import dvlake
-from dvlake import DeltaTable, faces
+from dvlake import DeltaTable
 from dvlake.commands import write_options
 from dvlake.errors import DeltaOptionError, ReplaceWhereMismatchError, SchemaMismatchError
 from dvlake.log.snapshot import Snapshot
-
-
-@pytest.fixture
-def dspark(spark: SparkSession) -> Iterator[SparkSession]:
-    dvlake.configure_spark(spark)
-    try:
-        yield spark
-    finally:
-        faces.disable(spark)
 
 
 def _rows(spark: SparkSession, path: str) -> list[tuple]:
