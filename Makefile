@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help test lint format demo bench java-check clean
+.PHONY: help test test-fast lint format demo bench java-check clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java-check
@@ -22,7 +22,10 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 20
 
 test: lint  ## lint, then the whole test suite (unit, Spark, interop, cluster): what CI runs
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
+
+test-fast: $(STAMP)  ## the Spark-free tests (tests/unit: codec, log, predicates, txn, SQL tokens) in seconds, while you work
+	$(BIN)/python -m pytest tests/unit -q
 
 lint: $(STAMP)  ## ruff (rules in pyproject.toml), mypy (typed defs) and the layer contracts (import-linter)
 	$(BIN)/ruff check dvlake tests bench
