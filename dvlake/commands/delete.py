@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dvlake.commands.auto_compact import maybe_auto_compact
@@ -36,12 +36,13 @@ from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadE
 from dvlake.log import features
 from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
 from dvlake.log.cdf_plan import DELETE
-from dvlake.log.predicates import condition_text, references_only
+from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.executors import executors_need_dvlake
-from dvlake.spark.scan import ScanPlan, all_column_names, check_condition, logical_frame, match_frame, plan_scan
+from dvlake.spark.pruning import condition_column
+from dvlake.spark.scan import ScanPlan, check_condition, logical_frame, match_frame, plan_scan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
@@ -50,14 +51,19 @@ from dvlake.txn.transaction import OptimisticTransaction
 RETRIES_ON_CONFLICT = 3
 
 
-def delete(spark: SparkSession, path: str, condition: str | Column | None = None) -> dict[str, Any]:
-    """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed)."""
+def delete(spark: SparkSession, path: str, condition: str | Column | Condition | None = None, *,
+           alias: str | None = None) -> dict[str, Any]:
+    """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed).
+
+    ``alias`` names the table in the condition (``DELETE FROM … AS t WHERE t.id = 3``).
+    """
     root = normalize_table_root(path)
+    cond = Condition.of(condition, alias)  # parsed once, before any Spark work
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
             # a dvlake error raised in a task reaches the caller as itself; a worker without dvlake says how to ship it
             with translated(), executors_need_dvlake("DELETE"):
-                return _delete_once(spark, Snapshot.load(root), condition)
+                return _delete_once(spark, Snapshot.load(root), cond)
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:
                 raise
@@ -69,16 +75,16 @@ def _use_dvs(spark: SparkSession, snapshot: Snapshot) -> bool:
     return persistent and features.dvs_enabled(snapshot.protocol, snapshot.metadata)
 
 
-def _predicate_param(condition: str | Column | None) -> str:
-    text = condition_text(condition)
-    return json.dumps([text] if text else ["true"])
+def _predicate_param(condition: Condition | None) -> str:
+    return condition.predicate_param() if condition is not None else json.dumps(["true"])
 
 
 _dv_counts = dv_counts
 
 
-def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None) -> dict[str, Any]:
+def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None) -> dict[str, Any]:
     started = time.monotonic()
+    condition = Condition.of(condition)
     root = snapshot.table_root
     txn = OptimisticTransaction(root, snapshot)
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
@@ -87,8 +93,7 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     adds = snapshot.add_files()
     candidates = [adds[i] for i in plan.rows_indexes]
     txn.read_files(candidates)
-    partition_only = condition is None or (bool(snapshot.partition_columns) and references_only(
-        condition, set(snapshot.partition_columns), all_column_names(snapshot)))
+    partition_only = condition is None or condition.references_only(set(snapshot.partition_columns))
     txn.read_whole_table()  # any data-changing append the condition could match is a conflict
     scan_ms = 0
     metrics: dict[str, Any]
@@ -110,7 +115,7 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     return metrics
 
 
-def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: str | Column,
+def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition,
                           txn: OptimisticTransaction, command: str = "replaceWhere") -> tuple[dict[str, Any], list[Any]]:
     """The actions (removes, re-added files with DVs, rewritten files) that delete the rows matching ``condition``,
     without committing: a write with ``replaceWhere`` commits them together with its new files.
@@ -118,19 +123,25 @@ def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: st
     Chooses as DELETE does: whole files for a partition-only condition, DVs where the table and session allow
     them, copy-on-write otherwise. Registers what it read on ``txn``.
     """
-    check_condition(spark, snapshot, condition, command)
-    plan = plan_scan(spark, snapshot, condition)
+    cond = Condition.of(condition)
+    assert cond is not None
+    check_condition(spark, snapshot, cond, command)
+    plan = plan_scan(spark, snapshot, cond)
     adds = snapshot.add_files()
     candidates = [adds[i] for i in plan.rows_indexes]
     txn.read_files(candidates)
     txn.read_whole_table()
-    partition_only = bool(snapshot.partition_columns) and references_only(
-        condition, set(snapshot.partition_columns), all_column_names(snapshot))
+    partition_only = cond.references_only(set(snapshot.partition_columns))
     if partition_only:
         return _remove_whole_files(candidates, snapshot)
     if _use_dvs(spark, snapshot):
-        return _delete_with_dvs(spark, snapshot, plan, candidates, condition)
-    return _delete_copy_on_write(spark, snapshot, plan, candidates, condition)
+        return _delete_with_dvs(spark, snapshot, plan, candidates, cond)
+    return _delete_copy_on_write(spark, snapshot, plan, candidates, cond)
+
+
+def _aliased(df: DataFrame, condition: Condition) -> DataFrame:
+    """The frame under the table alias the condition uses, if any."""
+    return df.alias(condition.alias) if condition.alias else df
 
 
 def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[str, Any], list[RemoveFile]]:
@@ -147,10 +158,11 @@ def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[
 
 
 def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                     condition: str | Column) -> tuple[dict[str, Any], list[Any]]:
+                     condition: Condition) -> tuple[dict[str, Any], list[Any]]:
     if not plan.files:
         return {}, []
-    matches = match_frame(spark, snapshot, plan).filter(condition)
+    matches = _aliased(match_frame(spark, snapshot, plan), condition).filter(
+        condition_column(condition, plan.logical_schema.fieldNames()))
     outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matches, FILE_PATH_COL, ROW_INDEX_COL)
     metrics = {"numRemovedFiles": outcome.removed_files, "numAddedFiles": 0, "numAddedChangeFiles": 0,
                **outcome.dv_metrics(), "numDeletedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
@@ -159,13 +171,13 @@ def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
 
 
 def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                          condition: str | Column) -> tuple[dict[str, Any], list[Any]]:
+                          condition: Condition) -> tuple[dict[str, Any], list[Any]]:
     """Rewrite every file that has a matching row, keeping the rows that do not match."""
     if not plan.files:
         return {}, []
     t0 = time.monotonic()
-    df = logical_frame(spark, snapshot, plan, include_row_index=True)
-    cond = F.expr(condition) if isinstance(condition, str) else condition
+    df = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), condition)
+    cond = condition_column(condition, plan.logical_schema.fieldNames())
     touched_idx = sorted(r[0] for r in df.filter(cond).select(FILE_INDEX_COL).distinct().collect())
     scan_ms = int((time.monotonic() - t0) * 1000)
     if not touched_idx:
@@ -175,7 +187,7 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
 
     sub = ScanPlan([plan.files[i] for i in touched_idx], plan.data_schema, plan.partition_schema, plan.logical_schema,
                    plan.physical_to_logical, plan.rows_indexes[touched_idx], plan.confine)
-    kept = logical_frame(spark, snapshot, sub).filter(~F.coalesce(cond, F.lit(False)))
+    kept = _aliased(logical_frame(spark, snapshot, sub), condition).filter(~F.coalesce(cond, F.lit(False)))
     md = snapshot.metadata
     cm = mode_of(md)
     schema = md.schema
@@ -186,7 +198,7 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
         num_indexed_cols=num_indexed_cols(md.configuration))
     cdc: list[AddCDCFile] = []
     if cdf_enabled(md):  # the change feed's rows: the deleted ones (the copied rows did not change)
-        deleted = logical_frame(spark, snapshot, sub).filter(F.coalesce(cond, F.lit(False)))
+        deleted = _aliased(logical_frame(spark, snapshot, sub), condition).filter(F.coalesce(cond, F.lit(False)))
         cdc = write_change_files(with_change_type(deleted, DELETE), snapshot)
     rewrite_ms = int((time.monotonic() - t1) * 1000)
     ts = now_ms()

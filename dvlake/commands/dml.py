@@ -43,6 +43,7 @@ from dvlake.errors import (
 )
 from dvlake.log import features
 from dvlake.log.actions import AddFile, Metadata, Protocol
+from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.scan import ScanPlan
 from dvlake.spark.write import to_physical, write_data_files
@@ -70,14 +71,9 @@ def use_dvs(spark: SparkSession, snapshot: Snapshot, session_key: str) -> bool:
     return persistent and features.dvs_enabled(snapshot.protocol, snapshot.metadata)
 
 
-def predicate_param(condition: str | Column | None) -> str:
+def predicate_param(condition: Condition | None) -> str:
     """``operationParameters.predicate``: a JSON list with the condition's text, ``[]`` without one."""
-    import json
-
-    from dvlake.spark.pruning import condition_text
-
-    text = condition_text(condition)
-    return json.dumps([text] if text else [])
+    return condition.predicate_param() if condition is not None else "[]"
 
 
 def as_column(value: Any) -> Column:
@@ -87,21 +83,10 @@ def as_column(value: Any) -> Column:
     return value if isinstance(value, Column) else F.lit(value)
 
 
-def unqualified(condition: str | Column | None, alias: str | None) -> str | Column | None:
-    """The condition without the table alias (``t.id`` → ``id``) for file pruning; None when it cannot be said."""
-    if condition is None or not alias:
-        return condition
-    if not isinstance(condition, str):
-        return None  # a Column cannot be rewritten: no pruning, the scan filters
-    pieces = re.split(r"('(?:[^'\\]|\\.)*')", condition)
-    pattern = re.compile(rf"(?<![\w.`]){re.escape(alias)}\.", re.I)
-    return "".join(p if i % 2 else pattern.sub("", p) for i, p in enumerate(pieces))
-
-
 def sub_plan(plan: ScanPlan, positions: list[int]) -> ScanPlan:
     """The plan restricted to some of its files (positions in ``plan.files``)."""
     return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                    plan.physical_to_logical, plan.rows_indexes[positions])
+                    plan.physical_to_logical, plan.rows_indexes[positions], plan.confine)
 
 
 # --- assignments ------------------------------------------------------------------------------

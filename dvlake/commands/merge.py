@@ -52,10 +52,10 @@ from dvlake.errors import InvalidArgumentError, MultipleSourceRowMatchingTargetR
 from dvlake.log import features
 from dvlake.log.actions import Action, AddCDCFile, Metadata
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
+from dvlake.log.condition import display_text as condition_text
 from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
-from dvlake.spark.pruning import condition_text
 from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction

@@ -68,12 +68,13 @@ from dvlake.errors import (
 )
 from dvlake.log import features
 from dvlake.log.actions import Action, AddFile, RemoveFile, now_ms
+from dvlake.log.condition import Condition
 from dvlake.log.replay import normalize_path
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import build_stats, num_records_of
 from dvlake.spark.dv_scan import ScanFile
-from dvlake.spark.pruning import condition_text, partition_mask, references_only
-from dvlake.spark.scan import ScanPlan, all_column_names, logical_frame, plan_scan
+from dvlake.spark.pruning import partition_only_mask
+from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.spark.zorder import with_zorder_value
 from dvlake.storage.paths import normalize_table_root
@@ -237,11 +238,12 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
 
 def _check_condition(snapshot: Snapshot, condition: str | Column | None) -> None:
     parts = set(snapshot.partition_columns)
-    if condition is None:
+    cond = Condition.of(condition)
+    if cond is None:
         return
-    if not references_only(condition, parts, all_column_names(snapshot)):
+    if not cond.references_only(parts):
         raise NonPartitionColumnReferenceError(
-            f"DELTA_NON_PARTITION_COLUMN_REFERENCE: the predicate {condition_text(condition)!r} references a column that "
+            f"DELTA_NON_PARTITION_COLUMN_REFERENCE: the predicate {cond.display()!r} references a column that "
             f"is not a partition column of {snapshot.table_root}. OPTIMIZE and REORG choose whole files, so WHERE may "
             f"only use the partition columns {sorted(parts) or '(the table is not partitioned)'}.")
 
@@ -273,8 +275,9 @@ def _fully_deleted_in_scope(spark: SparkSession, snapshot: Snapshot, plan: ScanP
     idx = [int(i) for i in np.nonzero((num_records >= 0) & (cards >= num_records) & (cards > 0))[0]]
     if not idx or condition is None:
         return set(idx)
-    mask = partition_mask(spark, condition, plan.partition_schema, [_typed_partition(snapshot, adds[i]) for i in idx],
-                          all_column_names(snapshot))
+    cond = Condition.of(condition)
+    assert cond is not None
+    mask = partition_only_mask(spark, cond, plan.partition_schema, [_typed_partition(snapshot, adds[i]) for i in idx])
     return {i for i, keep in zip(idx, mask, strict=True) if keep}
 
 
@@ -337,8 +340,8 @@ def _remove_of(add: AddFile, ts: int) -> RemoveFile:
 
 
 def _predicate_param(condition: str | Column | None) -> str:
-    text = condition_text(condition)
-    return json.dumps([text] if text else [])
+    cond = Condition.of(condition)
+    return cond.predicate_param() if cond is not None else json.dumps([])
 
 
 # -- committing ---------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from dvlake.commands.dml import (
     resolve_assignments,
     retry_on_conflict,
     sub_plan,
-    unqualified,
     use_dvs,
     write_rows,
 )
@@ -38,18 +37,19 @@ from dvlake.errors import InvalidArgumentError
 from dvlake.log import features
 from dvlake.log.actions import Action, AddCDCFile, AddFile, now_ms
 from dvlake.log.cdf_plan import UPDATE_POSTIMAGE, UPDATE_PREIMAGE
+from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
-from dvlake.spark.pruning import references_only
-from dvlake.spark.scan import ScanPlan, all_column_names, logical_frame, match_frame, plan_scan
+from dvlake.spark.pruning import condition_column
+from dvlake.spark.scan import ScanPlan, logical_frame, match_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
 Assignments = dict[str, str | Column]
 
 
-def update(spark: SparkSession, path: str, assignments: Assignments, condition: str | Column | None = None, *,
+def update(spark: SparkSession, path: str, assignments: Assignments, condition: str | Column | Condition | None = None, *,
            alias: str | None = None) -> dict[str, Any]:
     """Set ``assignments`` on the rows matching ``condition``; returns the commit's operationMetrics ({} if none).
 
@@ -62,15 +62,17 @@ def update(spark: SparkSession, path: str, assignments: Assignments, condition: 
 
 
 def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignments,
-                condition: str | Column | None, alias: str | None = None) -> dict[str, Any]:
+                condition: str | Column | Condition | None, alias: str | None = None) -> dict[str, Any]:
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
+    parsed = Condition.of(condition, alias)
     started = time.monotonic()
     root = snapshot.table_root
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
     check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
-    planning = unqualified(condition, alias)
-    plan = plan_scan(spark, snapshot, planning)
+    plan = plan_scan(spark, snapshot, parsed)
     schema = plan.logical_schema
+    # from here on the condition is the Column Spark evaluates: the user's text, ``*`` spelled as the table's columns
+    condition = condition_column(parsed, schema.fieldNames()) if parsed is not None else None
     resolved = resolve_assignments(schema, assignments, f"UPDATE {root}", strip_qualifier=alias)
     empty = _aliased(spark.createDataFrame([], schema), alias)
     if condition is not None:
@@ -82,8 +84,7 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     candidates = [adds[i] for i in plan.rows_indexes]
     txn.read_files(candidates)
     txn.read_whole_table()  # a concurrent data-changing append the condition could match is a conflict
-    partition_only = condition is None or (bool(snapshot.partition_columns) and planning is not None and references_only(
-        planning, set(snapshot.partition_columns), all_column_names(snapshot)))
+    partition_only = parsed is None or parsed.references_only(set(snapshot.partition_columns))
     if not plan.files:
         return {}
     if partition_only:
@@ -96,7 +97,7 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
         return {}
     metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-    version = txn.commit(actions, "UPDATE", {"predicate": predicate_param(condition)}, metrics)
+    version = txn.commit(actions, "UPDATE", {"predicate": predicate_param(parsed)}, metrics)
     maybe_auto_compact(spark, snapshot.table_root, version)  # off unless delta.autoOptimize.autoCompact; never fails
     return metrics
 

@@ -224,7 +224,7 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     operation = "WRITE" if snapshot is not None else "CREATE TABLE AS SELECT"
     params: dict[str, Any] = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
     if opts.replace_where is not None and mode_key == "overwrite":
-        from dvlake.log.predicates import condition_text
+        from dvlake.log.condition import display_text as condition_text
 
         params["predicate"] = json.dumps([condition_text(opts.replace_where) or repr(opts.replace_where)])
     if dynamic and mode_key == "overwrite":

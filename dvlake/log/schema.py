@@ -139,3 +139,27 @@ def strip_column_mapping(schema: dict[str, Any]) -> dict[str, Any]:
 def schema_json(schema: dict[str, Any]) -> str:
     """Compact schema string as stored in ``metaData.schemaString``."""
     return json.dumps(schema, separators=(",", ":"))
+
+
+def column_types(schema: dict[str, Any]) -> dict[str, str]:
+    """Lower-cased dotted logical column name → Delta type name, for comparing literals with stats.
+
+    Struct fields are listed by their dotted path; arrays, maps and strings with a collation other
+    than Spark's binary order are ``"unsupported"`` (their order is not the one stats were compared in).
+    """
+    out: dict[str, str] = {}
+
+    def visit(fields: list[dict[str, Any]], prefix: str) -> None:
+        for f in fields:
+            name, t = prefix + f["name"].lower(), f["type"]
+            if isinstance(t, dict):
+                if t.get("type") == "struct":
+                    visit(t["fields"], name + ".")
+                out[name] = "unsupported"
+            elif "__COLLATIONS" in (f.get("metadata") or {}):
+                out[name] = "unsupported"
+            else:
+                out[name] = str(t)
+
+    visit(schema.get("fields", []), "")
+    return out

@@ -17,12 +17,13 @@ from pyspark.sql.types import StructType
 
 from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.log.condition import Condition
 from dvlake.log.partitions import parse_partition_value
-from dvlake.log.predicates import condition_text, parse_conjunct, skipping_mask, split_conjuncts
-from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
+from dvlake.log.predicates import FileFacts, prune
+from dvlake.log.schema import column_types, physical_name, physical_schema, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, ScanFile, scan_files, scan_for_matches
-from dvlake.spark.pruning import partition_mask
+from dvlake.spark.pruning import condition_column, partition_only_mask, session_time_zone
 from dvlake.spark.task_errors import install as install_typed_errors
 from dvlake.spark.task_errors import remember_table
 from dvlake.storage.confine import check_local_files, data_file_location
@@ -41,7 +42,7 @@ class ScanPlan:
     confine: bool = True             # data and DV paths must stay inside the table root (storage/confine.py)
 
 
-def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None = None) -> ScanPlan:
+def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None = None) -> ScanPlan:
     """Choose files (partition pruning + data skipping) and describe them for the reader."""
     mode = snapshot.column_mapping_mode
     schema = snapshot.schema
@@ -64,13 +65,14 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     keyed_fields = list(zip(part_keys, part_fields, strict=True))
     partition_rows = [tuple(parse_partition_value(dict(pv or []).get(k), f["type"]) for k, f in keyed_fields)
                       for pv in pv_column]
-    if condition is not None and n:
-        keep &= partition_mask(spark, condition, partition_schema, partition_rows, all_column_names(snapshot))
-        text = condition_text(condition)
-        if text is not None:
-            conjuncts = [c for c in (parse_conjunct(t) for t in split_conjuncts(text)) if c is not None]
-            physical_paths = _physical_paths(schema, mode, parts)
-            keep &= skipping_mask(files.column("stats"), conjuncts, physical_paths)
+    cond = Condition.of(condition)
+    if cond is not None and n:
+        facts = FileFacts(files.column("stats"), [f["name"] for f in part_fields], partition_rows,
+                          column_types(schema), _physical_paths(schema, mode, parts), session_time_zone(spark))
+        pruned = prune(cond, facts)
+        keep &= pruned.keep
+        if not pruned.exact and cond.references_only(set(parts)):  # constant conditions too (1 = 0)
+            keep &= partition_only_mask(spark, cond, partition_schema, partition_rows)
     num_records = snapshot.num_records()
     # No file is skipped because its DV's cardinality reaches numRecords: both are unverified log
     # metadata, and a lie in either would hide live rows. Such files are read with the DV applied.
@@ -90,24 +92,28 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx, confine)
 
 
-def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None, command: str) -> None:
+def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None,
+                    command: str) -> None:
     """Resolve ``condition`` against the table's own columns before any internal column exists.
 
     Spark's "did you mean" list would otherwise offer dvlake's ``__dvlake_*`` helper columns;
     here it offers the table's columns only, and the error is an ``InvalidArgumentError``.
     """
-    if condition is None:
+    cond = Condition.of(condition)
+    if cond is None:
         return
-    from pyspark.errors import AnalysisException
+    from pyspark.errors import AnalysisException, ParseException
 
     from dvlake.errors import InvalidArgumentError
 
     logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+    probe = spark.createDataFrame([], logical)
+    if cond.alias:
+        probe = probe.alias(cond.alias)
     try:
-        probe = spark.createDataFrame([], logical).filter(condition)
-        probe.schema  # noqa: B018 - analysis happens here (Spark Connect analyses lazily)
-    except AnalysisException as exc:
-        raise InvalidArgumentError(f"{command} condition {condition_text(condition) or condition!r} on "
+        probe.filter(condition_column(cond, logical.fieldNames())).schema  # noqa: B018 - analysis (Connect is lazy)
+    except (AnalysisException, ParseException) as exc:
+        raise InvalidArgumentError(f"{command} condition {cond.display()!r} on "
                                    f"{snapshot.table_root} cannot be resolved: {str(exc).splitlines()[0]}") from exc
 
 
@@ -175,10 +181,13 @@ def _to_logical(df: DataFrame, plan: ScanPlan, extra: list[str]) -> DataFrame:
     return df.select(*cols, *[F.col(c) for c in extra])
 
 
-def scan_snapshot(spark: SparkSession, snapshot: Snapshot, condition: str | Column | None = None) -> DataFrame:
+def scan_snapshot(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None = None) -> DataFrame:
     """The logical rows of the snapshot (deleted rows dropped), filtered by ``condition`` if given."""
-    out = logical_frame(spark, snapshot, plan_scan(spark, snapshot, condition))
-    return out.filter(condition) if condition is not None else out
+    cond = Condition.of(condition)
+    check_condition(spark, snapshot, cond, "read")
+    plan = plan_scan(spark, snapshot, cond)
+    out = logical_frame(spark, snapshot, plan)
+    return out.filter(condition_column(cond, plan.logical_schema.fieldNames())) if cond is not None else out
 
 
 def metadata_row_count(snapshot: Snapshot) -> int | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.sqlfront.parse import DIALECT, sql_error
+from dvlake.sqlfront.parse import DIALECT, assignment_texts, sql_error, where_text
 from dvlake.sqlfront.passthrough import passthrough
 from dvlake.sqlfront.refs import catalog_location, delta_frame, has_delta_tables, name_of, offset_of, run_query, table_ref
 
@@ -47,19 +47,6 @@ def _sql(node: exp.Expr) -> str:
     return node.sql(DIALECT)
 
 
-def _without_alias(node: exp.Expr, alias: str | None) -> exp.Expr:
-    """``t.id = 3`` → ``id = 3`` for the target's alias ``t`` (DELETE's condition runs on the table alone)."""
-    if not alias:
-        return node
-
-    def strip(n: exp.Expr) -> exp.Expr:
-        if isinstance(n, exp.Column) and n.table.lower() == alias.lower() and not n.args.get("db"):
-            return exp.Column(this=n.this)
-        return n
-
-    return node.copy().transform(strip)
-
-
 def _affected(spark: SparkSession, n: Any) -> DataFrame:
     return spark.createDataFrame([(int(n or 0),)], "num_affected_rows long")
 
@@ -74,8 +61,8 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
     condition = None
     if where is not None:
         _no_delta_subqueries(where, text, "DELETE condition")
-        condition = _sql(_without_alias(where.this, _alias(node.this)))
-    metrics = run_delete(spark, path, condition)
+        condition = where_text(text) or _sql(where.this)  # the user's own text reaches Spark
+    metrics = run_delete(spark, path, condition, alias=_alias(node.this))
     return _affected(spark, metrics.get("numDeletedRows", 0))
 
 
@@ -99,8 +86,12 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     _no_delta_subqueries(where, text, "UPDATE condition")
     for pair in node.expressions:
         _no_delta_subqueries(pair, text, "UPDATE assignments")
-    metrics = run_update(spark, path, assignments(node.expressions, text), _sql(where.this) if where is not None else None,
-                         alias=_alias(node.this))
+    pairs = assignments(node.expressions, text)
+    written = assignment_texts(text)
+    if written is not None and len(written) == len(pairs):  # values as the user wrote them, names as parsed
+        pairs = {name: value for name, (_, value) in zip(pairs, written, strict=True)}
+    condition = (where_text(text) or _sql(where.this)) if where is not None else None
+    metrics = run_update(spark, path, pairs, condition, alias=_alias(node.this))
     return _affected(spark, metrics.get("numUpdatedRows", 0))
 
 

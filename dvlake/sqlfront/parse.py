@@ -16,13 +16,13 @@ from typing import ClassVar
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from dvlake.errors import DeltaSqlError, DeltaSqlParseError
+from dvlake.log.sql_dialect import SparkSQL
 
-DIALECT = "spark"
+DIALECT = SparkSQL  # Spark 4: a doubled quote inside a string literal is one quote
 _VERSION_SUFFIX = re.compile(r"^(?P<path>.+)@v(?P<version>\d+)$")
 _TIMESTAMP_SUFFIX = re.compile(r"^(?P<path>.+)@(?P<ts>\d{17})$")
 
@@ -55,7 +55,7 @@ def sql_error(text: str, offset: int, problem: str, *, parse: bool = False, erro
     return cls(message, error_class, statement=name, line=line, column=column)
 
 
-class _WholeTokenizer(Spark.Tokenizer):
+class _WholeTokenizer(SparkSQL.Tokenizer):
     """Spark's tokenizer without "commands": it normally folds everything after OPTIMIZE, VACUUM, SHOW …
     into one string token; dvlake reads those statements token by token instead."""
 
@@ -308,3 +308,53 @@ def column_name(text: str, piece: str, base: int) -> str:
     if not isinstance(tree, exp.Column | exp.Dot | exp.Identifier):
         raise sql_error(text, base, f"expected a column name, got {piece!r}", parse=True)
     return ".".join(p.name for p in tree.parts) if isinstance(tree, exp.Column) else tree.sql(DIALECT)
+
+
+def top_level_tokens(tokens: list[Token]) -> list[tuple[int, Token]]:
+    """(index, token) of the tokens outside any parentheses."""
+    out, depth = [], 0
+    for i, tok in enumerate(tokens):
+        if tok.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0:
+            out.append((i, tok))
+    return out
+
+
+def where_text(text: str) -> str | None:
+    """The user's own text after a statement's top-level WHERE (DELETE, UPDATE), as written."""
+    tokens = tokenize(text)
+    for _, tok in top_level_tokens(tokens):
+        if tok.token_type == TokenType.WHERE:
+            return text[tok.end + 1:].strip().rstrip(";").strip() or None
+    return None
+
+
+def assignment_texts(text: str) -> list[tuple[str, str]] | None:
+    """``UPDATE … SET a = <expr>, b = <expr> [WHERE …]`` → [(a, <expr>), …] as written, or None when not that shape."""
+    tokens = tokenize(text)
+    top = top_level_tokens(tokens)
+    starts = [k for k, (_, tok) in enumerate(top) if tok.token_type == TokenType.SET]
+    if not starts:
+        return None
+    pieces: list[tuple[int, int]] = []
+    begin = top[starts[0]][1].end + 1
+    end_of_sets = len(text)
+    for _, tok in top[starts[0] + 1:]:
+        if tok.token_type == TokenType.WHERE:
+            end_of_sets = tok.start
+            break
+        if tok.token_type == TokenType.COMMA:
+            pieces.append((begin, tok.start))
+            begin = tok.end + 1
+    pieces.append((begin, end_of_sets))
+    out = []
+    for a, b in pieces:
+        piece = text[a:b]
+        eq = [tok for _, tok in top_level_tokens(tokenize(piece)) if tok.token_type == TokenType.EQ]
+        if not eq:
+            return None
+        out.append((piece[:eq[0].start].strip(), piece[eq[0].end + 1:].strip().rstrip(";").strip()))
+    return out

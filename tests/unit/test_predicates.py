@@ -1,21 +1,28 @@
-"""Pure predicate logic: splitting, parsing, stats skipping and partition evaluation, without Spark.
+"""Pure pruning logic over a parsed Condition: stats skipping and partition evaluation, without Spark.
 
-The property tests build random files (rows → Delta stats) and random predicates over
-=, <, <=, >, >=, IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT, evaluate the predicate on the rows with
-SQL's three-valued logic, and check that pruning never drops a file holding a matching row.
+The property tests build random files (rows → Delta stats) and random conditions over
+=, <, <=, >, >=, IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT, rendered with the fewest parentheses
+SQL's precedence allows (NOT > AND > OR), comments between operands and doubled quotes inside
+string literals; they evaluate the condition on the rows with SQL's three-valued logic and check
+that pruning never drops a file holding a matching row (and is exact on partitions when it says so).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import zoneinfo
 from typing import Any, Union
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dvlake.log.predicates import Conjunct, parse_conjunct, partition_values_mask, skipping_mask, split_conjuncts
+from dvlake.errors import InvalidArgumentError
+from dvlake.log.condition import Condition
+from dvlake.log.predicates import FileFacts, prune
 
 EXAMPLES = int(os.environ.get("DVLAKE_PROPERTY_EXAMPLES", "300"))
 PROPERTY = settings(max_examples=EXAMPLES, derandomize=os.environ.get("DVLAKE_PROPERTY_RANDOM") != "1", deadline=None,
@@ -27,11 +34,13 @@ Leaf = tuple[str, str, tuple[Any, ...]]  # (column, op, literals)
 Pred = Union[Leaf, tuple[str, Any, Any]]  # noqa: UP007 - a recursive alias reads better spelled out
 
 INTS = st.integers(-4, 4)  # a small range, so that values and literals collide and edges get tested
-STRS = st.text(alphabet="abAB_z", min_size=0, max_size=3)
+STRS = st.text(alphabet="abAB_z'", min_size=0, max_size=3)
 
 
 def _lit(v: Any) -> str:
-    return f"'{v}'" if isinstance(v, str) else str(v)
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"  # Spark 4 reads a doubled quote as one
+    return str(v)
 
 
 def leaves(column: str, values: st.SearchStrategy[Any]) -> st.SearchStrategy[Leaf]:
@@ -43,15 +52,22 @@ def leaves(column: str, values: st.SearchStrategy[Any]) -> st.SearchStrategy[Lea
 
 
 def predicates(leaf: st.SearchStrategy[Leaf]) -> st.SearchStrategy[Any]:
+    comments = st.sampled_from(["", "", " /* a AND b OR */ ", " -- x OR y AND\n "])
     return st.recursive(leaf, lambda inner: st.one_of(
-        st.tuples(st.just("AND"), inner, inner), st.tuples(st.just("OR"), inner, inner),
-        st.tuples(st.just("NOT"), inner, st.none())), max_leaves=5)
+        st.tuples(st.just("AND"), inner, inner, comments), st.tuples(st.just("OR"), inner, inner, comments),
+        st.tuples(st.just("NOT"), inner, st.none(), st.just(""))), max_leaves=6)
 
 
-def render(p: Any) -> str:
+_PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3}
+
+
+def render(p: Any, outer: int = 0) -> str:
+    """SQL text with parentheses only where precedence needs them (so the parser's precedence is tested)."""
     kind = p[0]
     if kind in ("AND", "OR"):
-        return f"({render(p[1])}) {kind} ({render(p[2])})"
+        prec = _PRECEDENCE[kind]
+        text = f"{render(p[1], prec)} {kind}{p[3]} {render(p[2], prec + 1)}"
+        return f"({text})" if prec < outer else text
     if kind == "NOT":
         return f"NOT ({render(p[1])})"
     col, op, vals = p
@@ -109,56 +125,147 @@ def stats_json(rows: list[dict[str, Any]]) -> str:
     return json.dumps({"numRecords": len(rows), "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
-def prune(text: str, files: list[list[dict[str, Any]]]) -> list[bool]:
-    conjuncts = [c for c in (parse_conjunct(t) for t in split_conjuncts(text)) if c is not None]
+def keep_mask(text: str, files: list[list[dict[str, Any]]]) -> list[bool]:
     stats = pa.array([stats_json(rows) for rows in files], pa.string())
-    return list(skipping_mask(stats, conjuncts, {"a": "a", "s": "s"}))
+    facts = FileFacts(stats, [], [() for _ in files], {"a": "long", "s": "string"}, {"a": "a", "s": "s"})
+    return list(prune(Condition.parse(text), facts).keep)
 
 
 @PROPERTY
 @given(FILES, predicates(st.one_of(leaves("a", INTS), leaves("s", STRS))))
 def test_stats_skipping_never_drops_a_file_with_a_matching_row(files: list[list[dict[str, Any]]], pred: Any) -> None:
     text = render(pred)
-    keep = prune(text, files)
+    keep = keep_mask(text, files)
     for i, rows in enumerate(files):
         if any(truth(pred, r) is True for r in rows):
             assert keep[i], f"file {i} holds a row matching {text!r} but was pruned; rows {rows}"
 
 
 @PROPERTY
-@given(st.lists(st.one_of(st.none(), INTS), min_size=1, max_size=8),
-       st.lists(predicates(leaves("p", INTS)), min_size=1, max_size=3))
-def test_partition_evaluation_is_sound_and_exact_when_decided(values: list[int | None], preds: list[Any]) -> None:
-    texts = [render(p) for p in preds]
-    rows = [(v,) for v in values]
-    keep, undecided = partition_values_mask([c for t in texts for c in split_conjuncts(t)], ["p"], rows)
+@given(st.lists(st.one_of(st.none(), INTS), min_size=1, max_size=8), predicates(leaves("p", INTS)))
+def test_partition_evaluation_is_sound_and_exact_when_decided(values: list[int | None], pred: Any) -> None:
+    text = render(pred)
+    result = prune(Condition.parse(text), FileFacts(None, ["p"], [(v,) for v in values], {"p": "long"}, {}))
     for i, v in enumerate(values):
-        matches = all(truth(p, {"p": v}) is True for p in preds)
+        matches = truth(pred, {"p": v}) is True
         if matches:
-            assert keep[i], f"partition p={v} satisfies {texts} but was pruned"
-        if not undecided:
-            assert bool(keep[i]) == matches, f"p={v}: decided mask {keep[i]} but {texts} is {matches}"
+            assert result.keep[i], f"partition p={v} satisfies {text!r} but was pruned"
+        if result.exact:
+            assert bool(result.keep[i]) == matches, f"p={v}: exact mask {result.keep[i]} but {text!r} is {matches}"
 
 
-def test_simple_conjuncts_are_decided_without_spark() -> None:
-    rows = [(1, "x"), (2, "y"), (None, "x")]
-    keep, undecided = partition_values_mask(["n >= 2", "s IN ('x', 'y')"], ["n", "s"], rows)
-    assert list(keep) == [False, True, False] and undecided == []
-    keep, undecided = partition_values_mask(["upper(s) = 'X'", "n = '1'"], ["n", "s"], rows)
-    assert list(keep) == [True, True, True] and undecided == ["upper(s) = 'X'", "n = '1'"]
+# --- timestamps: stats truncated to milliseconds, literals in the session time zone --------------
+
+ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata"]
+INSTANTS = st.integers(0, 4_000_000).map(lambda us: dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=us * 997))
 
 
-def test_splitting_and_parsing() -> None:
-    assert split_conjuncts("a = 1 AND (b BETWEEN 1 AND 3) AND c IN ('AND', 'x')") == ["a = 1", "b BETWEEN 1 AND 3",
-                                                                                     "c IN ('AND', 'x')"]
-    assert split_conjuncts("a = 'x AND y'") == ["a = 'x AND y'"]
-    assert parse_conjunct("5 > a") == Conjunct("a", "lt", (5,))
-    assert parse_conjunct("`odd name` IS NOT NULL") == Conjunct("odd name", "notnull")
-    assert parse_conjunct("d = DATE '2024-01-02'") is not None
-    assert parse_conjunct("a = 1 OR b = 2") is None  # not a simple comparison: kept by pruning
-    assert parse_conjunct(r"s = 'a\\b'") is None  # escapes are Spark's business
+def _ms_floor(t: dt.datetime) -> str:
+    return t.replace(microsecond=t.microsecond // 1000 * 1000).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@PROPERTY
+@given(st.lists(st.lists(INSTANTS, min_size=1, max_size=5), min_size=1, max_size=5), INSTANTS,
+       st.sampled_from(["=", "<", "<=", ">", ">="]), st.sampled_from(ZONES))
+def test_timestamp_stats_and_session_zone_literals(files: list[list[dt.datetime]], literal: dt.datetime, op: str,
+                                                   zone: str) -> None:
+    local = literal.astimezone(zoneinfo.ZoneInfo(zone)).replace(tzinfo=None)
+    text = f"ts {op} TIMESTAMP'{local.isoformat(sep=' ')}'"
+    stats = pa.array([json.dumps({"numRecords": len(f), "minValues": {"ts": _ms_floor(min(f))},
+                                  "maxValues": {"ts": _ms_floor(max(f))}, "nullCount": {"ts": 0}}) for f in files])
+    facts = FileFacts(stats, [], [() for _ in files], {"ts": "timestamp"}, {"ts": "ts"}, zone)
+    keep = prune(Condition.parse(text), facts).keep
+    compare = {"=": lambda v: v == literal, "<": lambda v: v < literal, "<=": lambda v: v <= literal,
+               ">": lambda v: v > literal, ">=": lambda v: v >= literal}[op]
+    for i, f in enumerate(files):
+        if any(compare(v) for v in f):
+            assert keep[i], f"file {i} {f} holds a row matching {text!r} in {zone} but was pruned"
+
+
+def test_timestamp_max_is_a_floor_of_the_true_max() -> None:
+    stats = pa.array(['{"numRecords": 1, "minValues": {"ts": "2024-01-01T00:16:39.123Z"}, '
+                      '"maxValues": {"ts": "2024-01-01T00:16:39.123Z"}, "nullCount": {"ts": 0}}'])
+    facts = FileFacts(stats, [], [()], {"ts": "timestamp"}, {"ts": "ts"})
+    assert prune(Condition.parse("ts > TIMESTAMP'2024-01-01 00:16:39.1234'"), facts).keep[0]
+    assert not prune(Condition.parse("ts > TIMESTAMP'2024-01-01 00:16:39.124'"), facts).keep[0]
+
+
+def test_truncated_string_max_is_only_a_prefix() -> None:
+    stats = pa.array(['{"numRecords": 2, "minValues": {"s": "abc"}, "maxValues": {"s": "abd"}, "nullCount": {"s": 0}}'])
+    facts = FileFacts(stats, [], [()], {"s": "string"}, {"s": "s"})
+    assert prune(Condition.parse("s = 'abdzzz'"), facts).keep[0]  # the true max may be "abdzzzz…"
+    assert not prune(Condition.parse("s = 'abe'"), facts).keep[0]
+
+
+def test_float_max_says_nothing_about_nan() -> None:
+    stats = pa.array(['{"numRecords": 2, "minValues": {"f": 1.0}, "maxValues": {"f": 2.0}, "nullCount": {"f": 0}}'])
+    facts = FileFacts(stats, [], [()], {"f": "double"}, {"f": "f"})
+    assert prune(Condition.parse("f > 5"), facts).keep[0]  # a NaN row matches f > 5 in Spark
+    assert not prune(Condition.parse("f < 0.5"), facts).keep[0]
+
+
+# --- the reproductions of the conditions issue (pruning half; Spark half in tests/spark) ----------
+
+
+def _issue_files() -> FileFacts:
+    """8 files: partition p = id // 1000 (two files each), v = id * 7 % 1000 with its true bounds."""
+    rows, stats = [], []
+    for f in range(8):
+        ids = range(f * 500, f * 500 + 500)
+        vs = [i * 7 % 1000 for i in ids]
+        rows.append((f // 2,))
+        stats.append(json.dumps({"numRecords": 500, "minValues": {"id": min(ids), "v": min(vs)},
+                                 "maxValues": {"id": max(ids), "v": max(vs)}, "nullCount": {"id": 0, "v": 0}}))
+    return FileFacts(pa.array(stats), ["p"], rows, {"id": "long", "v": "long", "p": "long", "note": "string"},
+                     {"id": "id", "v": "v"})
+
+
+@pytest.mark.parametrize("text, must_keep", [
+    ("id = 5 OR v = 3 AND id = 3999", [0]),
+    ("p = 0 OR v = 7 AND p = 3", [0, 1, 6]),
+    ("p = 1 AND v < 10 OR p = 2", [2, 3, 4, 5]),
+    ("v = 7 -- AND p = 2\n OR p = 1", [0, 1, 2, 3, 4, 5, 6, 7]),
+    ("p = 1 AND hash(*) % 2 = 0", [2, 3]),
+    ("x_and_y > 3 OR p = 3", [0, 1, 2, 3, 4, 5, 6, 7]),
+    ("a /* AND p = 2 */ = 1 OR p = 0", [0, 1, 2, 3, 4, 5, 6, 7]),
+    ("IDENTIFIER('v') > 500", [0, 1, 2, 3, 4, 5, 6, 7]),
+])
+def test_issue_reproductions_keep_every_file_with_a_match(text: str, must_keep: list[int]) -> None:
+    keep = prune(Condition.parse(text), _issue_files()).keep
+    assert all(keep[i] for i in must_keep), f"{text!r} pruned a file that holds matches: {list(keep)}"
+
+
+def test_star_and_unknown_functions_are_never_partition_only() -> None:
+    assert not Condition.parse("p = 1 AND hash(*) % 2 = 1").references_only({"p"})
+    assert not Condition.parse("p = 1 AND my_udf(p)").references_only({"p"})
+    assert not Condition.parse("p = 1 AND rand() < 0.5").references_only({"p"})
+    assert not Condition.parse("p IN (SELECT p FROM other)").references_only({"p"})
+    assert Condition.parse("p = 1 OR substring(p, 1, 1) = 'x'").references_only({"p"})
+    assert Condition.parse("t.p = 1", alias="t").references_only({"p"})
+
+
+def test_star_arguments_are_spelled_as_the_table_columns() -> None:
+    c = Condition.parse("p = 1 AND hash(*) % 2 = 0 AND a * b > 1 AND struct(t.*) IS NOT NULL", alias="t")
+    assert c.spark_text(["a", "b", "p"]) == ("p = 1 AND hash(`a`, `b`, `p`) % 2 = 0 AND a * b > 1 AND "
+                                             "struct(`t`.`a`, `t`.`b`, `t`.`p`) IS NOT NULL")
+    assert Condition.parse("EXISTS (SELECT * FROM s)").spark_text(["a"]) == "EXISTS (SELECT * FROM s)"
+
+
+def test_statements_are_refused_as_conditions() -> None:
+    with pytest.raises(InvalidArgumentError, match="2 statements"):
+        Condition.parse("id = 1; DROP TABLE x")
+    with pytest.raises(InvalidArgumentError, match="empty"):
+        Condition.parse("  ")
+
+
+def test_doubled_quotes_are_one_quote() -> None:
+    c = Condition.parse("note = 'it''s'")
+    assert c.spark_text(["note"]) == "note = 'it''s'"  # the user's text reaches Spark as written
+    stats = pa.array(['{"numRecords": 1, "minValues": {"note": "it\'s"}, "maxValues": {"note": "it\'s"}}'])
+    assert prune(c, FileFacts(stats, [], [()], {"note": "string"}, {"note": "note"})).keep[0]
 
 
 def test_unparseable_stats_skip_nothing() -> None:
     stats = pa.array(['{"numRecords": 1, "minValues": {"a": "not a number"}}', None], pa.string())
-    assert list(skipping_mask(stats, [Conjunct("a", "eq", (3,))], {"a": "a"})) == [True, True]
+    facts = FileFacts(stats, [], [(), ()], {"a": "long"}, {"a": "a"})
+    assert list(prune(Condition.parse("a = 3"), facts).keep) == [True, True]

@@ -1,0 +1,187 @@
+"""A row condition, parsed once where a command receives it and then passed down.
+
+A condition arrives as SQL text (API strings, SQL ``WHERE``, ``replaceWhere``) or as a PySpark
+``Column``. Text is parsed by sqlglot (Spark 4 dialect: precedence, comments, quoting, escapes)
+into a tree that pruning visits (``dvlake.log.predicates``); the rows themselves are always
+decided by Spark evaluating the user's own text, never a regenerated or split form of it.
+
+A ``Column`` is kept opaque: dvlake does not read Spark's internal expression, so a Column
+condition prunes nothing and is never taken as partition-only — correct, only slower.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from dvlake.errors import InvalidArgumentError
+from dvlake.log.sql_dialect import SparkSQL
+
+#: Functions whose value changes from row to row or run to run: a condition using one is never
+#: decided per file (a file's rows may differ), whatever columns it names.
+NON_DETERMINISTIC = frozenset({
+    "rand", "randn", "random", "uuid", "shuffle", "monotonically_increasing_id", "spark_partition_id",
+    "input_file_name", "input_file_block_start", "input_file_block_length", "randstr", "uniform",
+})
+
+_STATEMENTS = (exp.Query, exp.DDL, exp.DML, exp.Command, exp.Block, exp.Use, exp.Set)
+
+
+@dataclass(frozen=True, eq=False)
+class Condition:
+    """One row condition: the user's text (or Column), its parsed tree and the table alias it may use.
+
+    ``tree`` is None when the condition is a Column or text sqlglot cannot parse (Spark may still
+    accept it): such a condition prunes nothing.
+    """
+
+    text: str | None
+    column: Any = None
+    tree: exp.Expr | None = None
+    alias: str | None = None
+    _columns: frozenset[str] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, condition: str | Any | None, alias: str | None = None) -> Condition | None:
+        """A Condition from text, a Column or a Condition (returned as is); None stays None."""
+        if condition is None or isinstance(condition, Condition):
+            return condition
+        if isinstance(condition, str):
+            return cls.parse(condition, alias)
+        return cls(text=None, column=condition, alias=alias)
+
+    @classmethod
+    def parse(cls, text: str, alias: str | None = None) -> Condition:
+        """Parse ``text``; refuses several statements or a statement where a condition belongs."""
+        if not text.strip():
+            raise InvalidArgumentError("the condition is empty; give a boolean SQL expression such as \"id = 3\"")
+        try:
+            trees = [t for t in sqlglot.parse(text, read=SparkSQL) if t is not None]
+        except (ParseError, TokenError):
+            return cls(text=text, alias=alias)  # Spark has the last word on syntax sqlglot does not know
+        if len(trees) > 1:
+            raise InvalidArgumentError(f"the condition {text!r} holds {len(trees)} statements; give one boolean "
+                                       "expression (no ';')")
+        tree = trees[0] if trees else None
+        if isinstance(tree, _STATEMENTS):
+            raise InvalidArgumentError(f"the condition {text!r} is a statement, not a boolean expression")
+        return cls(text=text, alias=alias, tree=tree, _columns=_referenced(tree, alias) if tree is not None else None)
+
+    # --- what the condition reads ---------------------------------------------------------
+
+    @property
+    def columns(self) -> frozenset[str] | None:
+        """Lower-cased top-level column names it reads (alias stripped), or None when not known."""
+        return self._columns
+
+    def column_path(self, node: exp.Column) -> str:
+        """``t.a.b`` → ``a.b`` (alias stripped), lower-cased and dotted."""
+        return ".".join(_parts(node, self.alias))
+
+    def references_only(self, names: set[str] | frozenset[str]) -> bool:
+        """Whether the condition's value is provably a function of ``names`` alone.
+
+        True only for a parsed, deterministic condition without ``*``, subqueries or functions
+        sqlglot does not know (a user function may be non-deterministic): the condition then holds
+        for all rows of a file or for none, given those columns are constant in the file.
+        """
+        if self.tree is None or self._columns is None:
+            return False
+        allowed = {n.lower() for n in names}
+        for node in self.tree.walk():
+            if isinstance(node, exp.Star | exp.Subquery | exp.Exists | exp.Query | exp.Placeholder | exp.Parameter):
+                return False
+            if isinstance(node, exp.Anonymous | exp.Rand | exp.Randn | exp.Uuid):
+                return False
+            if isinstance(node, exp.Func) and node.sql_name().lower() in NON_DETERMINISTIC:
+                return False
+        return self._columns <= allowed
+
+    # --- what Spark evaluates ---------------------------------------------------------------
+
+    def spark_text(self, table_columns: list[str]) -> str:
+        """The user's text for Spark, with ``*`` arguments (``hash(*)``) spelled as the table's columns.
+
+        The frames dvlake filters carry internal columns (file and row positions) beside the
+        table's; a bare ``*`` would hash those too. Stars inside subqueries are the subquery's own
+        and are left alone (the whole text is then left as written).
+        """
+        assert self.text is not None
+        if self.tree is None or not any(isinstance(n, exp.Star) for n in self.tree.walk()):
+            return self.text
+        if any(isinstance(n, exp.Query | exp.Subquery) for n in self.tree.walk()):
+            return self.text
+        tokens = list(SparkSQL().tokenize(self.text))
+        listed = ", ".join(f"`{c.replace('`', '``')}`" for c in table_columns)
+        out, last = [], 0
+        for i, tok in enumerate(tokens):
+            if tok.token_type != TokenType.STAR:
+                continue
+            before = tokens[i - 1] if i > 0 else None
+            after = tokens[i + 1] if i + 1 < len(tokens) else None
+            start = tok.start
+            if before is not None and before.token_type == TokenType.DOT and i >= 2:
+                qualifier = tokens[i - 2]
+                opener = tokens[i - 3] if i >= 3 else None
+                if opener is None or opener.token_type not in (TokenType.L_PAREN, TokenType.COMMA):
+                    continue
+                start = qualifier.start
+                name = qualifier.text.strip("`")
+                piece = ", ".join(f"`{name}`.`{c.replace('`', '``')}`" for c in table_columns)
+            elif before is not None and before.token_type in (TokenType.L_PAREN, TokenType.COMMA):
+                piece = listed
+            else:
+                continue  # multiplication
+            if after is None or after.token_type not in (TokenType.R_PAREN, TokenType.COMMA):
+                continue
+            out.append(self.text[last:start])
+            out.append(piece)
+            last = tok.end + 1
+        out.append(self.text[last:])
+        return "".join(out)
+
+    def predicate_param(self) -> str:
+        """``operationParameters.predicate`` as delta-spark records it: a JSON list of the condition's text."""
+        return json.dumps([self.display()])
+
+    def display(self) -> str:
+        """The condition as the user wrote it (a Column's own rendering)."""
+        if self.text is not None:
+            return self.text
+        rendered = repr(self.column)
+        return rendered[len("Column<'"):-2] if rendered.startswith("Column<'") and rendered.endswith("'>") else rendered
+
+
+def _parts(node: exp.Column, alias: str | None) -> list[str]:
+    parts = [p.name.lower() for p in node.parts]
+    if alias and len(parts) > 1 and parts[0] == alias.lower():
+        parts = parts[1:]
+    return parts
+
+
+def _referenced(tree: exp.Expr, alias: str | None) -> frozenset[str]:
+    """Top-level column names read outside subqueries (a subquery's columns are its tables')."""
+    names: set[str] = set()
+    for node in tree.walk(prune=lambda n: isinstance(n, exp.Query | exp.Subquery)):
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            parts = _parts(node, alias)
+            if parts:
+                names.add(parts[0])
+    return frozenset(names)
+
+
+def display_text(condition: str | Any | None) -> str | None:
+    """A condition's text for the log and messages: text as written, a Column's own rendering; never parsed
+    for pruning (a Column's rendering is not SQL in every Spark version)."""
+    if condition is None:
+        return None
+    if isinstance(condition, str):
+        return condition
+    c = condition if isinstance(condition, Condition) else Condition(text=None, column=condition)
+    return c.display()
