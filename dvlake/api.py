@@ -521,6 +521,7 @@ class DeltaTableBuilder:
             TableAlreadyExistsError: ``create()`` found a table at the location.
         """
         catalog_name = None
+        managed = False
         if self._name is not None and self._spark is not None:
             from dvlake.spark import catalog
 
@@ -529,6 +530,7 @@ class DeltaTableBuilder:
                 self._location = self._location or path
             else:  # a catalog name: registered after the commit, placed in the warehouse unless .location(...) says
                 catalog_name = self._name
+                managed = self._location is None and catalog.registered_location(self._spark, self._name) is None
                 self._location = (self._location or catalog.registered_location(self._spark, self._name)
                                   or catalog.default_table_location(self._spark, self._name))
         if self._location is None:
@@ -545,7 +547,8 @@ class DeltaTableBuilder:
         if catalog_name is not None:
             from dvlake.spark.catalog import register_table
 
-            register_table(self._spark, catalog_name, self._location, if_not_exists=True)  # type: ignore[arg-type]
+            register_table(self._spark, catalog_name, self._location, if_not_exists=True,  # type: ignore[arg-type]
+                           managed=managed)
         return DeltaTable(self._spark, self._location) if self._spark is not None else DeltaTable(None, self._location)  # type: ignore[arg-type]
 
 

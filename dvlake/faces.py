@@ -525,9 +525,10 @@ def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], 
             return
         write_delta(df, location, mode, partition_by, opts)
         return
-    location = opts.pop("path", None) or default_table_location(spark, name)
+    given = opts.pop("path", None)
+    location = given or default_table_location(spark, name)
     write_delta(df, location, mode, partition_by, opts)
-    register_table(spark, name, location, if_not_exists=True)
+    register_table(spark, name, location, if_not_exists=True, managed=given is None)
 
 
 def _by_position(df: Any, location: str) -> Any:

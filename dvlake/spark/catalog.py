@@ -28,6 +28,8 @@ from dvlake.storage.paths import normalize_table_root
 LOCATION_PROPERTY = "dvlake.location"
 #: The view property marking a dvlake registration (value: the provider, ``delta``).
 PROVIDER_PROPERTY = "dvlake.provider"
+#: The view property marking a managed table (its files live under the database and go with DROP TABLE).
+MANAGED_PROPERTY = "dvlake.managed"
 
 _PATH_NAME = re.compile(r"^\s*delta\s*\.\s*`(?P<path>(?:[^`]|``)+)`\s*$", re.I)
 
@@ -85,7 +87,8 @@ def table_location(spark: SparkSession, name: str) -> str:
     return location
 
 
-def register_table(spark: SparkSession, name: str, path: str, if_not_exists: bool = False) -> None:
+def register_table(spark: SparkSession, name: str, path: str, if_not_exists: bool = False, *,
+                   managed: bool = False) -> None:
     """Register the Delta table at ``path`` (existing or about to be created) under ``name`` in the session catalog.
 
     The catalog entry's columns are the table's current columns (none but a marker when the table does
@@ -102,18 +105,30 @@ def register_table(spark: SparkSession, name: str, path: str, if_not_exists: boo
         raise TableAlreadyExistsError(f"a table or view named {name} already exists in the session catalog",
                                       error_class="DELTA_TABLE_ALREADY_EXISTS")
     message = (f"{name} is a Delta table (with deletion vectors) at {root}: plain Spark cannot read it. "
-               f"Call dvlake.configure_spark(spark) and use spark.read.table/DeltaTable.forName, or dvlake.sql")
-    columns = _columns(root)
+               f"Call dvlake.configure_spark(spark) and use spark.sql/spark.read.table/DeltaTable.forName, or dvlake.sql")
     raise_expr = f"raise_error({_sql_string(message)})"
-    if columns:
-        first, rest = columns[0], columns[1:]
-        select = [f"CAST({raise_expr} AS {first[1]}) AS `{first[0]}`"]
-        select += [f"CAST(NULL AS {t}) AS `{c}`" for c, t in rest]
-    else:
-        select = [f"{raise_expr} AS `dvlake_delta_table`"]
+    # Every column and the one row are guarded by raise_error, which the optimizer cannot fold: no query
+    # shape (count(*), joins, EXISTS, a view over the name) can learn the registration's contents (one
+    # row of nulls) and answer from them; it gets the error or an answer that does not depend on them.
+    columns = _columns(root) or [("dvlake_delta_table", "string")]
+    select = ", ".join(f"CAST({raise_expr} AS {t}) AS `{c}`" for c, t in columns)
     props = f"{_sql_string(LOCATION_PROPERTY)} = {_sql_string(root)}, {_sql_string(PROVIDER_PROPERTY)} = 'delta'"
+    if managed:
+        props += f", {_sql_string(MANAGED_PROPERTY)} = 'true'"
     exists = " IF NOT EXISTS" if if_not_exists else ""
-    native_sql(spark, f"CREATE VIEW{exists} {_quoted(name)} TBLPROPERTIES ({props}) AS SELECT {', '.join(select)}")
+    native_sql(spark, f"CREATE VIEW{exists} {_quoted(name)} TBLPROPERTIES ({props}) AS SELECT {select} "
+                      f"FROM (SELECT 1 AS dvlake_row) WHERE {raise_expr} IS NULL")
+
+
+def is_managed(spark: SparkSession, name: str) -> bool:
+    """Whether dvlake registered ``name`` as a managed table (created without a location: DROP TABLE deletes it)."""
+    props = {str(r[0]): str(r[1]) for r in native_sql(spark, f"SHOW TBLPROPERTIES {_quoted(name)}").collect()}
+    return props.get(MANAGED_PROPERTY) == "true"
+
+
+def unregister_table(spark: SparkSession, name: str) -> None:
+    """Drop dvlake's catalog entry for ``name`` (the data stays)."""
+    native_sql(spark, f"DROP VIEW IF EXISTS {_quoted(name)}")
 
 
 def default_table_location(spark: SparkSession, name: str) -> str:

@@ -130,12 +130,22 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
     path = ref.path if ref is not None else parts.location
     if ref is not None and parts.location is not None and parts.location != ref.path:
         raise sql_error(text, offset_of(node), "LOCATION differs from the delta.`<path>` of the table; give one of them")
-    if path is None:
+    managed = False
+    if path is None:  # a managed table: under the database's location, as delta-spark places it
         assert name is not None
         existing = maybe_catalog_location(spark, name)
-        if existing is None or not node.args.get("exists"):
+        if existing is not None and node.args.get("exists"):
+            return empty(spark)  # IF NOT EXISTS and the catalog has it
+        if existing is not None and not node.args.get("replace"):
+            from dvlake.errors import TableAlreadyExistsError
+
+            raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {existing})",
+                                          error_class="DELTA_TABLE_ALREADY_EXISTS")
+        default_location = catalog_function("default_table_location")
+        if default_location is None:
             raise sql_error(text, offset_of(target), f"dvlake tables live at a path: add LOCATION '<path>' to create {name}")
-        return empty(spark)  # IF NOT EXISTS and the catalog has it
+        managed = existing is None
+        path = existing or str(default_location(spark, name))
     from dvlake.api import _session_defaults
     from dvlake.api import write as write_df
     from dvlake.commands.write import create_table
@@ -162,16 +172,43 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
             create_table(path, schema, parts.partitioned_by, parts.properties, if_not_exists=if_not_exists,
                          replace=replace, name=name, description=parts.comment, session_defaults=_session_defaults(spark))
     if name is not None:
-        _register(spark, name, path, if_not_exists or replace, text, offset_of(target))
+        _register(spark, name, path, if_not_exists or replace, text, offset_of(target), managed)
     return empty(spark)
 
 
-def _register(spark: SparkSession, name: str, path: str, if_not_exists: bool, text: str, offset: int) -> None:
+def _register(spark: SparkSession, name: str, path: str, if_not_exists: bool, text: str, offset: int,
+              managed: bool = False) -> None:
     register_table = catalog_function("register_table")
     if register_table is None:
         raise sql_error(text, offset, f"the table was created at {path}, but registering the name {name} in the "
                                       "catalog needs dvlake.spark.catalog, which this build lacks; use delta.`<path>`")
-    register_table(spark, name, path, if_not_exists=if_not_exists)
+    register_table(spark, name, path, if_not_exists=if_not_exists, managed=managed)
+
+
+def drop(spark: SparkSession, node: exp.Drop, text: str) -> DataFrame | None:
+    """DROP TABLE [IF EXISTS] of a Delta table dvlake registered: the name goes; a managed table's files too,
+    as delta-spark drops a managed table. Anything else is Spark's business."""
+    tables = node.args.get("tables") or ([node.this] if node.this is not None else [])
+    if str(node.args.get("kind") or "").upper() != "TABLE" or len(tables) != 1 or not isinstance(tables[0], exp.Table):
+        return None
+    if table_ref(tables[0]) is not None:
+        raise sql_error(text, offset_of(node), "DROP TABLE takes a table name; a delta.`<path>` table has no name to "
+                                               "drop (delete its directory to remove it)")
+    name = name_of(tables[0])
+    location = maybe_catalog_location(spark, name)
+    if location is None:
+        return None
+    is_managed = catalog_function("is_managed")
+    unregister = catalog_function("unregister_table")
+    if is_managed is None or unregister is None:
+        return None
+    managed = bool(is_managed(spark, name))
+    unregister(spark, name)
+    if managed:
+        from dvlake.storage import storage_for
+
+        storage_for(location).delete_dir(location)
+    return empty(spark)
 
 
 def _create_view(spark: SparkSession, node: exp.Create, target: exp.Expr, columns: list[exp.Expr],

@@ -143,12 +143,38 @@ def delta_frame(spark: SparkSession, node: exp.Table, text: str) -> DataFrame | 
         return _changes_frame(spark, node.this, text)
     ref = table_ref(node)
     if ref is None:
-        if node.args.get("version") is None or not isinstance(node.this, exp.Identifier):
+        if not isinstance(node.this, exp.Identifier):
             return None
         name = name_of(node)
+        if node.args.get("version") is None:  # a plain name: dvlake reads it when it is a Delta table of the catalog
+            if _is_cte_name(node) or maybe_catalog_location(spark, name) is None:
+                return None
         ref = TableRef(None, name, offset=offset_of(node))
     version, timestamp = _time_travel(spark, node, ref, text)
     return read(spark, resolve(spark, ref, text), version=version, timestamp=timestamp)
+
+
+def _is_cte_name(node: exp.Table) -> bool:
+    """Whether an unqualified table name is a CTE of its query (which shadows any catalog table)."""
+    if node.args.get("db") is not None:
+        return False
+    name = node.name.lower()
+    scope: exp.Expr | None = node
+    while scope is not None:
+        with_ = scope.args.get("with_") or scope.args.get("with")
+        if isinstance(with_, exp.With) and any(c.alias_or_name.lower() == name for c in with_.expressions):
+            return True
+        scope = scope.parent
+    return False
+
+
+def reads_catalog_delta_tables(spark: SparkSession, tree: exp.Expr) -> bool:
+    """Whether the query names a Delta table of the catalog (one dvlake registered, or delta-spark's)."""
+    for node in tree.find_all(exp.Table):
+        if isinstance(node.this, exp.Identifier) and table_ref(node) is None and not _is_cte_name(node):
+            if maybe_catalog_location(spark, name_of(node)) is not None:
+                return True
+    return False
 
 
 def has_delta_tables(tree: exp.Expr) -> bool:
@@ -170,6 +196,7 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
                                  "Delta tables in one statement; read the Delta table with dvlake.read and pass it as one")
     tree = tree.copy()
     frames: dict[str, DataFrame] = {}
+    qualified: dict[tuple[str, str], str] = {}
     stem = "dvlake_" + uuid.uuid4().hex[:12]
     for node in list(tree.find_all(exp.Table)):
         frame = delta_frame(spark, node, text)
@@ -177,7 +204,17 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
             continue
         key = f"{stem}_{len(frames)}"
         frames[key] = frame
-        node.replace(exp.Table(this=exp.to_identifier(key), alias=node.args.get("alias")))
+        alias = node.args.get("alias")
+        if alias is None and table_ref(node) is None and isinstance(node.this, exp.Identifier):
+            alias = exp.TableAlias(this=exp.to_identifier(node.name))  # ``events.id`` still names its columns
+            if node.args.get("db") is not None:  # ``db.events.id`` too
+                qualified[(node.args["db"].name.lower(), node.name.lower())] = node.name
+        node.replace(exp.Table(this=exp.to_identifier(key), alias=alias))
+    for column in list(tree.find_all(exp.Column)):
+        db, table = column.args.get("db"), column.args.get("table")
+        if db is not None and table is not None and (db.name.lower(), table.name.lower()) in qualified:
+            column.replace(exp.Column(this=column.this, table=exp.to_identifier(qualified[(db.name.lower(),
+                                                                                          table.name.lower())])))
     rewritten = tree.sql(DIALECT)
     if not frames:
         return passthrough(spark, text if whole else rewritten, args)

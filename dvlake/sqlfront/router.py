@@ -20,7 +20,7 @@ from dvlake.sqlfront import ddl, dml, utility
 from dvlake.sqlfront.metadata_query import count_from_metadata
 from dvlake.sqlfront.parse import Cursor, is_word, looks_like_delta, parse_statement, sql_error, tokenize
 from dvlake.sqlfront.passthrough import passthrough
-from dvlake.sqlfront.refs import has_delta_tables, run_query
+from dvlake.sqlfront.refs import has_delta_tables, reads_catalog_delta_tables, run_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -106,8 +106,10 @@ def _dispatch(spark: SparkSession, tree: exp.Expr, text: str, args: Any, evoluti
         return ddl.alter(spark, tree, text)
     if isinstance(tree, exp.Describe):
         return ddl.describe(spark, tree, text)
+    if isinstance(tree, exp.Drop):
+        return ddl.drop(spark, tree, text)
     if isinstance(tree, exp.Query):  # without Delta tables it runs as written (kwargs and all)
-        if not has_delta_tables(tree):
+        if not has_delta_tables(tree) and not reads_catalog_delta_tables(spark, tree):
             return passthrough(spark, text, args, **kwargs)
         counted = None if kwargs else count_from_metadata(spark, tree, text)
         if counted is not None:

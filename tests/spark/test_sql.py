@@ -119,8 +119,28 @@ def test_create_table_forms(spark, tmp_path):
     sql(spark, f"CREATE TABLE delta.`{q}` USING delta TBLPROPERTIES ({DV}) AS SELECT * FROM delta.`{p}` WHERE k = 1")
     assert _ids(dvlake.read(spark, q)) == [1, 3]
     assert Snapshot.load(q).configuration["delta.enableDeletionVectors"] == "true"
-    with pytest.raises(DeltaSqlError, match="LOCATION"):
-        sql(spark, "CREATE TABLE no_location_tbl (id INT) USING delta")
+    # no LOCATION: a managed table under the database's location, as delta-spark places it; DROP TABLE deletes its files
+    sql(spark, f"CREATE DATABASE IF NOT EXISTS sql_managed LOCATION '{tmp_path / 'db'}'")
+    spark.catalog.setCurrentDatabase("sql_managed")
+    sql(spark, "CREATE TABLE no_location_tbl (id INT, amount DOUBLE) USING delta")
+    try:
+        sql(spark, "INSERT INTO no_location_tbl VALUES (1, 2.5), (2, 3.5)")
+        assert sql(spark, "SELECT count(*) FROM no_location_tbl").collect()[0][0] == 2
+        assert sql(spark, "SELECT sum(t.amount) FROM no_location_tbl t WHERE t.id > 1").collect()[0][0] == 3.5
+        location = dvlake.DeltaTable.forName(spark, "no_location_tbl").path
+        assert os.path.isdir(os.path.join(location, "_delta_log")) and location.startswith(str(tmp_path / "db"))
+        with pytest.raises(Exception, match="already exists"):
+            sql(spark, "CREATE TABLE no_location_tbl (id INT) USING delta")
+    finally:
+        sql(spark, "DROP TABLE IF EXISTS no_location_tbl")
+    assert not os.path.exists(location)
+    assert not spark.catalog.tableExists("no_location_tbl")
+    sql(spark, f"CREATE TABLE ctas_tbl USING delta AS SELECT * FROM delta.`{p}` WHERE k = 1")
+    try:
+        assert sql(spark, "SELECT count(*) FROM ctas_tbl").collect()[0][0] == 2
+    finally:
+        sql(spark, "DROP TABLE ctas_tbl")
+        spark.catalog.setCurrentDatabase("default")
 
 
 def test_insert_forms(spark, tmp_path):

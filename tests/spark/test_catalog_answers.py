@@ -1,0 +1,100 @@
+"""A catalog name dvlake registered never answers with the registration's own rows (the catalog issue).
+
+Over many query shapes (count(*), GROUP BY, EXISTS, IN, joins of every kind, LIMIT, set operations,
+scalar subqueries, a view over the name), on a session with ``configure_spark`` and on a plain one:
+every query either returns exactly what the same query returns over the table's true rows, or raises
+an error; a plain session's error says to call ``dvlake.configure_spark``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+import dvlake
+from dvlake import DeltaTable, faces
+
+SHAPES = [
+    "SELECT count(*) FROM {t}",
+    "SELECT count(1) FROM {t}",
+    "SELECT grp, count(*) AS n FROM {t} GROUP BY grp",
+    "SELECT * FROM {t}",
+    "SELECT id FROM {t} WHERE id % 7 = 1",
+    "SELECT max(id), min(grp) FROM {t}",
+    "SELECT count(DISTINCT grp) FROM {t}",
+    "SELECT * FROM {t} LIMIT 0",
+    "SELECT 1 FROM {t} LIMIT 1",
+    "SELECT EXISTS(SELECT 1 FROM {t})",
+    "SELECT id FROM other WHERE EXISTS (SELECT 1 FROM {t} e WHERE e.id = other.id)",
+    "SELECT id FROM other WHERE NOT EXISTS (SELECT 1 FROM {t} e WHERE e.id = other.id)",
+    "SELECT id FROM other WHERE id IN (SELECT id FROM {t})",
+    "SELECT o.id, e.grp FROM other o LEFT JOIN {t} e ON o.id = e.id",
+    "SELECT o.id FROM other o LEFT ANTI JOIN {t} e ON o.id = e.id",
+    "SELECT o.id FROM other o LEFT SEMI JOIN {t} e ON o.id = e.id",
+    "SELECT count(*) FROM other o FULL OUTER JOIN {t} e ON o.id = e.id",
+    "SELECT count(*) FROM {t} CROSS JOIN other",
+    "SELECT (SELECT max(id) FROM {t}) AS m",
+    "SELECT count(*) FROM (SELECT id FROM {t} UNION ALL SELECT id FROM other)",
+    "SELECT id FROM other EXCEPT SELECT id FROM {t}",
+    "SELECT DISTINCT o.id FROM other o LEFT JOIN {t} e ON o.id = e.id",
+    "WITH x AS (SELECT * FROM {t}) SELECT count(*) FROM x",
+    "SELECT count(*) FROM {t} WHERE 1 = 0",
+    "SELECT {t}.grp, count(*) FROM {t} GROUP BY {t}.grp",
+]
+
+
+def _rows(df: object) -> list[tuple[object, ...]]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def events(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``answers.events``: a managed Delta table with DVs (some rows deleted), and a plain table ``other``."""
+    db = tmp_path_factory.mktemp("answers_db")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS answers LOCATION '{db}'")
+    dvlake.configure_spark(spark)
+    try:
+        (spark.range(1000).selectExpr("id", "id % 5 AS grp").write.format("delta")
+         .option("delta.enableDeletionVectors", "true").saveAsTable("answers.events"))
+        DeltaTable.forName(spark, "answers.events").delete("id % 3 = 0")
+        path = DeltaTable.forName(spark, "answers.events").path
+    finally:
+        faces.disable(spark)
+    spark.range(0, 1500, 7).createOrReplaceTempView("other")
+    dvlake.read(spark, path).createOrReplaceTempView("truth_events")
+    yield path
+    spark.catalog.dropTempView("other")
+    spark.catalog.dropTempView("truth_events")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_with_configure_spark_every_shape_answers_right(spark: SparkSession, events: str, shape: str) -> None:
+    expected = _rows(spark.sql(shape.format(t="truth_events")))
+    dvlake.configure_spark(spark)
+    try:
+        got = _rows(spark.sql(shape.format(t="answers.events")))
+    finally:
+        faces.disable(spark)
+    assert got == expected, shape
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_without_dvlake_every_shape_is_right_or_an_error(spark: SparkSession, events: str, shape: str) -> None:
+    expected = _rows(spark.sql(shape.format(t="truth_events")))
+    try:
+        got = _rows(spark.sql(shape.format(t="answers.events")))
+    except Exception as exc:  # noqa: BLE001 - any error is acceptable; a wrong answer is not
+        assert "configure_spark" in str(exc) or "USER_RAISED_EXCEPTION" in str(exc) or "collectToPython" in str(exc)
+        return
+    assert got == expected, f"plain Spark answered {shape!r} with the registration's rows"
+
+
+def test_a_view_over_the_name_fails_without_dvlake(spark: SparkSession, events: str) -> None:
+    spark.sql("CREATE OR REPLACE TEMP VIEW over_events AS SELECT id FROM answers.events")
+    try:
+        with pytest.raises(Exception, match="configure_spark"):
+            spark.sql("SELECT count(*) FROM over_events").collect()
+    finally:
+        spark.catalog.dropTempView("over_events")
