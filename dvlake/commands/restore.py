@@ -76,7 +76,7 @@ def restore(spark: Any, path: str, version: int | None = None, timestamp: Any = 
     }
     txn = OptimisticTransaction(root, current)
     txn.require_loose_dv_stats = False
-    txn.read_whole_table()
+    txn.read_every_file()  # RESTORE sets the whole state: a concurrent DV DELETE elsewhere would survive it unseen
     if target.metadata != current.metadata:
         txn.update_metadata(target.metadata)
     protocol = merge_protocols(current.protocol, target.protocol)

@@ -86,6 +86,12 @@ class OptimisticTransaction:
         """This transaction's result depends on every file (e.g. a DELETE scanning all data)."""
         self.read_set.whole_table = True
 
+    def read_every_file(self) -> None:
+        """This transaction's result depends on the exact state of every live file, deletion vectors included
+        (RESTORE): a concurrent DV replacement, even of a file it does not touch, is a conflict."""
+        self.read_set.whole_table = True
+        self.read_set.every_file = True
+
     def read_predicate(self, predicate: FilePredicate) -> None:
         """This transaction's result depends on the files ``predicate`` accepts (a partition filter)."""
         self.read_set.predicates.append(predicate)

@@ -101,3 +101,30 @@ def test_restore_refuses_missing_dv_and_data_files_before_committing(spark, tmp_
     ts = dt.datetime.fromtimestamp(Snapshot.load(path).commit_timestamp(1) / 1000, dt.UTC)
     dvlake.sql(spark, f"RESTORE delta.`{path}` TO TIMESTAMP AS OF '{ts.isoformat()}'")
     assert _ids(spark, path) == [i for i in range(50) if i != 1]
+
+
+def test_restore_racing_a_dv_delete_on_an_untouched_file_is_refused(spark, tmp_path, monkeypatch):
+    """RESTORE paused just before its commit; a DELETE that only adds a DV to a file RESTORE keeps commits first.
+    No serial order of the two gives RESTORE's commit on top of the DELETE, so RESTORE must fail (as delta-spark's)."""
+    from dvlake.errors import ConcurrentDeleteReadException
+    from dvlake.txn.transaction import OptimisticTransaction
+
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(0, 1000).coalesce(1), path, properties=DV_PROPS)           # v0: one file
+    dvlake.write(spark.range(1000, 1100).coalesce(1), path, mode="append")              # v1: RESTORE removes this one
+    original = OptimisticTransaction.commit
+    raced = []
+
+    def paused(self, actions, operation, *args, **kwargs):
+        if operation == "RESTORE" and not raced:
+            raced.append(DeltaTable.forPath(spark, path).delete("id = 5"))  # v2: a DV on the v0 file
+        return original(self, actions, operation, *args, **kwargs)
+
+    monkeypatch.setattr(OptimisticTransaction, "commit", paused)
+    with pytest.raises(ConcurrentDeleteReadException):
+        DeltaTable.forPath(spark, path).restoreToVersion(0)
+    monkeypatch.setattr(OptimisticTransaction, "commit", original)
+    assert Snapshot.load(path).version == 2
+    assert _ids(spark, path) == [i for i in range(1100) if i != 5]
+    DeltaTable.forPath(spark, path).restoreToVersion(0)                                  # serial: after the DELETE
+    assert _ids(spark, path) == list(range(1000))
