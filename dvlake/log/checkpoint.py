@@ -12,6 +12,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -66,6 +67,26 @@ def read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) -
         raise CorruptLogError(f"checkpoint {checkpoint.files[0]} of version {checkpoint.version} is unreadable: {exc}") from exc
 
 
+def sidecar_location(table_root: str, checkpoint: Checkpoint, path: str) -> str:
+    """Where a V2 checkpoint's sidecar lives: always ``_delta_log/_sidecars/<name>`` of this table (PROTOCOL.md).
+
+    A bare file name is the usual form; a full path or URI is accepted only when it names that same
+    place. Anything else (``..``, another table's log) is refused: the snapshot would take another
+    table's files.
+    """
+    folder = join(log_path(table_root), "_sidecars")
+    name = unquote(path)
+    if "/" not in name and "\\" not in name and name not in ("", ".", ".."):
+        return join(folder, name)
+    base = name.rsplit("/", 1)[-1]
+    for candidate in (name, name.removeprefix("file://"), name.removeprefix("file:")):
+        if candidate.rstrip("/") == join(folder, base) and base not in ("", ".", ".."):
+            return join(folder, base)
+    raise CorruptLogError(
+        f"checkpoint {checkpoint.files[0]} names the sidecar {path!r}, which is not in {folder}; sidecars of a Delta "
+        "table live only in its own _delta_log/_sidecars folder, so this checkpoint is refused")
+
+
 def _read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) -> CheckpointContents:
     add_parts: list[pa.Table] = []
     remove_parts: list[pa.Table] = []
@@ -100,9 +121,7 @@ def _read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) 
         if row.get("sidecar"):
             sidecars.append(Sidecar.from_json(row["sidecar"]))
     for sc in sidecars:
-        absolute = "/" in sc.path and sc.path.startswith(("/", "s3", "file"))
-        path = sc.path if absolute else join(log_path(table_root), "_sidecars", sc.path)
-        take_parquet(_read_parquet_actions(storage, path))
+        take_parquet(_read_parquet_actions(storage, sidecar_location(table_root, checkpoint, sc.path)))
 
     contents = CheckpointContents(
         adds=pa.concat_tables(add_parts) if add_parts else ADD_SCHEMA.empty_table(),

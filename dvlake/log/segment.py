@@ -60,6 +60,7 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
         infos = storage.list_dir(log_path(table_root))
     except NotADirectoryError:  # the "table root" is a regular file
         infos = []
+    _refuse_irregular(storage, table_root)
     for info in infos:
         name = info.path.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
@@ -77,6 +78,23 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
         listing.checkpoints.append(Checkpoint(version, "v2", (sorted(paths)[0],)))
     listing.checkpoints.sort(key=lambda c: (c.version, c.kind != "v2"))
     return listing
+
+
+def _is_log_file_name(name: str) -> bool:
+    return bool(_COMMIT.match(name) or _CLASSIC.match(name) or _MULTIPART.match(name) or _V2.match(name)
+                or name in ("_last_checkpoint", "_sidecars") or name.endswith(".crc"))
+
+
+def _refuse_irregular(storage: Storage, table_root: str) -> None:
+    """The log is read only from regular files inside ``_delta_log``: a commit or checkpoint that is a FIFO
+    (never skipped: that would hide a version) or a symlink to another table's log is a typed error."""
+    folder = log_path(table_root)
+    for path, what in [*storage.irregular_entries(folder), *storage.irregular_entries(join(folder, "_sidecars"))]:
+        if _is_log_file_name(path.rsplit("/", 1)[-1]):
+            raise CorruptLogError(
+                f"{path} is {what}; dvlake reads a table's log only from regular files inside its _delta_log, so the "
+                f"table at {table_root} cannot be read. Replace it with the real log file (from a backup) or remove the "
+                f"table's copy of it")
 
 
 def commit_timestamps(listing: LogListing) -> dict[int, int]:

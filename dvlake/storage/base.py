@@ -103,6 +103,11 @@ class Storage(abc.ABC):
     def list_dir(self, path: str) -> list[FileInfo]:
         """Files directly inside ``path`` (not recursive); empty when the folder is absent."""
 
+    def irregular_entries(self, path: str) -> list[tuple[str, str]]:
+        """Entries directly inside ``path`` that are not plain files of that folder: FIFOs, devices,
+        sockets, symlinks leading out of it; as (path, what it is). Object stores have none."""
+        return []
+
     @abc.abstractmethod
     def walk(self, path: str) -> Iterator[FileInfo]:
         """Every file below ``path``, recursively, streamed (a table may hold millions)."""

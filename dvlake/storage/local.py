@@ -83,6 +83,29 @@ class LocalStorage(Storage):
                 continue  # a concurrent writer's temp file vanished between listing and stat
         return out
 
+    def irregular_entries(self, path: str) -> list[tuple[str, str]]:
+        try:
+            entries = list(os.scandir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        real_folder = os.path.realpath(path)
+        out = []
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    target = os.path.realpath(e.path)
+                    if os.path.dirname(target) != real_folder:
+                        out.append((e.path, f"a symlink to {target}, outside {path}"))
+                        continue
+                    st = os.stat(e.path)
+                if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                    kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+                    out.append((e.path, kind))
+            except FileNotFoundError:
+                continue
+        return out
+
     def walk(self, path: str) -> Iterator[FileInfo]:
         for dirpath, _dirs, files in os.walk(path):
             for name in files:
