@@ -285,6 +285,12 @@ class DeltaInvariantViolationException(InvalidArgumentError):
     error_class = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
 
 
+class UnsupportedSubqueryError(InvalidArgumentError):
+    """A DELETE, UPDATE or MERGE condition holds a subquery, which delta-spark refuses (SQLSTATE 0AKDC)."""
+
+    error_class = "DELTA_UNSUPPORTED_SUBQUERY"
+
+
 class UnresolvedAssignmentError(InvalidArgumentError):
     """An UPDATE/MERGE assignment names a column the table does not have, or the same column twice."""
 

@@ -59,6 +59,8 @@ def delete(spark: SparkSession, path: str, condition: str | Column | Condition |
     """
     root = normalize_table_root(path)
     cond = Condition.of(condition, alias)  # parsed once, before any Spark work
+    if cond is not None:
+        cond.refuse_subqueries("DELETE")
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
             # a dvlake error raised in a task reaches the caller as itself; a worker without dvlake says how to ship it

@@ -172,7 +172,10 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
         path = tuple(canonical)
         clash = [k for k in out if k[:len(path)] == path or path[:len(k)] == k]
         if clash:
-            raise UnresolvedAssignmentError(f"{where}: column {'.'.join(path)!r} is assigned more than once")
+            raise UnresolvedAssignmentError(
+                f"[DELTA_CONFLICT_SET_COLUMN] {where}: there is a conflict from these SET columns: "
+                f"{', '.join(repr('.'.join(k)) for k in [*clash, path])}; assign each column (or nested field) once",
+                error_class="DELTA_CONFLICT_SET_COLUMN")
         out[path] = as_column(value)
     return out
 

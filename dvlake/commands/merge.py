@@ -52,6 +52,7 @@ from dvlake.errors import InvalidArgumentError, MultipleSourceRowMatchingTargetR
 from dvlake.log import features
 from dvlake.log.actions import Action, AddCDCFile, Metadata
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
+from dvlake.log.condition import Condition
 from dvlake.log.condition import display_text as condition_text
 from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
@@ -167,6 +168,10 @@ def _check_clauses(clauses: list[MergeClause]) -> None:
 def merge(spark: SparkSession, path: str, spec: MergeSpec) -> dict[str, Any]:
     """Run a MERGE described by ``spec``; returns the commit's operationMetrics."""
     _check_clauses(spec.clauses)
+    for what, condition in [("search", spec.condition), *[(c.kind.upper(), c.condition) for c in spec.clauses]]:
+        parsed = Condition.of(condition)
+        if parsed is not None:
+            parsed.refuse_subqueries(f"{what} condition of MERGE operation")
     root = normalize_table_root(path)
     metrics = retry_on_conflict(lambda: merge_once(spark, Snapshot.load(root), spec))
     # the committed version rides in the metrics only to reach here; it is not part of operationMetrics
@@ -385,6 +390,9 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     target = target_frame(plan)
     matches = src.join(target, on, "inner").localCheckpoint(eager=True)
     exempt = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
+    # every source row that matched, taken before duplicates are dropped below: a source row whose target row
+    # another source row already deletes still matched, and must never reach a NOT MATCHED clause
+    matched_sources = matches.select(sides.sid).distinct()
     if matched or by_source:
         dup = matches.groupBy(sides.fid, sides.rid).count().filter(F.col("count") > 1).limit(1).collect()
         if dup and not exempt:
@@ -401,7 +409,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
         parts.append(_clause_frame(matches, matched, {"update": _M_UPDATE, "delete": _M_DELETE}, schema, sides, old_value,
                                    evolving, where))
     if not_matched:
-        unmatched_src = src.join(matches.select(sides.sid).distinct(), sides.sid, "left_anti")
+        unmatched_src = src.join(matched_sources, sides.sid, "left_anti")
         parts.append(_clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where))
     if by_source:
         unmatched_tgt = target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid], "left_anti")

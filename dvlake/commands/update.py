@@ -65,6 +65,8 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
                 condition: str | Column | Condition | None, alias: str | None = None) -> dict[str, Any]:
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
     parsed = Condition.of(condition, alias)
+    if parsed is not None:
+        parsed.refuse_subqueries("UPDATE")
     started = time.monotonic()
     root = snapshot.table_root
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)

@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from dvlake.errors import InvalidArgumentError
+from dvlake.errors import InvalidArgumentError, UnsupportedSubqueryError
 from dvlake.log.sql_dialect import SparkSQL
 
 #: Functions whose value changes from row to row or run to run: a condition using one is never
@@ -145,6 +145,25 @@ class Condition:
             last = tok.end + 1
         out.append(self.text[last:])
         return "".join(out)
+
+    @property
+    def has_subquery(self) -> bool:
+        """Whether the condition holds a subquery (a Column's own SQL rendering is parsed for this check only)."""
+        tree = self.tree
+        if tree is None and self.text is None:
+            try:
+                tree = sqlglot.parse_one(self.display(), read=SparkSQL)
+            except (ParseError, TokenError):
+                return False
+        return tree is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in tree.walk())
+
+    def refuse_subqueries(self, operation: str) -> None:
+        """delta-spark's rule for DELETE, UPDATE and MERGE conditions: no subqueries (DELTA_UNSUPPORTED_SUBQUERY)."""
+        if self.has_subquery:
+            raise UnsupportedSubqueryError(
+                f"[DELTA_UNSUPPORTED_SUBQUERY] Subqueries are not supported in the {operation} (condition = "
+                f"{self.display()!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
+                "collect the values first and list them (IN (1, 2, 3)).")
 
     def predicate_param(self) -> str:
         """``operationParameters.predicate`` as delta-spark records it: a JSON list of the condition's text."""

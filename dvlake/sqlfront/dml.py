@@ -72,7 +72,14 @@ def assignments(pairs: list[exp.Expr], text: str) -> dict[str, Any]:
     for pair in pairs:
         if not isinstance(pair, exp.EQ) or not isinstance(pair.this, exp.Column | exp.Dot):
             raise sql_error(text, offset_of(pair), f"cannot read the assignment {_sql(pair)!r}; write column = expression")
-        out[_sql(pair.this)] = _sql(pair.expression)
+        name = _sql(pair.this)
+        if any(k.lower() == name.lower() for k in out):  # a dict would silently keep the last value
+            from dvlake.errors import UnresolvedAssignmentError
+
+            raise UnresolvedAssignmentError(
+                f"[DELTA_CONFLICT_SET_COLUMN] {sql_error(text, offset_of(pair), '').args[0]}there is a conflict from "
+                f"these SET columns: {name!r} is assigned more than once", error_class="DELTA_CONFLICT_SET_COLUMN")
+        out[name] = _sql(pair.expression)
     return out
 
 

@@ -1,0 +1,77 @@
+"""delta-spark's DML rules that once gave wrong data in dvlake (the DML-semantics issue), one rule per test.
+
+- DELETE/UPDATE/MERGE conditions may not hold subqueries (DELTA_UNSUPPORTED_SUBQUERY); a correlated
+  EXISTS once deleted every row.
+- A source row that matched a target row never takes a NOT MATCHED clause, even when another source row
+  matching the same target row is the one an unconditional WHEN MATCHED THEN DELETE acts on.
+- One UPDATE may not assign a column twice (DELTA_CONFLICT_SET_COLUMN); it once kept the last value.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+import dvlake
+from dvlake import DeltaTable
+from dvlake.config import MERGE_DVS_PERSISTENT
+from dvlake.errors import UnresolvedAssignmentError, UnsupportedSubqueryError
+
+DV_PROPS = {"delta.enableDeletionVectors": "true"}
+
+
+def _table(spark: SparkSession, path: str) -> str:
+    dvlake.write(spark.createDataFrame([(i, i % 3, i * 10) for i in range(12)], "c long, g long, z long").repartition(3),
+                 path, properties=DV_PROPS)
+    return path
+
+
+def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
+    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
+
+
+def test_delete_with_a_correlated_exists_is_refused_and_changes_nothing(spark: SparkSession, tmp_path) -> None:
+    path = _table(spark, str(tmp_path / "t"))
+    spark.createDataFrame([(1,), (5,)], "c long").createOrReplaceTempView("source_rule")
+    before = _rows(spark, path)
+    with pytest.raises(UnsupportedSubqueryError) as err:
+        dvlake.sql(spark, f"DELETE FROM delta.`{path}` t WHERE EXISTS (SELECT 1 FROM source_rule WHERE t.c = source_rule.c)")
+    assert err.value.error_class == "DELTA_UNSUPPORTED_SUBQUERY"
+    with pytest.raises(UnsupportedSubqueryError):
+        DeltaTable.forPath(spark, path).delete("c IN (SELECT c FROM source_rule)")
+    with pytest.raises(UnsupportedSubqueryError):
+        DeltaTable.forPath(spark, path).update("c IN (SELECT c FROM source_rule)", {"z": "0"})
+    assert _rows(spark, path) == before
+
+
+def test_merge_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_path) -> None:
+    path = _table(spark, str(tmp_path / "t"))
+    src = spark.createDataFrame([(1, 100)], "c long, z long")
+    with pytest.raises(UnsupportedSubqueryError):
+        (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.c = s.c")
+         .whenMatchedUpdate("s.z > (SELECT 1)", {"z": "s.z"}).execute())
+
+
+@pytest.mark.parametrize("dvs", ["true", "false"])
+def test_a_matched_source_row_is_never_inserted(spark: SparkSession, tmp_path, dvs: str) -> None:
+    path = _table(spark, str(tmp_path / "t"))
+    source = spark.createDataFrame([(4, 1), (4, 2), (100, 3)], "c long, z long")  # two rows match target c = 4
+    spark.conf.set(MERGE_DVS_PERSISTENT, dvs)
+    try:
+        (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.c = s.c")
+         .whenMatchedDelete().whenNotMatchedInsert(values={"c": "s.c", "g": "-1", "z": "s.z"}).execute())
+    finally:
+        spark.conf.unset(MERGE_DVS_PERSISTENT)
+    expected = sorted([(i, i % 3, i * 10) for i in range(12) if i != 4] + [(100, -1, 3)])
+    assert _rows(spark, path) == expected
+
+
+def test_assigning_a_column_twice_is_refused(spark: SparkSession, tmp_path) -> None:
+    path = _table(spark, str(tmp_path / "t"))
+    before = _rows(spark, path)
+    with pytest.raises(UnresolvedAssignmentError) as err:
+        dvlake.sql(spark, f"UPDATE delta.`{path}` SET z = 30, z = 40 WHERE c = 1")
+    assert err.value.error_class == "DELTA_CONFLICT_SET_COLUMN"
+    with pytest.raises(UnresolvedAssignmentError, match="DELTA_CONFLICT_SET_COLUMN"):
+        DeltaTable.forPath(spark, path).update("c = 1", {"z": "30", "Z": "40"})
+    assert _rows(spark, path) == before
