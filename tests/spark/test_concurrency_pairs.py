@@ -24,8 +24,8 @@ from dvlake.errors import DeltaConcurrentModificationException
 from dvlake.txn.transaction import OptimisticTransaction
 
 Rows = frozenset[tuple[int, int, int]]
-OPERATION = {"DELETE_V0": "DELETE", "DELETE": "DELETE", "UPDATE": "UPDATE", "MERGE": "MERGE", "OPTIMIZE": "OPTIMIZE", "RESTORE": "RESTORE",
-             "APPEND": "WRITE"}
+OPERATION = {"DELETE_V0": "DELETE", "DELETE": "DELETE", "UPDATE": "UPDATE", "MERGE": "MERGE", "OPTIMIZE": "OPTIMIZE",
+             "RESTORE": "RESTORE", "APPEND": "WRITE"}
 V0 = frozenset((i, i % 2, i * 7 % 20) for i in range(40))
 V1 = V0 | frozenset((i, i % 2, i * 7 % 20) for i in range(40, 48))
 
