@@ -285,6 +285,12 @@ class DeltaInvariantViolationException(InvalidArgumentError):
     error_class = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
 
 
+class CastInvalidInputError(InvalidArgumentError):
+    """A value a command writes cannot be cast to its column's type (Spark's ANSI cast, SQLSTATE 22018)."""
+
+    error_class = "CAST_INVALID_INPUT"
+
+
 class UnsupportedSubqueryError(InvalidArgumentError):
     """A DELETE, UPDATE or MERGE condition holds a subquery, which delta-spark refuses (SQLSTATE 0AKDC)."""
 

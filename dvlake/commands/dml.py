@@ -46,6 +46,7 @@ from dvlake.log.actions import AddFile, Metadata, Protocol
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.scan import ScanPlan
+from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 
 RETRIES_ON_CONFLICT = 3
@@ -55,10 +56,14 @@ T = TypeVar("T")
 
 
 def retry_on_conflict(run_once: Callable[[], T]) -> T:
-    """Run a DML command; when a concurrent DML removed or re-marked files it read, re-run it on the new snapshot."""
+    """Run a DML command; when a concurrent DML removed or re-marked files it read, re-run it on the new snapshot.
+
+    Errors from its Spark jobs reach the caller typed (a dvlake error raised in a task, a value Spark cannot cast).
+    """
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
-            return run_once()
+            with translated():
+                return run_once()
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:
                 raise

@@ -41,6 +41,11 @@ _OPEN = "[DVLAKE_TASK_ERROR "
 _CLOSE = "[/DVLAKE_TASK_ERROR]"
 _MARKED = re.compile(r"\[DVLAKE_TASK_ERROR (\w+)\](.*?)\[/DVLAKE_TASK_ERROR\]", re.S)
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+#: An import that fails otherwise: a name missing from an installed module (another version of it) or a broken
+#: native library.
+_BROKEN_IMPORT = re.compile(r"ImportError: (?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'[^\n]*"
+                            r"|(?P<other>[^\n]*(?:cannot open shared object|undefined symbol|DLL load failed)[^\n]*))")
+_CAST_INVALID = re.compile(r"\[CAST_INVALID_INPUT\][^\n]*")
 #: Modules dvlake's executor code needs; a worker lacking one runs the wrong interpreter.
 EXECUTOR_MODULES = ("dvlake", "pyarrow", "pyroaring", "numpy", "pandas", "orjson")
 
@@ -129,6 +134,15 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
             f"installed in: set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses "
             f"{sys.executable}), or, on a cluster, deploy dvlake and its dependencies ({', '.join(EXECUTOR_MODULES[1:])}) "
             f"to every executor: {HOW_TO_SHIP}")
+    broken = _BROKEN_IMPORT.search(text)
+    if broken and "Traceback" in text and (
+            (broken.group("module") or "").split(".")[0] in EXECUTOR_MODULES
+            or any(m in (broken.group("other") or "") for m in EXECUTOR_MODULES)):
+        return ExecutorEnvironmentError(
+            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers cannot import dvlake's code ({broken.group(0).strip()}), "
+            f"though the driver can. The executors have another version of dvlake or of its dependencies, or a broken "
+            f"install: give them the driver's interpreter (PYSPARK_PYTHON, the driver uses {sys.executable}) or the same "
+            f"versions of dvlake, {', '.join(EXECUTOR_MODULES[1:])}: {HOW_TO_SHIP}")
     if _mentions_table(text):
         if re.search(r"PARQUET_COLUMN_DATA_TYPE_MISMATCH|SchemaColumnConvertNotSupportedException"
                      r"|Parquet column cannot be converted", text):
@@ -138,8 +152,9 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
                 "DVLAKE_DATA_FILE_SCHEMA_MISMATCH: a data file's Parquet schema does not match the table schema in the "
                 f"Delta log: {detail.group(1) if detail else _first_line(text)}. The file was written by another "
                 "schema or replaced; restore it, or time travel to a version before it")
-        if re.search(r"FAILED_READ_FILE\.FILE_NOT_EXIST|java\.io\.FileNotFoundException", text):
-            path = re.search(r"(?:File|file) (\S+) does not exist|FileNotFoundException: (\S+)", text)
+        if re.search(r"FAILED_READ_FILE\.FILE_NOT_EXIST|java\.io\.FileNotFoundException|PATH_NOT_FOUND", text):
+            path = re.search(r"(?:File|file) (\S+) does not exist|FileNotFoundException: (\S+)|Path does not exist: (\S+)",
+                             text)
             where = next((g for g in path.groups() if g), "a data file") if path else "a data file"
             return DataFileNotFoundError(
                 f"data file {where} listed in the Delta log does not exist (it vanished while the query ran); restore "
@@ -150,6 +165,20 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
                 f"DVLAKE_CORRUPT_DATA_FILE: the data file {path.group(1) if path else '(see the cause)'} listed in the "
                 "Delta log is not readable Parquet (truncated or overwritten); restore it, or time travel to a version "
                 "that does not reference it")
+    return None
+
+
+def command_error(exc: BaseException) -> DvlakeError | None:
+    """``typed_error``, plus what only a dvlake command's own Spark work can have caused: a value it writes
+    that Spark cannot cast to the column's type (the user's assignment or insert value)."""
+    typed = typed_error(exc)
+    if typed is not None:
+        return typed
+    cast = _CAST_INVALID.search(exception_text(exc))
+    if cast:
+        return errors.CastInvalidInputError(
+            f"{cast.group(0).strip()} A value this command writes does not fit its column's type: cast it explicitly "
+            "(try_cast gives NULL instead), or fix the value.")
     return None
 
 
@@ -165,7 +194,7 @@ def translated() -> Iterator[None]:
     except DvlakeError:
         raise
     except Exception as exc:
-        typed = typed_error(exc)
+        typed = command_error(exc)
         if typed is None:
             raise
         raise typed from exc

@@ -103,6 +103,11 @@ class Storage(abc.ABC):
     def list_dir(self, path: str) -> list[FileInfo]:
         """Files directly inside ``path`` (not recursive); empty when the folder is absent."""
 
+    def file_in_the_way(self, path: str) -> str | None:
+        """The nearest existing ancestor of ``path`` (or ``path`` itself) when it is a file, so no folder can be made
+        there; None when nothing blocks it. Object stores have no such thing."""
+        return None
+
     def irregular_entries(self, path: str) -> list[tuple[str, str]]:
         """Entries directly inside ``path`` that are not plain files of that folder: FIFOs, devices,
         sockets, symlinks leading out of it; as (path, what it is). Object stores have none."""

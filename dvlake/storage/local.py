@@ -83,6 +83,16 @@ class LocalStorage(Storage):
                 continue  # a concurrent writer's temp file vanished between listing and stat
         return out
 
+    def file_in_the_way(self, path: str) -> str | None:
+        current = os.path.abspath(path)
+        while True:
+            if os.path.lexists(current):
+                return None if os.path.isdir(current) else current
+            parent = os.path.dirname(current)
+            if parent == current:
+                return None
+            current = parent
+
     def irregular_entries(self, path: str) -> list[tuple[str, str]]:
         try:
             entries = list(os.scandir(path))
