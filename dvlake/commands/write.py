@@ -189,6 +189,15 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
                 "use overwrite_schema=True with mode='overwrite' to change it")
         if properties:
             raise InvalidArgumentError("table properties can only be set at creation or with ALTER TABLE SET TBLPROPERTIES")
+        data_columns = {f["name"].lower() for f in df_schema["fields"]}
+        absent = [p for p in snapshot.partition_columns if p.lower() not in data_columns]
+        if absent:  # filling it with NULL would put every row in a NULL partition; delta-spark refuses too
+            from dvlake.errors import SchemaMismatchError
+
+            raise SchemaMismatchError(
+                f"[DELTA_PARTITION_COLUMN_NOT_FOUND] partition column {absent[0]!r} of {root} is not in the data (columns: "
+                f"{[f['name'] for f in df_schema['fields']]}); add it to the DataFrame before writing",
+                error_class="DELTA_PARTITION_COLUMN_NOT_FOUND")
         table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
         df = align_to_table(df, table_schema, root, fill_missing=True)
     if opts.replace_where is not None and mode_key == "overwrite" and opts.check_replace_where:

@@ -144,3 +144,15 @@ def test_builder_and_for_path(spark, tmp_path):
     assert dt_.detail().collect()[0].partitionColumns == ["p"]
     DeltaTable.createIfNotExists(spark).location(path).addColumn("id", "long").execute()
     assert Snapshot.load(path).version == 0
+
+
+def test_appending_without_a_partition_column_is_refused(spark, tmp_path):
+    """delta-spark refuses it; filling the column with NULL would put every row in a NULL partition."""
+    from dvlake.errors import SchemaMismatchError
+
+    path = str(tmp_path / "t")
+    dvlake.write(spark.createDataFrame([(1, "2024-01-01")], "id long, day string"), path, partitionBy="day")
+    with pytest.raises(SchemaMismatchError) as info:
+        dvlake.write(spark.createDataFrame([(2,)], "id long"), path, mode="append")
+    assert info.value.error_class == "DELTA_PARTITION_COLUMN_NOT_FOUND" and "day" in str(info.value)
+    assert [tuple(r) for r in dvlake.read(spark, path).collect()] == [(1, "2024-01-01")]
