@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help test test-fast lint format demo bench java-check clean
+.PHONY: help test test-fast lint format demo bench java-check jar clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java-check
@@ -21,7 +21,24 @@ java-check:
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 20
 
-test: lint  ## lint, then the whole test suite (unit, Spark, interop, cluster): what CI runs
+# The native scan (jvm/): compiled against the installed pyspark's own jars into the package, one jar per Spark
+# minor version; without javac dvlake reads through the pure-Python path.
+SPARK_JARS = $(shell $(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))' 2>/dev/null)
+SPARK_MINOR = $(shell $(BIN)/python -c 'import pyspark; print(".".join(pyspark.__version__.split(".")[:2]))' 2>/dev/null)
+JAR = dvlake/jars/dvlake-scan-spark$(SPARK_MINOR).jar
+JAVA_SOURCES = $(wildcard jvm/src/io/dvlake/spark/*.java) jvm/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister
+
+jar: $(STAMP)  ## build the native scan's jar (javac --release 17 against pyspark's jars) into dvlake/jars/
+	@$(MAKE) --no-print-directory $(JAR)
+
+$(JAR): $(JAVA_SOURCES) $(STAMP)
+	@if command -v javac >/dev/null 2>&1; then \
+		rm -rf build/jvm && mkdir -p build/jvm dvlake/jars && \
+		javac --release 17 -nowarn -cp "$(SPARK_JARS)/*" -d build/jvm $(filter %.java,$(JAVA_SOURCES)) && \
+		cp -r jvm/resources/META-INF build/jvm/ && jar cf $@ -C build/jvm . && echo "built $@"; \
+	else echo "javac not found: the native scan is not built; dvlake reads through the pure-Python path (install a JDK to build it)"; fi
+
+test: lint jar  ## lint, build the jar, then the whole test suite (unit, Spark, interop, cluster): what CI runs
 	$(BIN)/python -m pytest --durations=25
 
 test-fast: $(STAMP)  ## the Spark-free tests (tests/unit: codec, log, predicates, txn, SQL tokens) in seconds, while you work
@@ -35,11 +52,11 @@ lint: $(STAMP)  ## ruff (rules in pyproject.toml), mypy (typed defs) and the lay
 format: $(STAMP)  ## apply ruff's safe fixes (imports, pyupgrade)
 	$(BIN)/ruff check --fix dvlake tests bench
 
-demo: $(STAMP)  ## run the main job (the Delta blog's DELETE) into ./demo-output
+demo: jar  ## run the main job (the Delta blog's DELETE) into ./demo-output
 	$(BIN)/python -m dvlake.demo --output demo-output
 
 bench: $(STAMP)  ## run the codec benchmark (others: .venv/bin/python bench/<name>.py --write-md)
 	$(BIN)/python bench/codec.py
 
 clean:  ## remove the venv and outputs
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache build dvlake/jars

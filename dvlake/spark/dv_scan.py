@@ -53,6 +53,8 @@ from dvlake.spark.dv_words import (
     split_for_driver,
     words_batch,
 )
+from dvlake.spark.native import enabled as native_enabled
+from dvlake.spark.native import read as native_read
 from dvlake.spark.task_errors import MapInArrowFn, on_executor
 from dvlake.storage.base import Storage, storage_for
 
@@ -281,6 +283,23 @@ def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType,
     return out
 
 
+def _native_scans(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
+                  table_root: str, data_filter: Column | None, confine: bool) -> list[DataFrame]:
+    """One native scan per partition tuple, values as literals; the reader itself drops each file's deleted rows."""
+    by_partition: dict[tuple, list[ScanFile]] = defaultdict(list)
+    for _, f in group:
+        by_partition[tuple(f.partition_values)].append(f)
+    out = []
+    for values, files in by_partition.items():
+        df = native_read(spark, files, data_schema, table_root, confine)
+        if data_filter is not None:
+            df = df.filter(data_filter)
+        if partition_schema.fields:
+            df = df.select("*", *_partition_literals(partition_schema, values))
+        out.append(df)
+    return out
+
+
 def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: StructType, partition_schema: StructType,
                table_root: str, *, data_filter: Column | None = None, include_row_index: bool = False,
                confine: bool = True) -> DataFrame:
@@ -315,6 +334,9 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
             for group in _scan_groups(_with_actual_sizes(plain, storage), by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
                                          confine))
+        if with_dv and literal and native_enabled(spark):  # DVs applied inside Spark's Parquet reader (jvm/)
+            parts += _native_scans(spark, with_dv, data_schema, partition_schema, table_root, data_filter, confine)
+            with_dv = []
         for group in _scan_groups(_with_actual_sizes(with_dv, storage), MAX_BROADCAST_BYTES):
             if literal:
                 parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter, confine)

@@ -19,7 +19,7 @@ def scratch(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name,version", CASES)
-def test_reads_manifest_rows(spark, testdata, scratch, name, version):
+def test_reads_manifest_rows(spark, testdata, scratch, name, version, scan_path):
     entry = next(t for t in tables(testdata) if t["name"] == name)
     expected = entry["versions"][str(version)]
     path = prepare(testdata, entry, scratch)
@@ -28,7 +28,7 @@ def test_reads_manifest_rows(spark, testdata, scratch, name, version):
     assert fingerprint(rows, manifest_schema(entry)) == expected["fingerprint"]
 
 
-def test_unprepared_test_prefix_table_fails_with_typed_error(spark, testdata):
+def test_unprepared_test_prefix_table_fails_with_typed_error(spark, testdata, scan_path):
     from dvlake.errors import DeletionVectorNotFoundError
 
     with pytest.raises(Exception) as info:
@@ -37,7 +37,7 @@ def test_unprepared_test_prefix_table_fails_with_typed_error(spark, testdata):
     assert DeletionVectorNotFoundError.__name__ in str(info.value) or isinstance(info.value, DeletionVectorNotFoundError)
 
 
-def test_special_char_absolute_path(spark, testdata, scratch):
+def test_special_char_absolute_path(spark, testdata, scratch, scan_path):
     entry = next(t for t in tables(testdata) if t["name"] == "table-with-dv-special-char")
     path = prepare(testdata, entry, scratch)
     assert sorted(r[0] for r in dvlake.read(spark, str(path)).select("id").collect()) == [1, 3, 5, 7, 9]

@@ -1,0 +1,112 @@
+"""The native scan: deletion vectors applied inside Spark's Parquet reader by dvlake's JVM module (``jvm/``).
+
+``make jar`` compiles the module against the installed pyspark's jars into ``dvlake/jars/``, one jar per
+Spark minor version. A session gets the jar at first use (``ADD JAR`` on classic sessions, ``addArtifacts``
+over Spark Connect). Planning stays here: each read lists its files and their DV descriptors in the
+format's ``dvlake.scan.files`` option, and the reader drops the deleted rows per batch.
+
+``spark.dvlake.scan.native``: ``auto`` (default: native when the jar for this Spark is there and loads),
+``true`` (native or a clear error), ``false`` (the pure-Python path: Spark's reader plus an anti join).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from dvlake.errors import UnsupportedEnvironmentError
+from dvlake.storage.confine import dv_file_location
+
+log = logging.getLogger(__name__)
+
+SETTING = "spark.dvlake.scan.native"
+FORMAT = "io.dvlake.spark.DvlakeParquetFileFormat"
+FILES_OPTION = "dvlake.scan.files"
+JAR_DIR = Path(__file__).resolve().parent.parent / "jars"
+
+_lock = threading.Lock()
+_ready: dict[int, bool] = {}  # id(session) -> the jar is usable there
+_why: dict[int, str] = {}     # id(session) -> why it is not
+
+
+def jar_for(spark_version: str) -> Path:
+    """The jar built for ``spark_version``'s major.minor."""
+    major_minor = ".".join(spark_version.split(".")[:2])
+    return JAR_DIR / f"dvlake-scan-spark{major_minor}.jar"
+
+
+def enabled(spark: SparkSession) -> bool:
+    """Whether reads use the native scan in this session (loading the jar into it the first time)."""
+    setting = str(spark.conf.get(SETTING, "auto") or "auto").strip().lower()
+    if setting == "false":
+        return False
+    key = id(spark)
+    with _lock:
+        known = _ready.get(key)
+    if known is None:
+        ok, why = _load(spark)
+        if not ok:
+            log.warning("dvlake: native scan unavailable (%s); reading with the pure-Python path", why)
+        with _lock:
+            _ready[key] = ok
+            _why[key] = why
+        known = ok
+    if not known and setting == "true":
+        raise UnsupportedEnvironmentError(f"{SETTING}=true but the native scan cannot be used: {_why.get(key)}. Build "
+                                          "it with `make jar` (needs a JDK's javac), or set the setting to auto or false")
+    return known
+
+
+def _load(spark: SparkSession) -> tuple[bool, str]:
+    jar = jar_for(spark.version)
+    if not jar.is_file():
+        return False, f"no jar for Spark {spark.version} at {jar}"
+    try:
+        if hasattr(spark, "addArtifacts") and type(spark).__module__.startswith("pyspark.sql.connect"):
+            spark.addArtifacts(str(jar))
+        else:
+            from dvlake.spark.native_sql import native_sql
+
+            native_sql(spark, f"ADD JAR '{jar}'")
+        spark.read.format(FORMAT).schema("id long").option(FILES_OPTION, "").load([]).schema  # noqa: B018 - resolves it
+    except Exception as exc:  # noqa: BLE001 - any failure means: use the pure-Python path
+        return False, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return True, ""
+
+
+def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:
+    """The ``dvlake.scan.files`` option: one line per file, its DV where it has one (see the Java format)."""
+    lines = []
+    for f in files:
+        path = quote(_key(f.path), safe="")
+        dv = f.dv
+        if dv is None:
+            lines.append(f"{path}\t-\t\t0\t0\t0")
+        elif dv.is_inline:
+            data = base64.b64encode(dv.inline_bitmap_bytes()).decode("ascii")
+            lines.append(f"{path}\ti\t{data}\t0\t{dv.size_in_bytes}\t{dv.cardinality}")
+        else:
+            where = dv_file_location(table_root, dv.storage_type, dv.path_or_inline_dv, dv.absolute_path(table_root),
+                                     confine)
+            lines.append(f"{path}\tf\t{quote(where, safe='')}\t{dv.offset or 0}\t{dv.size_in_bytes}\t{dv.cardinality}")
+    return "\n".join(lines)
+
+
+def _key(location: str) -> str:
+    from dvlake.spark.dv_scan import path_key
+
+    return path_key(location)
+
+
+def read(spark: SparkSession, files: Sequence[Any], data_schema: StructType, table_root: str, confine: bool) -> DataFrame:
+    """``files`` read by the native format: their data columns, deleted rows dropped."""
+    return (spark.read.format(FORMAT).schema(data_schema).option(FILES_OPTION, listing(files, table_root, confine))
+            .load([f.path for f in files]))

@@ -1,0 +1,127 @@
+package io.dvlake.spark;
+
+import java.net.URI;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.SerializableConfiguration;
+
+import scala.Function1;
+import scala.Option;
+import scala.collection.Iterator;
+import scala.collection.immutable.Map;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Spark's Parquet format with deletion vectors applied inside the reader: rows a file's DV marks deleted never
+ * leave the scan. dvlake's Python planning chooses the files and hands each file's DV descriptor over in the
+ * {@code dvlake.scan.files} option (one line per planned file; a file the option does not list fails the task, so
+ * a planning mistake cannot silently return deleted rows).
+ *
+ * Row indexes come from Spark's own row-index column (the one behind {@code _metadata.row_index}), requested
+ * from the reader as one more nullable long column and dropped from what the format returns.
+ */
+public class DvlakeParquetFileFormat extends ParquetFileFormat {
+  public static final String SHORT_NAME = "dvlake_parquet";
+  public static final String FILES_OPTION = "dvlake.scan.files";
+
+  @Override public String shortName() { return SHORT_NAME; }
+
+  @Override public String toString() { return "DvlakeParquet"; }
+
+  @Override public boolean equals(Object other) { return other instanceof DvlakeParquetFileFormat; }
+
+  @Override public int hashCode() { return DvlakeParquetFileFormat.class.hashCode(); }
+
+  /** Batches only for flat schemas: a struct column's children are read by row id, which no mapping can shift. */
+  @Override public boolean supportBatch(SparkSession session, StructType schema) {
+    return super.supportBatch(session, schema) && flat(schema);
+  }
+
+  @Override public Option<Seq<String>> vectorTypes(StructType requiredSchema, StructType partitionSchema, SQLConf conf) {
+    List<String> names = new ArrayList<>();
+    for (int i = 0; i < requiredSchema.length() + partitionSchema.length(); i++) names.add(MappedColumnVector.class.getName());
+    return Option.apply(CollectionConverters.asScala(names).toSeq());
+  }
+
+  @Override
+  public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
+      SparkSession session, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
+      Seq<Filter> filters, Map<String, String> options, Configuration hadoopConf) {
+    StructType withIndex = requiredSchema.add(
+        new StructField(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true,
+            org.apache.spark.sql.types.Metadata.empty()));
+    boolean batches = supportBatch(session, withIndex.merge(partitionSchema, true));
+    Function1<PartitionedFile, Iterator<InternalRow>> parent = super.buildReaderWithPartitionValues(
+        session, dataSchema, partitionSchema, withIndex, filters, options, hadoopConf);
+    String listing = options.get(FILES_OPTION).getOrElse(() -> options.get(FILES_OPTION.toLowerCase()).getOrElse(() -> null));
+    if (listing == null) {
+      throw new IllegalArgumentException("the " + SHORT_NAME + " format reads only files dvlake planned: option "
+          + FILES_OPTION + " is missing (read Delta tables with dvlake.read or format(\"delta\"))");
+    }
+    return new FilteringReader(parent, parseFiles(listing), requiredSchema, partitionSchema, batches,
+        new SerializableConfiguration(hadoopConf));
+  }
+
+  static boolean flat(StructType schema) {
+    for (StructField f : schema.fields()) if (!flat(f.dataType())) return false;
+    return true;
+  }
+
+  private static boolean flat(DataType t) {
+    if (t instanceof StructType) return false;
+    if (t instanceof ArrayType) return flat(((ArrayType) t).elementType());
+    if (t instanceof MapType) return flat(((MapType) t).keyType()) && flat(((MapType) t).valueType());
+    return !(t instanceof org.apache.spark.sql.types.VariantType)
+        && !(t instanceof org.apache.spark.sql.types.CalendarIntervalType);
+  }
+
+  /** {@code path \t kind \t where \t offset \t size \t cardinality} per line; kind {@code -} (no DV), {@code f} (DV
+   *  file, where = its location), {@code i} (inline, where = base64 bitmap bytes); paths and locations URL-encoded. */
+  static HashMap<String, DeletionVectors.FileDv> parseFiles(String listing) {
+    HashMap<String, DeletionVectors.FileDv> out = new HashMap<>();
+    for (String line : listing.split("\n")) {
+      if (line.isEmpty()) continue;
+      String[] p = line.split("\t", -1);
+      if (p.length != 6) throw new IllegalArgumentException("malformed " + FILES_OPTION + " line: " + line);
+      String path = decode(p[0]);
+      switch (p[1]) {
+        case "-": out.put(path, null); break;
+        case "f": out.put(path, new DeletionVectors.FileDv(decode(p[2]), null, Long.parseLong(p[3]),
+            Integer.parseInt(p[4]), Long.parseLong(p[5]))); break;
+        case "i": out.put(path, new DeletionVectors.FileDv(null, p[2], 0, Integer.parseInt(p[4]),
+            Long.parseLong(p[5]))); break;
+        default: throw new IllegalArgumentException("unknown DV kind in " + FILES_OPTION + ": " + p[1]);
+      }
+    }
+    return out;
+  }
+
+  private static String decode(String s) {
+    return URLDecoder.decode(s, StandardCharsets.UTF_8);
+  }
+
+  /** The key a planned file is listed under: its decoded path, with the scheme and authority unless it is local. */
+  static String keyOf(URI uri) {
+    String scheme = uri.getScheme();
+    if (scheme == null || scheme.equals("file")) return uri.getPath();
+    return scheme + "://" + (uri.getAuthority() == null ? "" : uri.getAuthority()) + uri.getPath();
+  }
+}

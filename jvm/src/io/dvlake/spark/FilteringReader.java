@@ -1,0 +1,163 @@
+package io.dvlake.spark;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.util.SerializableConfiguration;
+
+import scala.Function1;
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractFunction1;
+
+/** The per-file reader: Spark's Parquet reader, minus the rows the file's deletion vector marks deleted. */
+final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>> implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private final Function1<PartitionedFile, Iterator<InternalRow>> parent;
+  private final HashMap<String, DeletionVectors.FileDv> files;
+  private final StructType required;
+  private final StructType partitions;
+  private final boolean batches;
+  private final SerializableConfiguration conf;
+
+  FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent, HashMap<String, DeletionVectors.FileDv> files,
+                  StructType required, StructType partitions, boolean batches, SerializableConfiguration conf) {
+    this.parent = parent;
+    this.files = files;
+    this.required = required;
+    this.partitions = partitions;
+    this.batches = batches;
+    this.conf = conf;
+  }
+
+  @Override public Iterator<InternalRow> apply(PartitionedFile file) {
+    String key = DvlakeParquetFileFormat.keyOf(file.toPath().toUri());
+    if (!files.containsKey(key)) {
+      throw new IllegalStateException("[DVLAKE_TASK_ERROR DeltaProtocolError]" + key + " was not planned by dvlake "
+          + "(no entry in " + DvlakeParquetFileFormat.FILES_OPTION + "); refusing to read it without its deletion "
+          + "vector[/DVLAKE_TASK_ERROR]");
+    }
+    DeletionVectors.FileDv dv = files.get(key);
+    DeletionVectors.Deleted deleted;
+    try {
+      deleted = dv == null ? null : DeletionVectors.load(dv, conf.value());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e.getMessage() + " (data file " + key + ")", e);
+    }
+    Iterator<?> rows = parent.apply(file);
+    @SuppressWarnings("unchecked")  // batches travel as InternalRow (erased), Spark's own convention for columnar scans
+    Iterator<InternalRow> filtered = (Iterator<InternalRow>) (Iterator<?>) new Filtered(rows, deleted, required.length(),
+        required, partitions, batches);
+    return filtered;
+  }
+
+  /** Batches keep their vectors (seen through a row mapping); rows are projected without the index column. */
+  private static final class Filtered extends AbstractIterator<Object> {
+    private final Iterator<?> in;
+    private final DeletionVectors.Deleted deleted;
+    private final int indexAt;
+    private final StructType required;
+    private final StructType partitions;
+    private final boolean batches;
+    private MappedColumnVector[] vectors;
+    private ColumnarBatch out;
+    private UnsafeProjection projection;
+    private Object pending;
+
+    Filtered(Iterator<?> in, DeletionVectors.Deleted deleted, int indexAt, StructType required,
+             StructType partitions, boolean batches) {
+      this.in = in;
+      this.deleted = deleted;
+      this.indexAt = indexAt;
+      this.required = required;
+      this.partitions = partitions;
+      this.batches = batches;
+    }
+
+    @Override public boolean hasNext() {
+      while (pending == null && in.hasNext()) {
+        Object next = in.next();
+        pending = next instanceof ColumnarBatch ? filterBatch((ColumnarBatch) next) : filterRow((InternalRow) next);
+      }
+      return pending != null;
+    }
+
+    @Override public Object next() {
+      if (!hasNext()) throw new java.util.NoSuchElementException();
+      Object result = pending;  // a ColumnarBatch when the scan reads batches
+      pending = null;
+      return result;
+    }
+
+    private Object filterBatch(ColumnarBatch batch) {
+      int n = batch.numRows();
+      int width = batch.numCols() - 1;
+      if (vectors == null) {
+        vectors = new MappedColumnVector[width];
+        for (int c = 0; c < width; c++) vectors[c] = new MappedColumnVector(column(batch, c));
+        out = new ColumnarBatch(vectors);
+      }
+      int[] rows = null;
+      int kept = n;
+      if (deleted != null && n > 0) {
+        ColumnVector index = batch.column(indexAt);
+        if (anyDeleted(index, n)) {
+          rows = new int[n];
+          kept = 0;
+          for (int i = 0; i < n; i++) {
+            if (index.isNullAt(i)) throw new IllegalStateException("the Parquet reader gave no row index");
+            if (!deleted.contains(index.getLong(i))) rows[kept++] = i;
+          }
+          if (kept == 0) return null;
+        }
+      }
+      for (int c = 0; c < width; c++) vectors[c].reset(column(batch, c), rows);
+      out.setNumRows(kept);
+      return out;
+    }
+
+    private ColumnVector column(ColumnarBatch batch, int c) {
+      return batch.column(c < indexAt ? c : c + 1);
+    }
+
+    private boolean anyDeleted(ColumnVector index, int n) {
+      long first = index.getLong(0);
+      long last = index.getLong(n - 1);
+      if (last - first == n - 1 && (first >>> 32) == (last >>> 32)) {
+        int key = (int) (first >>> 32);
+        if (key >= deleted.byKey.length || deleted.byKey[key] == null) return false;
+        return deleted.byKey[key].rangeCardinality(first & 0xFFFFFFFFL, (last & 0xFFFFFFFFL) + 1) > 0;
+      }
+      return true;
+    }
+
+    private Object filterRow(InternalRow row) {
+      if (deleted != null) {
+        if (row.isNullAt(indexAt)) throw new IllegalStateException("the Parquet reader gave no row index");
+        if (deleted.contains(row.getLong(indexAt))) return null;
+      }
+      if (projection == null) {
+        List<Expression> refs = new ArrayList<>();
+        for (int c = 0; c < required.length(); c++) refs.add(new BoundReference(c, required.fields()[c].dataType(), true));
+        for (int c = 0; c < partitions.length(); c++) {
+          refs.add(new BoundReference(indexAt + 1 + c, partitions.fields()[c].dataType(), true));
+        }
+        projection = UnsafeProjection.create(CollectionConverters.asScala(refs).toSeq());
+      }
+      return projection.apply(row);
+    }
+  }
+}
