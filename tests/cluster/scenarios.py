@@ -194,11 +194,18 @@ def without_dvlake(spark: Any, root: Path, dv_table: str) -> dict[str, Any]:
     out["small_dv_read_count"] = dvlake.read(spark, dv_table).count()
     from dvlake.spark import dv_words
 
+    from dvlake.spark import native
+
     saved, dv_words.DRIVER_DECODE_MAX_ROWS = dv_words.DRIVER_DECODE_MAX_ROWS, 0  # large DVs: decoded on executors
     try:
+        # the native scan (the jar reaches the executors through ADD JAR) needs no Python there at all
+        out["native_used"] = native.enabled(spark)
+        out["native_dv_read_count"] = dvlake.read(spark, dv_table).count()
+        spark.conf.set(native.SETTING, "false")  # the pure-Python path decodes on executors: it must fail loudly
         out["read_error"] = _error(lambda: dvlake.read(spark, dv_table).count())
     finally:
         dv_words.DRIVER_DECODE_MAX_ROWS = saved
+        spark.conf.unset(native.SETTING)
     out["delete_error"] = _error(lambda: dvlake.DeltaTable.forPath(spark, dv_table).delete("id % 3 = 0"))
     out["version_after"] = Snapshot.load(dv_table).version
     out["log_files"] = sorted(os.listdir(os.path.join(dv_table, "_delta_log")))

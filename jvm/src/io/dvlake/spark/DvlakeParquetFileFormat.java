@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
@@ -76,7 +77,11 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
       throw new IllegalArgumentException("the " + SHORT_NAME + " format reads only files dvlake planned: option "
           + FILES_OPTION + " is missing (read Delta tables with dvlake.read or format(\"delta\"))");
     }
-    return new FilteringReader(parent, parseFiles(listing), requiredSchema, partitionSchema, batches,
+    parseFiles(listing);  // a malformed listing fails here, on the driver
+    // broadcast once (as text: JDK classes only, whatever class loader reads it), not shipped in every task's
+    // closure: the listing grows with the number of files read
+    Broadcast<String> files = session.sparkContext().broadcast(listing, scala.reflect.ClassTag$.MODULE$.apply(String.class));
+    return new FilteringReader(parent, files, requiredSchema, partitionSchema, batches,
         new SerializableConfiguration(hadoopConf));
   }
 

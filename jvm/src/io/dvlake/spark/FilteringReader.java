@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -27,13 +28,22 @@ import scala.runtime.AbstractFunction1;
 final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>> implements Serializable {
   private static final long serialVersionUID = 1L;
   private final Function1<PartitionedFile, Iterator<InternalRow>> parent;
-  private final HashMap<String, DeletionVectors.FileDv> files;
+  private final Broadcast<String> files;
+  /** Parsed listings per broadcast, shared by the tasks of one executor JVM (a few scans at a time). */
+  private static final java.util.Map<Long, HashMap<String, DeletionVectors.FileDv>> PARSED =
+      java.util.Collections.synchronizedMap(new java.util.LinkedHashMap<Long, HashMap<String, DeletionVectors.FileDv>>(
+          16, 0.75f, true) {
+        @Override protected boolean removeEldestEntry(java.util.Map.Entry<Long, HashMap<String, DeletionVectors.FileDv>> e) {
+          return size() > 8;
+        }
+      });
   private final StructType required;
   private final StructType partitions;
   private final boolean batches;
   private final SerializableConfiguration conf;
 
-  FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent, HashMap<String, DeletionVectors.FileDv> files,
+  FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent,
+                  Broadcast<String> files,
                   StructType required, StructType partitions, boolean batches, SerializableConfiguration conf) {
     this.parent = parent;
     this.files = files;
@@ -45,12 +55,14 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
 
   @Override public Iterator<InternalRow> apply(PartitionedFile file) {
     String key = DvlakeParquetFileFormat.keyOf(file.toPath().toUri());
-    if (!files.containsKey(key)) {
+    HashMap<String, DeletionVectors.FileDv> planned =
+        PARSED.computeIfAbsent(files.id(), id -> DvlakeParquetFileFormat.parseFiles(files.value()));
+    if (!planned.containsKey(key)) {
       throw new IllegalStateException("[DVLAKE_TASK_ERROR DeltaProtocolError]" + key + " was not planned by dvlake "
           + "(no entry in " + DvlakeParquetFileFormat.FILES_OPTION + "); refusing to read it without its deletion "
           + "vector[/DVLAKE_TASK_ERROR]");
     }
-    DeletionVectors.FileDv dv = files.get(key);
+    DeletionVectors.FileDv dv = planned.get(key);
     DeletionVectors.Deleted deleted;
     try {
       deleted = dv == null ? null : DeletionVectors.load(dv, conf.value());
