@@ -192,9 +192,7 @@ def without_dvlake(spark: Any, root: Path, dv_table: str) -> dict[str, Any]:
     out: dict[str, Any] = {"version_before": before, "plain_read_count": dvlake.read(spark, plain).count()}
     # small DVs are decoded on the driver (dvlake.spark.dv_words): that read needs no Python on executors
     out["small_dv_read_count"] = dvlake.read(spark, dv_table).count()
-    from dvlake.spark import dv_words
-
-    from dvlake.spark import native
+    from dvlake.spark import dv_words, native
 
     saved, dv_words.DRIVER_DECODE_MAX_ROWS = dv_words.DRIVER_DECODE_MAX_ROWS, 0  # large DVs: decoded on executors
     try:
