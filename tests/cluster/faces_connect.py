@@ -71,6 +71,42 @@ def run(spark: Any, root: Path) -> dict[str, Any]:
         return [_ids(DeltaTable.forName(spark, "faces_connect_t").toDF()), _ids(spark.table("faces_connect_t"))]
 
     step("save_as_table", save_as_table)
+
+    def catalog_shapes() -> Any:
+        """The catalog issue's query shapes over Spark Connect: with the faces every one answers as the table's true
+        rows do; without them each answers the same or fails, never with the registration's own row."""
+        from dvlake import faces
+        from tests.spark.test_catalog_answers import SHAPES
+
+        spark.range(40).selectExpr("id", "id % 5 AS grp").write.format("delta") \
+            .option("delta.enableDeletionVectors", "true").saveAsTable("faces_connect_shapes")
+        DeltaTable.forName(spark, "faces_connect_shapes").delete("id % 3 = 0")
+        spark.range(0, 60, 7).createOrReplaceTempView("other")
+        dvlake.read(spark, DeltaTable.forName(spark, "faces_connect_shapes").path).createOrReplaceTempView("truth_t")
+        wrong_with, wrong_without, errors_without = [], [], 0
+        for shape in SHAPES:
+            expected = sorted((tuple(r) for r in spark.sql(shape.format(t="truth_t")).collect()), key=repr)
+            got = sorted((tuple(r) for r in spark.sql(shape.format(t="faces_connect_shapes")).collect()), key=repr)
+            if got != expected:
+                wrong_with.append(shape)
+        faces.disable(spark)
+        try:
+            for shape in SHAPES:
+                expected = sorted((tuple(r) for r in spark.sql(shape.format(t="truth_t")).collect()), key=repr)
+                try:
+                    got = sorted((tuple(r) for r in spark.sql(shape.format(t="faces_connect_shapes")).collect()),
+                                 key=repr)
+                except Exception:  # an error is an acceptable answer without dvlake; a wrong row is not
+                    errors_without += 1
+                    continue
+                if got != expected:
+                    wrong_without.append(shape)
+        finally:
+            dvlake.configure_spark(spark)
+        return {"shapes": len(SHAPES), "wrong_with": wrong_with, "wrong_without": wrong_without,
+                "errors_without": errors_without}
+
+    step("catalog_shapes", catalog_shapes)
     return out
 
 

@@ -54,3 +54,9 @@ def test_sql_and_other_formats_over_connect(connect_faces: dict[str, Any]) -> No
 
 def test_catalog_names_over_connect(connect_faces: dict[str, Any]) -> None:
     assert _ok(connect_faces, "save_as_table") == [[0, 1, 2, 3], [0, 1, 2, 3]]
+
+
+def test_catalog_names_never_answer_wrong_over_connect(connect_faces: dict[str, Any]) -> None:
+    got = _ok(connect_faces, "catalog_shapes")
+    assert got["shapes"] >= 20 and got["wrong_with"] == [] and got["wrong_without"] == []
+    assert got["errors_without"] > 0  # plain Spark cannot read the name: it says so
