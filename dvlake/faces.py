@@ -288,6 +288,7 @@ def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
                     m = ("overwrite" if overwrite else "append") if overwrite is not None else str(state["mode"] or "append")
                     write_delta(_by_position(df, location), location, "append" if m.lower() in ("error", "errorifexists")
                                 else m, [], dict(state["options"]))
+                    _refresh(spark, tableName)
                     return None
         return insert_into(self, tableName, overwrite)
 
@@ -509,6 +510,12 @@ def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], o
                            options=parsed)
 
 
+def _refresh(spark: Any, name: str) -> None:
+    from dvlake.spark.catalog import refresh_registration
+
+    refresh_registration(spark, name)
+
+
 def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], options: dict[str, Any]) -> None:
     """``saveAsTable(name)``: write at the registered location, the ``path`` option, or the warehouse; then register."""
     from dvlake.spark.catalog import default_table_location, register_table
@@ -524,6 +531,7 @@ def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], 
         if key == "ignore":
             return
         write_delta(df, location, mode, partition_by, opts)
+        _refresh(spark, name)  # mergeSchema / overwriteSchema: the catalog's columns follow
         return
     given = opts.pop("path", None)
     location = given or default_table_location(spark, name)

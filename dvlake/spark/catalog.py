@@ -126,6 +126,24 @@ def is_managed(spark: SparkSession, name: str) -> bool:
     return props.get(MANAGED_PROPERTY) == "true"
 
 
+def refresh_registration(spark: SparkSession, name: str) -> None:
+    """Re-create dvlake's catalog entry for ``name`` with the table's current columns (after a schema change made by
+    name: ALTER TABLE … ADD COLUMNS, a mergeSchema write), so DESCRIBE and listColumns through plain Spark stay true.
+    Names dvlake did not register (delta-spark's) are left alone."""
+    props = {str(r[0]): str(r[1]) for r in native_sql(spark, f"SHOW TBLPROPERTIES {_quoted(name)}").collect()}
+    root = props.get(LOCATION_PROPERTY)
+    if root is None:
+        return
+    current = [(str(r[0]), str(r[1])) for r in native_sql(spark, f"DESCRIBE TABLE {_quoted(name)}").collect()
+               if r[0] and not str(r[0]).startswith("#")]
+    wanted = [(c.replace("``", "`"), t) for c, t in _columns(root)]
+    if [(c.lower(), t.lower()) for c, t in current] == [(c.lower(), t.lower()) for c, t in wanted]:
+        return
+    managed = props.get(MANAGED_PROPERTY) == "true"
+    native_sql(spark, f"DROP VIEW IF EXISTS {_quoted(name)}")
+    register_table(spark, name, root, managed=managed)
+
+
 def unregister_table(spark: SparkSession, name: str) -> None:
     """Drop dvlake's catalog entry for ``name`` (the data stays)."""
     native_sql(spark, f"DROP VIEW IF EXISTS {_quoted(name)}")

@@ -354,7 +354,16 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
             raise sql_error(text, offset_of(action) or offset_of(node),
                             f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
                             "TBLPROPERTIES, ADD COLUMNS, DROP FEATURE")
+    _refresh_name(spark, node.this)
     return empty(spark)
+
+
+def _refresh_name(spark: SparkSession, node: exp.Expr) -> None:
+    """A catalog name's columns follow the table's schema after a change made through the name."""
+    if isinstance(node, exp.Table) and table_ref(node) is None:
+        refresh = catalog_function("refresh_registration")
+        if refresh is not None:
+            refresh(spark, name_of(node))
 
 
 def describe(spark: SparkSession, node: exp.Describe, text: str) -> DataFrame | None:

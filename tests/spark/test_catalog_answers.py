@@ -98,3 +98,19 @@ def test_a_view_over_the_name_fails_without_dvlake(spark: SparkSession, events: 
             spark.sql("SELECT count(*) FROM over_events").collect()
     finally:
         spark.catalog.dropTempView("over_events")
+
+
+def test_the_catalogs_columns_follow_schema_changes_made_by_name(spark: SparkSession, events: str) -> None:
+    dvlake.configure_spark(spark)
+    try:
+        spark.sql("CREATE TABLE answers.evolving (id BIGINT) USING delta")
+        (spark.range(3).selectExpr("id", "'x' AS note").write.format("delta").mode("append")
+         .option("mergeSchema", "true").saveAsTable("answers.evolving"))
+        spark.sql("ALTER TABLE answers.evolving ADD COLUMNS (score DOUBLE)")
+    finally:
+        faces.disable(spark)
+    assert [c.name for c in spark.catalog.listColumns("evolving", "answers")] == ["id", "note", "score"]
+    described = [r[0] for r in spark.sql("DESCRIBE TABLE answers.evolving").collect() if r[0] and not r[0].startswith("#")]
+    assert described == ["id", "note", "score"]
+    with pytest.raises(Exception, match="configure_spark"):
+        spark.sql("SELECT count(*) FROM answers.evolving").collect()  # still guarded after the refresh
