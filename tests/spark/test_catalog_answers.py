@@ -109,7 +109,7 @@ def test_the_catalogs_columns_follow_schema_changes_made_by_name(spark: SparkSes
         spark.sql("ALTER TABLE answers.evolving ADD COLUMNS (score DOUBLE)")
     finally:
         faces.disable(spark)
-    assert [c.name for c in spark.catalog.listColumns("evolving", "answers")] == ["id", "note", "score"]
+    assert [c.name for c in spark.catalog.listColumns("answers.evolving")] == ["id", "note", "score"]
     described = [r[0] for r in spark.sql("DESCRIBE TABLE answers.evolving").collect() if r[0] and not r[0].startswith("#")]
     assert described == ["id", "note", "score"]
     with pytest.raises(Exception, match="configure_spark"):
