@@ -16,7 +16,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dvlake._version import __version__
-from dvlake.config import APPEND_ONLY, checkpoint_interval, deleted_file_retention_ms, table_bool
+from dvlake.config import (
+    APPEND_ONLY,
+    checkpoint_interval,
+    deleted_file_retention_ms,
+    table_bool,
+    table_isolation_level,
+)
 from dvlake.errors import DeletionVectorsNotAllowedError, DeltaProtocolError, InvalidArgumentError
 from dvlake.log import features
 from dvlake.log.actions import (
@@ -50,12 +56,13 @@ class OptimisticTransaction:
     """One write to one table, started from a snapshot (or from nothing, to create a table)."""
 
     def __init__(self, table_root: str, snapshot: Snapshot | None, storage: Storage | None = None,
-                 isolation_level: str = "WriteSerializable", engine_info: str | None = None) -> None:
+                 isolation_level: str | None = None, engine_info: str | None = None) -> None:
         self.table_root = normalize_table_root(table_root)
         self.storage = storage or (snapshot.storage if snapshot else storage_for(self.table_root))
         self.snapshot = snapshot
         self.read_version = snapshot.version if snapshot else -1
-        self.isolation_level = isolation_level
+        #: the command's own level (OPTIMIZE: SnapshotIsolation) or the table's delta.isolationLevel
+        self.isolation_level = isolation_level or table_isolation_level(snapshot.configuration if snapshot else {})
         self.engine_info = engine_info or ENGINE_INFO
         self.read_set = ReadSet()
         self.new_metadata: Metadata | None = None
