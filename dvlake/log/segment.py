@@ -10,8 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dvlake.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
-from dvlake.storage.base import Storage
+from dvlake.errors import (
+    CorruptLogError,
+    NotARegularFileError,
+    PathOutsideTableRootError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from dvlake.storage.base import OddEntry, Storage
 from dvlake.storage.paths import join
 
 LOG_DIR = "_delta_log"
@@ -19,6 +25,9 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2 = re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$")
+#: every name the log is read from: commits, checkpoints (any kind), CRCs, compacted logs, _last_checkpoint
+_LOG_FILE = re.compile(r"^(\d{20}\.(json|crc|checkpoint.*\.(json|parquet))|\d{20}\.\d{20}\.compacted\.json"
+                       r"|_last_checkpoint)$")
 
 
 def commit_file_name(version: int) -> str:
@@ -57,9 +66,10 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
     multipart: dict[tuple[int, int], dict[int, str]] = {}
     v2: dict[int, list[str]] = {}
     try:
-        infos = storage.list_dir(log_path(table_root))
+        infos, odd = storage.list_dir_strict(log_path(table_root), table_root)
     except NotADirectoryError:  # the "table root" is a regular file
-        infos = []
+        infos, odd = [], []
+    _refuse_odd_log_files(odd)
     for info in infos:
         name = info.path.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
@@ -77,6 +87,24 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
         listing.checkpoints.append(Checkpoint(version, "v2", (sorted(paths)[0],)))
     listing.checkpoints.sort(key=lambda c: (c.version, c.kind != "v2"))
     return listing
+
+
+def _refuse_odd_log_files(odd: list[OddEntry]) -> None:
+    """A log file (commit, checkpoint, CRC, ``_last_checkpoint``) that is not a regular file inside the table
+    is an error naming it: skipped, a FIFO commit would make the table read as an older version (and every
+    writer retry that version forever); followed, a symlink would read another table's log."""
+    for entry in odd:
+        name = entry.path.rsplit("/", 1)[-1]
+        if not _LOG_FILE.match(name):
+            continue  # _sidecars/, _staged_commits/ and foreign entries are not log files
+        if entry.outside_root:
+            raise PathOutsideTableRootError(
+                f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: Delta log file {entry.path} is {entry.reason}; the log is read "
+                "only from regular files inside the table's _delta_log. Replace the link with the file itself.")
+        raise NotARegularFileError(
+            f"DVLAKE_NOT_A_REGULAR_FILE: Delta log file {entry.path} is {entry.reason}, not a regular file; the log "
+            "is read only from regular files. Restore the file from a backup (or remove it if it is not part of "
+            "the table's history).")
 
 
 def commit_timestamps(listing: LogListing) -> dict[int, int]:

@@ -28,6 +28,15 @@ class FileInfo:
     mtime_ms: int
 
 
+@dataclass(frozen=True)
+class OddEntry:
+    """A listed entry that is not a plain regular file inside the root (see ``Storage.list_dir_strict``)."""
+
+    path: str
+    reason: str
+    outside_root: bool
+
+
 class RandomAccessFile(Protocol):
     """What ``Storage.open_input`` returns: a seekable binary reader (Parquet footers need one)."""
 
@@ -102,6 +111,16 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def list_dir(self, path: str) -> list[FileInfo]:
         """Files directly inside ``path`` (not recursive); empty when the folder is absent."""
+
+    def list_dir_strict(self, path: str, root: str) -> tuple[list[FileInfo], list[OddEntry]]:
+        """``list_dir`` plus the entries a reader must neither skip silently nor follow: anything that is
+        not a regular file, and symlinks resolving outside ``root``. Listed files include no odd entry.
+
+        The Delta log is listed this way, so a commit replaced by a FIFO or a symlink to another table's
+        commit is an error naming the file rather than a skipped or foreign version. Object stores have
+        neither symlinks nor special files: the default reports none.
+        """
+        return self.list_dir(path), []
 
     @abc.abstractmethod
     def walk(self, path: str) -> Iterator[FileInfo]:

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import IO
 
 from dvlake.errors import NotARegularFileError
-from dvlake.storage.base import FileInfo, LogStore, RandomAccessFile, Storage
+from dvlake.storage.base import FileInfo, LogStore, OddEntry, RandomAccessFile, Storage
+from dvlake.storage.confine import file_kind, is_inside
 
 
 def _info(path: str, st: os.stat_result) -> FileInfo:
@@ -82,6 +83,35 @@ class LocalStorage(Storage):
             except FileNotFoundError:
                 continue  # a concurrent writer's temp file vanished between listing and stat
         return out
+
+    def list_dir_strict(self, path: str, root: str) -> tuple[list[FileInfo], list[OddEntry]]:
+        """One ``scandir``: regular files (symlinks only when they resolve to a regular file under ``root``),
+        and every other entry as an ``OddEntry`` (FIFOs, devices, sockets, folders, dangling or outside links)."""
+        try:
+            entries = list(os.scandir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return [], []
+        real_root: str | None = None
+        files: list[FileInfo] = []
+        odd: list[OddEntry] = []
+        for e in entries:
+            try:
+                if e.is_symlink():
+                    real_root = real_root or os.path.realpath(root)
+                    target = os.path.realpath(e.path)
+                    if not is_inside(real_root, target):
+                        odd.append(OddEntry(e.path, f"a symlink to {target}, outside the table root {root}", True))
+                        continue
+                st = e.stat()
+            except FileNotFoundError:
+                if e.is_symlink():
+                    odd.append(OddEntry(e.path, "a symlink to a file that does not exist", False))
+                continue  # a concurrent writer's temp file vanished between listing and stat
+            if stat.S_ISREG(st.st_mode):
+                files.append(_info(e.path, st))
+            else:
+                odd.append(OddEntry(e.path, file_kind(st.st_mode), False))
+        return files, odd
 
     def walk(self, path: str) -> Iterator[FileInfo]:
         for dirpath, _dirs, files in os.walk(path):

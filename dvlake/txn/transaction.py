@@ -23,7 +23,7 @@ from dvlake.config import (
     table_bool,
     table_isolation_level,
 )
-from dvlake.errors import DeletionVectorsNotAllowedError, DeltaProtocolError, InvalidArgumentError
+from dvlake.errors import CorruptLogError, DeletionVectorsNotAllowedError, DeltaProtocolError, InvalidArgumentError
 from dvlake.log import features
 from dvlake.log.actions import (
     Action,
@@ -173,6 +173,12 @@ class OptimisticTransaction:
         """Check every commit that won since our read version; return the next version to try."""
         listing = list_log(self.storage, self.table_root)
         latest = max(listing.commits)
+        unlisted = [v for v in range(attempt, max(latest, attempt) + 1) if v not in listing.commits]
+        if unlisted:  # the create said "exists" but the listing has no such commit: never retry it blindly
+            path = join(log_path(self.table_root), commit_file_name(unlisted[0]))
+            raise CorruptLogError(
+                f"cannot commit to {self.table_root}: {path} exists but is not a readable commit in the log listing "
+                "(a missing or unreadable commit in the middle of the log). Restore the file from a backup.")
         for v in range(attempt, latest + 1):
             winner = WinningCommit(v, read_commit(self.storage, listing.commits[v][0]))
             if self.snapshot is None:
