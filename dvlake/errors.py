@@ -68,6 +68,12 @@ class StorageError(DvlakeError):
     """The storage under a table cannot do what an operation needs."""
 
 
+class TableRootNotADirectoryError(StorageError):
+    """The table root (or a folder above it) is an existing regular file, so no table can be created there."""
+
+    error_class = "DVLAKE_TABLE_ROOT_NOT_A_DIRECTORY"
+
+
 class CommitPrimitiveUnavailableError(StorageError):
     """The storage cannot create a commit file atomically-if-absent, so a concurrent writer could be lost.
 

@@ -44,6 +44,16 @@ _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 #: Modules dvlake's executor code needs; a worker lacking one runs the wrong interpreter.
 EXECUTOR_MODULES = ("dvlake", "pyarrow", "pyroaring", "numpy", "pandas", "orjson")
 
+#: "ImportError: <message>" that is not a ModuleNotFoundError (that one has its own line, above):
+#: the module exists but fails to load (an incompatible version, a missing shared library)
+_IMPORT_ERROR = re.compile(r"(?<!\w)ImportError: ([^\n]+)")
+
+
+def _names_executor_module(message: str) -> bool:
+    """Whether an ImportError message is about a module dvlake's executor code needs."""
+    return any(re.search(rf"(?<![\w.]){re.escape(m)}\b", message) for m in EXECUTOR_MODULES)
+
+
 MapInArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
@@ -129,6 +139,13 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
             f"installed in: set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses "
             f"{sys.executable}), or, on a cluster, deploy dvlake and its dependencies ({', '.join(EXECUTOR_MODULES[1:])}) "
             f"to every executor: {HOW_TO_SHIP}")
+    broken = _IMPORT_ERROR.search(text)
+    if broken and "Traceback" in text and _names_executor_module(broken.group(1)):
+        return ExecutorEnvironmentError(
+            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers failed to import dvlake's dependencies: "
+            f"ImportError: {broken.group(1).strip()[:300]}. The module is there but does not load on the executors "
+            f"(a version that differs from the driver's, or a broken native library); install the driver's versions "
+            f"in the executors' Python (the driver uses {sys.executable}) or set PYSPARK_PYTHON to it: {HOW_TO_SHIP}")
     if _mentions_table(text):
         if re.search(r"PARQUET_COLUMN_DATA_TYPE_MISMATCH|SchemaColumnConvertNotSupportedException"
                      r"|Parquet column cannot be converted", text):
@@ -138,8 +155,9 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
                 "DVLAKE_DATA_FILE_SCHEMA_MISMATCH: a data file's Parquet schema does not match the table schema in the "
                 f"Delta log: {detail.group(1) if detail else _first_line(text)}. The file was written by another "
                 "schema or replaced; restore it, or time travel to a version before it")
-        if re.search(r"FAILED_READ_FILE\.FILE_NOT_EXIST|java\.io\.FileNotFoundException", text):
-            path = re.search(r"(?:File|file) (\S+) does not exist|FileNotFoundException: (\S+)", text)
+        if re.search(r"FAILED_READ_FILE\.FILE_NOT_EXIST|java\.io\.FileNotFoundException|PATH_NOT_FOUND", text):
+            path = re.search(r"(?:File|file) (\S+) does not exist|FileNotFoundException: (\S+)"
+                             r"|Path does not exist: (\S+)", text)
             where = next((g for g in path.groups() if g), "a data file") if path else "a data file"
             return DataFileNotFoundError(
                 f"data file {where} listed in the Delta log does not exist (it vanished while the query ran); restore "

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 from typing import IO
 
-from dvlake.errors import NotARegularFileError
+from dvlake.errors import NotARegularFileError, TableRootNotADirectoryError
 from dvlake.storage.base import FileInfo, LogStore, OddEntry, RandomAccessFile, Storage
 from dvlake.storage.confine import file_kind, is_inside
 
@@ -148,3 +148,30 @@ class LocalStorage(Storage):
 
     def delete_dir(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def check_creatable_root(root: str) -> None:
+    """A table can be created at ``root``: its nearest existing ancestor (or itself) is a folder.
+
+    Otherwise Spark's writers fail deep in Hadoop ("Not a directory", ParentNotDirectoryException)
+    with no word of which path is in the way; this names it before any file is written.
+    """
+    current = os.path.abspath(root)
+    while True:
+        try:
+            st = os.stat(current)
+        except FileNotFoundError:
+            parent = os.path.dirname(current)
+            if parent == current:
+                return
+            current = parent
+            continue
+        except NotADirectoryError:  # a component above ``current`` is a file: keep climbing to name it
+            current = os.path.dirname(current)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            return
+        raise TableRootNotADirectoryError(
+            f"DVLAKE_TABLE_ROOT_NOT_A_DIRECTORY: cannot create a Delta table at {root}: {current} is "
+            f"{file_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a regular file'}, not a folder. "
+            "Choose a path whose parent folders are folders.")

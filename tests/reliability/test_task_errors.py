@@ -51,3 +51,52 @@ def test_every_codec_and_storage_error_crosses_the_executor_boundary(spark) -> N
         assert str(info.value) == f"raised on an executor: {cls.__name__}"
         with pytest.raises(cls), translated():  # the command boundary gives the same
             df.count()
+
+
+# --- failures Spark reports in its own words, typed by the driver --------------------------------
+
+
+def test_executor_import_error_that_is_not_module_not_found() -> None:
+    """The module is installed on the executors but does not load (another version, a broken native library)."""
+    text = ("Job aborted due to stage failure: org.apache.spark.api.python.PythonException: Traceback (most recent "
+            "call last):\n  File \"/w/worker.py\", line 1\nImportError: cannot import name 'RecordBatch' from "
+            "'pyarrow' (/opt/py/lib/pyarrow/__init__.py)\n")
+    typed = typed_error(RuntimeError(text))
+    assert type(typed) is errors.ExecutorEnvironmentError
+    assert "cannot import name 'RecordBatch' from 'pyarrow'" in str(typed)
+
+
+def test_import_error_of_an_unrelated_module_is_left_alone() -> None:
+    text = "Traceback (most recent call last):\nImportError: cannot import name 'x' from 'users_own_lib'\n"
+    assert typed_error(RuntimeError(text)) is None
+
+
+def test_module_not_found_keeps_its_own_message() -> None:
+    text = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'pyroaring'\n"
+    typed = typed_error(RuntimeError(text))
+    assert type(typed) is errors.ExecutorEnvironmentError and "No module named 'pyroaring'" in str(typed)
+
+
+def test_path_not_found_names_the_vanished_file(tmp_path) -> None:  # noqa: ANN001
+    root = str(tmp_path / "vanish")
+    task_errors.remember_table(root)
+    text = f"[PATH_NOT_FOUND] Path does not exist: file:{root}/part-0001.parquet. SQLSTATE: 42K03"
+    typed = typed_error(RuntimeError(text))
+    assert type(typed) is errors.DataFileNotFoundError
+    assert f"file:{root}/part-0001.parquet" in str(typed)
+    assert typed_error(RuntimeError("[PATH_NOT_FOUND] Path does not exist: file:/elsewhere/x.csv")) is None
+
+
+def test_creating_a_table_under_a_regular_file_names_it(tmp_path) -> None:  # noqa: ANN001
+    from dvlake.commands.write import create_table
+    from dvlake.storage.local import check_creatable_root
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    for root in (blocker, blocker / "t", blocker / "deeper" / "t"):
+        with pytest.raises(errors.TableRootNotADirectoryError, match=str(blocker)):
+            create_table(str(root), schema)
+    assert blocker.read_text() == "not a folder"
+    check_creatable_root(str(tmp_path / "new" / "t"))  # a path that does not exist yet is fine
+    assert create_table(str(tmp_path / "ok"), schema) == 0
