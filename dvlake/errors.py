@@ -110,6 +110,12 @@ class InvalidArgumentError(DvlakeError, ValueError):
     """A caller passed a value dvlake cannot act on (bad mode, unknown column, bad predicate)."""
 
 
+class PartitionValueNotWritableError(InvalidArgumentError):
+    """A partition value cannot become the folder name Spark writes it as (too long, or refused by the file system)."""
+
+    error_class = "DVLAKE_PARTITION_VALUE_NOT_WRITABLE"
+
+
 class ColumnNotFoundError(InvalidArgumentError):
     """A column named by the caller is not in the table schema."""
 

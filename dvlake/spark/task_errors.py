@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -34,6 +35,7 @@ from dvlake.errors import (
     DataFileSchemaMismatchError,
     DvlakeError,
     ExecutorEnvironmentError,
+    PartitionValueNotWritableError,
 )
 from dvlake.spark.executors import HOW_TO_SHIP
 
@@ -52,6 +54,24 @@ _IMPORT_ERROR = re.compile(r"(?<!\w)ImportError: ([^\n]+)")
 def _names_executor_module(message: str) -> bool:
     """Whether an ImportError message is about a module dvlake's executor code needs."""
     return any(re.search(rf"(?<![\w.]){re.escape(m)}\b", message) for m in EXECUTOR_MODULES)
+
+
+#: a dvlake write's task could not create the folder of a partition value (``<col>=<escaped value>``)
+_PARTITION_MKDIRS = re.compile(r"Mkdirs failed to create \S*/_dvlake_staging/\S*?/attempt_[^/\s]*/(\S*=\S*)")
+MAX_SHOWN_VALUE = 80
+
+
+def _partition_value_error(folders: str) -> PartitionValueNotWritableError:
+    """Name the column and value whose folder the file system refused (the longest ``col=value`` segment)."""
+    segments = [seg for seg in folders.rstrip("/").split("/") if "=" in seg]
+    column, _, escaped = max(segments, key=len).partition("=")
+    value = unquote(escaped)
+    shown = value if len(value) <= MAX_SHOWN_VALUE else f"{value[:MAX_SHOWN_VALUE]}... ({len(value)} characters)"
+    return PartitionValueNotWritableError(
+        f"DVLAKE_PARTITION_VALUE_NOT_WRITABLE: the value {shown!r} of partition column {unquote(column)!r} cannot be "
+        f"written: Spark stores each partition value as a folder name ({len(escaped.encode())} bytes escaped here) "
+        "and the file system refused to create it (most limit a name to 255 bytes). Nothing was committed. "
+        "Shorten or hash the value, or partition by another column.")
 
 
 MapInArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -146,6 +166,9 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
             f"ImportError: {broken.group(1).strip()[:300]}. The module is there but does not load on the executors "
             f"(a version that differs from the driver's, or a broken native library); install the driver's versions "
             f"in the executors' Python (the driver uses {sys.executable}) or set PYSPARK_PYTHON to it: {HOW_TO_SHIP}")
+    folder = _PARTITION_MKDIRS.search(text)
+    if folder:
+        return _partition_value_error(folder.group(1))
     if _mentions_table(text):
         if re.search(r"PARQUET_COLUMN_DATA_TYPE_MISMATCH|SchemaColumnConvertNotSupportedException"
                      r"|Parquet column cannot be converted", text):

@@ -100,3 +100,12 @@ def test_creating_a_table_under_a_regular_file_names_it(tmp_path) -> None:  # no
     assert blocker.read_text() == "not a folder"
     check_creatable_root(str(tmp_path / "new" / "t"))  # a path that does not exist yet is fine
     assert create_table(str(tmp_path / "ok"), schema) == 0
+
+
+def test_partition_folder_refused_names_column_and_unescaped_value() -> None:
+    text = ("[TASK_WRITE_FAILED] Task failed while writing rows to file:/t/_dvlake_staging/ab12.\nCaused by: "
+            "java.io.IOException: Mkdirs failed to create file:/t/_dvlake_staging/ab12/_temporary/0/_temporary/"
+            "attempt_2026_0001_m_000000_0/region=eu/city=a%2Fb%3D" + "x" * 300 + " (exists=false, cwd=file:/w)")
+    typed = typed_error(RuntimeError(text))
+    assert type(typed) is errors.PartitionValueNotWritableError
+    assert "'city'" in str(typed) and "'a/b=xxx" in str(typed) and "(304 characters)" in str(typed)
