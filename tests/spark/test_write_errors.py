@@ -32,3 +32,23 @@ def test_partition_value_too_long_for_a_folder_names_column_and_value(spark, tmp
     assert "'part'" in message and "é" * 20 in message and "200 characters" in message
     with pytest.raises(TableNotFoundError):
         Snapshot.load(root)  # nothing committed
+
+
+def test_cast_invalid_input_keeps_sparks_class_and_leaves_the_table(spark, tmp_path) -> None:  # noqa: ANN001
+    """A malformed cast in UPDATE's SET or an appended DataFrame is Spark's own CAST_INVALID_INPUT (as under
+    delta-spark: the class a user catches, naming the value), raised before anything is committed."""
+    from pyspark.errors import NumberFormatException
+
+    from dvlake import DeltaTable
+    from dvlake.log.snapshot import Snapshot
+
+    root = str(tmp_path / "t")
+    dvlake.write(spark.createDataFrame([(1, "x"), (2, "abc")], "id int, s string"), root)
+    with pytest.raises(NumberFormatException) as info:
+        DeltaTable.forPath(spark, root).update(condition="id = 2", set={"id": "cast(s as int)"})
+    assert info.value.getCondition() == "CAST_INVALID_INPUT" and "'abc'" in str(info.value)
+    bad = spark.createDataFrame([("zz", "q")], "id string, s string").selectExpr("cast(id as int) as id", "s")
+    with pytest.raises(NumberFormatException, match="'zz'"):
+        dvlake.write(bad, root, mode="append")
+    assert Snapshot.load(root).version == 0
+    assert sorted(tuple(r) for r in dvlake.read(spark, root).collect()) == [(1, "x"), (2, "abc")]
