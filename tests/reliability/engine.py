@@ -53,8 +53,9 @@ def _write_file(table: str, ids: list[int], vs: list[int] | None = None) -> AddF
                    data_change=True, stats=stats)
 
 
-def engine_create(table: str, ids: list[int], checkpoint_interval: int) -> int:
-    conf = {"delta.enableDeletionVectors": "true", "delta.checkpointInterval": str(checkpoint_interval)}
+def engine_create(table: str, ids: list[int], checkpoint_interval: int, properties: dict[str, str] | None = None) -> int:
+    conf = {"delta.enableDeletionVectors": "true", "delta.checkpointInterval": str(checkpoint_interval),
+            **(properties or {})}
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=json.dumps(SCHEMA), configuration=conf, created_time=now_ms())
     protocol = features.protocol_for_new_table(conf, column_mapping=False, schema_string=metadata.schema_string)
     txn = OptimisticTransaction(table, None)
