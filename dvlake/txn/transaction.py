@@ -61,8 +61,8 @@ class OptimisticTransaction:
         self.storage = storage or (snapshot.storage if snapshot else storage_for(self.table_root))
         self.snapshot = snapshot
         self.read_version = snapshot.version if snapshot else -1
-        #: the command's own level (OPTIMIZE: SnapshotIsolation) or the table's delta.isolationLevel
-        self.isolation_level = isolation_level or table_isolation_level(snapshot.configuration if snapshot else {})
+        #: the command's own level (OPTIMIZE: SnapshotIsolation); else the table's delta.isolationLevel at commit
+        self.isolation_override = isolation_level
         self.engine_info = engine_info or ENGINE_INFO
         self.read_set = ReadSet()
         self.new_metadata: Metadata | None = None
@@ -109,6 +109,14 @@ class OptimisticTransaction:
             return self.snapshot.txns[app_id].version
         return None
 
+    def isolation_level(self) -> str:
+        """The level this commit runs under: the command's own, else ``delta.isolationLevel`` of the metadata it
+        commits (so an ALTER that fixes an unknown value can commit, and one that sets an unknown value cannot)."""
+        if self.isolation_override is not None:
+            return self.isolation_override
+        metadata = self.new_metadata or (self.snapshot.metadata if self.snapshot else None)
+        return table_isolation_level(metadata.configuration if metadata else {})
+
     def update_metadata(self, metadata: Metadata) -> None:
         self.new_metadata = metadata
 
@@ -141,7 +149,7 @@ class OptimisticTransaction:
         if self.read_version >= 0:
             info["readVersion"] = self.read_version
         info.update({
-            "isolationLevel": self.isolation_level,
+            "isolationLevel": self.isolation_level(),
             "isBlindAppend": is_blind_append,
             "operationMetrics": {k: str(v) for k, v in (metrics or {}).items()},
             **({"userMetadata": user_metadata} if user_metadata is not None else {}),
@@ -185,7 +193,7 @@ class OptimisticTransaction:
                 from dvlake.errors import TableAlreadyExistsError
 
                 raise TableAlreadyExistsError(f"a table was created concurrently at {self.table_root}")
-            check_conflicts(winner, self.read_set, our_removed, self.isolation_level, self.new_metadata is not None)
+            check_conflicts(winner, self.read_set, our_removed, self.isolation_level(), self.new_metadata is not None)
             log.info("rebased over concurrent commit %s (%s)", v, winner.operation)
         return latest + 1
 

@@ -30,7 +30,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.txn.transaction import OptimisticTransaction
 from tests.reliability.commands import State, eval_condition, read_state
 from tests.reliability.engine import engine_append, engine_create, engine_delete
-from tests.reliability.tables import read_actions
+from tests.reliability.tables import edit_commit, read_actions
 
 
 @contextmanager
@@ -58,12 +58,14 @@ def _two_versions(table: str, isolation: str | None = None) -> None:
     """Version 0: file A (ids 0..9); version 1: file B (ids 1000..1009); optionally delta.isolationLevel."""
     engine_create(table, list(range(10)), checkpoint_interval=100)
     engine_append(table, list(range(1000, 1010)))
-    if isolation is not None:
-        snap = Snapshot.load(table)
-        txn = OptimisticTransaction(table, snap)
-        conf = {**snap.metadata.configuration, "delta.isolationLevel": isolation}
-        txn.update_metadata(dataclasses.replace(snap.metadata, configuration=conf))
-        txn.commit([], "SET TBLPROPERTIES", {})
+    if isolation is not None:  # in commit 0 as written, as another engine may have (dvlake refuses to set a bad one)
+        edit_commit(table, 0, lambda lines: [_with_level(line, isolation) for line in lines])
+
+
+def _with_level(line: dict[str, Any], level: str) -> dict[str, Any]:
+    if "metaData" in line:
+        line["metaData"]["configuration"]["delta.isolationLevel"] = level
+    return line
 
 
 def _deleted(state: State, condition: str) -> State:
@@ -130,3 +132,22 @@ def test_unknown_isolation_level_is_a_typed_error(tmp_path: Path) -> None:
     _two_versions(table, "SnapshotIsolation")
     with pytest.raises(InvalidArgumentError, match="delta.isolationLevel"):
         engine_delete(table, "id = 5")
+
+
+def test_unknown_isolation_level_can_be_fixed_but_not_set(tmp_path: Path) -> None:
+    """A commit that replaces the bad value runs under the new one; a commit that sets a bad value is refused."""
+    table = str(tmp_path / "t")
+    _two_versions(table, "SnapshotIsolation")  # written before the check existed (or by another engine)
+    _set_property(table, "Serializable")
+    assert Snapshot.load(table).configuration["delta.isolationLevel"] == "Serializable"
+    with pytest.raises(InvalidArgumentError, match="'Nonsense'"):
+        _set_property(table, "Nonsense")
+    assert Snapshot.load(table).configuration["delta.isolationLevel"] == "Serializable"
+
+
+def _set_property(table: str, level: str) -> None:
+    snap = Snapshot.load(table)
+    txn = OptimisticTransaction(table, snap)
+    txn.update_metadata(dataclasses.replace(
+        snap.metadata, configuration={**snap.metadata.configuration, "delta.isolationLevel": level}))
+    txn.commit([], "SET TBLPROPERTIES", {})
