@@ -72,7 +72,8 @@ def table_isolation_level(conf: Mapping[str, str]) -> str:
             return level
     raise InvalidArgumentError(
         f"Table property {ISOLATION_LEVEL} = {raw!r} is not an isolation level Delta supports; "
-        f"expected one of {', '.join(ISOLATION_LEVELS)}. Set it with ALTER TABLE ... SET TBLPROPERTIES.")
+        f"expected one of {', '.join(ISOLATION_LEVELS)} (a table holding another value takes writes again once "
+        f"ALTER TABLE ... SET TBLPROPERTIES ('{ISOLATION_LEVEL}' = 'WriteSerializable') replaces it).")
 
 
 def checkpoint_interval(conf: Mapping[str, str]) -> int:
