@@ -21,6 +21,10 @@ APPEND_ONLY = "delta.appendOnly"
 RANDOMIZE_PREFIXES = "delta.randomizeFilePrefixes"
 RANDOM_PREFIX_LENGTH = "delta.randomPrefixLength"
 DATA_SKIPPING_NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+ISOLATION_LEVEL = "delta.isolationLevel"
+#: delta-spark's table isolation levels: Serializable also makes a concurrent blind append into what a
+#: command read a conflict; WriteSerializable (the default) lets such an append serialize after it.
+ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
 
 # session settings (delta-spark names)
 DELETE_DVS_PERSISTENT = "spark.databricks.delta.delete.deletionVectors.persistent"
@@ -58,6 +62,18 @@ def parse_interval_ms(text: str) -> int:
 
 def table_bool(conf: Mapping[str, str], key: str, default: bool = False) -> bool:
     return str(conf.get(key, str(default))).strip().lower() == "true"
+
+
+def table_isolation_level(conf: Mapping[str, str]) -> str:
+    """The table's ``delta.isolationLevel`` (WriteSerializable when unset), checked against delta-spark's levels."""
+    raw = str(conf.get(ISOLATION_LEVEL, "WriteSerializable")).strip()
+    for level in ISOLATION_LEVELS:
+        if raw.lower() == level.lower():
+            return level
+    raise InvalidArgumentError(
+        f"Table property {ISOLATION_LEVEL} = {raw!r} is not an isolation level Delta supports; "
+        f"expected one of {', '.join(ISOLATION_LEVELS)} (a table holding another value takes writes again once "
+        f"ALTER TABLE ... SET TBLPROPERTIES ('{ISOLATION_LEVEL}' = 'WriteSerializable') replaces it).")
 
 
 def checkpoint_interval(conf: Mapping[str, str]) -> int:

@@ -68,6 +68,12 @@ class StorageError(DvlakeError):
     """The storage under a table cannot do what an operation needs."""
 
 
+class TableRootNotADirectoryError(StorageError):
+    """The table root (or a folder above it) is an existing regular file, so no table can be created there."""
+
+    error_class = "DVLAKE_TABLE_ROOT_NOT_A_DIRECTORY"
+
+
 class CommitPrimitiveUnavailableError(StorageError):
     """The storage cannot create a commit file atomically-if-absent, so a concurrent writer could be lost.
 
@@ -102,6 +108,12 @@ class VersionNotFoundError(DvlakeError):
 
 class InvalidArgumentError(DvlakeError, ValueError):
     """A caller passed a value dvlake cannot act on (bad mode, unknown column, bad predicate)."""
+
+
+class PartitionValueNotWritableError(InvalidArgumentError):
+    """A partition value cannot become the folder name Spark writes it as (too long, or refused by the file system)."""
+
+    error_class = "DVLAKE_PARTITION_VALUE_NOT_WRITABLE"
 
 
 class ColumnNotFoundError(InvalidArgumentError):
@@ -283,12 +295,6 @@ class DeltaInvariantViolationException(InvalidArgumentError):
     """A row written by a command breaks a table invariant (a NULL in a NOT NULL column); nothing was committed."""
 
     error_class = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
-
-
-class CastInvalidInputError(InvalidArgumentError):
-    """A value a command writes cannot be cast to its column's type (Spark's ANSI cast, SQLSTATE 22018)."""
-
-    error_class = "CAST_INVALID_INPUT"
 
 
 class UnsupportedSubqueryError(InvalidArgumentError):

@@ -5,26 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from dvlake.config import DATA_SKIPPING_NUM_INDEXED_COLS
-from dvlake.errors import InvalidArgumentError, TableNotFoundError
+from dvlake.errors import TableNotFoundError
 from dvlake.log import features
 from dvlake.log.actions import Metadata, Protocol
 from dvlake.log.schema import column_mapping_mode, physical_name
 from dvlake.log.snapshot import Snapshot
-from dvlake.storage import storage_for
 from dvlake.storage.paths import normalize_table_root
 
 
 def try_load(path: str) -> Snapshot | None:
     """The latest snapshot, or None when no table exists at ``path``."""
-    root = normalize_table_root(path)
     try:
-        return Snapshot.load(root)
+        return Snapshot.load(normalize_table_root(path))
     except TableNotFoundError:
-        blocking = storage_for(root).file_in_the_way(root)
-        if blocking is not None:
-            raise InvalidArgumentError(
-                f"no Delta table can be written at {root}: {blocking} is a file, not a folder; choose another path "
-                "or move the file away") from None
         return None
 
 

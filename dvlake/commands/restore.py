@@ -76,7 +76,10 @@ def restore(spark: Any, path: str, version: int | None = None, timestamp: Any = 
     }
     txn = OptimisticTransaction(root, current)
     txn.require_loose_dv_stats = False
-    txn.read_every_file()  # RESTORE sets the whole state: a concurrent DV DELETE elsewhere would survive it unseen
+    txn.read_whole_table()
+    # RESTORE's diff depends on every current file *and its DV*: a concurrent remove or DV replacement of any of
+    # them (even one the restore leaves alone) would be silently kept or undone, so each is a read file.
+    txn.read_files({"path": p} for p in current.files.column("path").to_pylist())
     if target.metadata != current.metadata:
         txn.update_metadata(target.metadata)
     protocol = merge_protocols(current.protocol, target.protocol)

@@ -35,6 +35,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.base import storage_for
+from dvlake.storage.local import check_creatable_root
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -157,6 +158,8 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         raise DeltaOptionError(f"dataChange=false cannot create a table ({root} has none yet): it only rearranges data",
                                error_class="DELTA_DATA_CHANGE_FALSE")
     storage = snapshot.storage if snapshot else storage_for(root)
+    if snapshot is None and storage.is_local:
+        check_creatable_root(root)
     txn = OptimisticTransaction(root, snapshot, storage)
     txn_actions: list[Any] = []
     if opts.txn_app_id is not None and opts.txn_version is not None:
@@ -296,6 +299,8 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
             return None
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}")
     metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults)
+    if snapshot is None and storage_for(root).is_local:
+        check_creatable_root(root)
     txn = OptimisticTransaction(root, snapshot)
     actions = []
     if snapshot is not None:

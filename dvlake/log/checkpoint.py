@@ -12,19 +12,20 @@ import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dvlake.errors import CorruptLogError
+from dvlake.errors import CorruptLogError, NotARegularFileError, PathOutsideTableRootError
 from dvlake.log.actions import DomainMetadata, Metadata, Protocol, Sidecar, Txn
 from dvlake.log.arrow import ADD_SCHEMA, ADD_TYPE, REMOVE_SCHEMA, REMOVE_TYPE, STRING_MAP, conform, rows_to_table, struct_to_table
 from dvlake.log.segment import Checkpoint, log_path
 from dvlake.storage.base import Storage
-from dvlake.storage.paths import join
+from dvlake.storage.confine import check_local_files, is_inside, normalize_location
+from dvlake.storage.paths import has_scheme, join
 
+SIDECAR_DIR = "_sidecars"
 _MAP_KEYS = {"partitionValues", "configuration", "options", "tags"}
 
 
@@ -61,30 +62,28 @@ def read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) -
     """Load one checkpoint (any kind); CorruptLogError if it cannot be read."""
     try:
         return _read_checkpoint(storage, table_root, checkpoint)
-    except CorruptLogError:
-        raise
+    except (CorruptLogError, PathOutsideTableRootError, NotARegularFileError):
+        raise  # a hostile sidecar is refused, never an excuse to fall back quietly
     except Exception as exc:  # noqa: BLE001 - any decoding failure means "this checkpoint is unusable"
         raise CorruptLogError(f"checkpoint {checkpoint.files[0]} of version {checkpoint.version} is unreadable: {exc}") from exc
 
 
-def sidecar_location(table_root: str, checkpoint: Checkpoint, path: str) -> str:
-    """Where a V2 checkpoint's sidecar lives: always ``_delta_log/_sidecars/<name>`` of this table (PROTOCOL.md).
+def sidecar_location(storage: Storage, table_root: str, raw: str) -> str:
+    """Where a V2 checkpoint's ``sidecar.path`` lives: the protocol keeps sidecars in ``_delta_log/_sidecars/``
+    (a bare name, or an absolute path there). Anything resolving elsewhere (``..``, another table's checkpoint,
+    a symlink out of the log) is refused, as is a file that is not regular; the error names the path."""
+    folder = join(log_path(table_root), SIDECAR_DIR)
+    location = normalize_location(raw if has_scheme(raw) or raw.startswith("/") else join(folder, raw))
+    if not is_inside(folder, location):
+        raise PathOutsideTableRootError(
+            f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: a V2 checkpoint of {table_root} names sidecar {raw!r}, which resolves to "
+            f"{location}, outside {folder}; the Delta protocol keeps sidecars there, so this checkpoint is refused.")
+    if storage.is_local:
+        def missing(loc: str) -> CorruptLogError:
+            return CorruptLogError(f"sidecar {loc} named by a V2 checkpoint of {table_root} does not exist")
 
-    A bare file name is the usual form; a full path or URI is accepted only when it names that same
-    place. Anything else (``..``, another table's log) is refused: the snapshot would take another
-    table's files.
-    """
-    folder = join(log_path(table_root), "_sidecars")
-    name = unquote(path)
-    if "/" not in name and "\\" not in name and name not in ("", ".", ".."):
-        return join(folder, name)
-    base = name.rsplit("/", 1)[-1]
-    for candidate in (name, name.removeprefix("file://"), name.removeprefix("file:")):
-        if candidate.rstrip("/") == join(folder, base) and base not in ("", ".", ".."):
-            return join(folder, base)
-    raise CorruptLogError(
-        f"checkpoint {checkpoint.files[0]} names the sidecar {path!r}, which is not in {folder}; sidecars of a Delta "
-        "table live only in its own _delta_log/_sidecars folder, so this checkpoint is refused")
+        check_local_files(log_path(table_root), [location], confine=True, missing=missing)
+    return location
 
 
 def _read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) -> CheckpointContents:
@@ -121,7 +120,7 @@ def _read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) 
         if row.get("sidecar"):
             sidecars.append(Sidecar.from_json(row["sidecar"]))
     for sc in sidecars:
-        take_parquet(_read_parquet_actions(storage, sidecar_location(table_root, checkpoint, sc.path)))
+        take_parquet(_read_parquet_actions(storage, sidecar_location(storage, table_root, sc.path)))
 
     contents = CheckpointContents(
         adds=pa.concat_tables(add_parts) if add_parts else ADD_SCHEMA.empty_table(),

@@ -10,8 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dvlake.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
-from dvlake.storage.base import Storage
+from dvlake.errors import (
+    CorruptLogError,
+    NotARegularFileError,
+    PathOutsideTableRootError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from dvlake.storage.base import OddEntry, Storage
 from dvlake.storage.paths import join
 
 LOG_DIR = "_delta_log"
@@ -19,6 +25,9 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2 = re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$")
+#: every name the log is read from: commits, checkpoints (any kind), CRCs, compacted logs, _last_checkpoint
+_LOG_FILE = re.compile(r"^(\d{20}\.(json|crc|checkpoint.*\.(json|parquet))|\d{20}\.\d{20}\.compacted\.json"
+                       r"|_last_checkpoint)$")
 
 
 def commit_file_name(version: int) -> str:
@@ -57,10 +66,10 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
     multipart: dict[tuple[int, int], dict[int, str]] = {}
     v2: dict[int, list[str]] = {}
     try:
-        infos = storage.list_dir(log_path(table_root))
+        infos, odd = storage.list_dir_strict(log_path(table_root), table_root)
     except NotADirectoryError:  # the "table root" is a regular file
-        infos = []
-    _refuse_irregular(storage, table_root)
+        infos, odd = [], []
+    _refuse_odd_log_files(odd)
     for info in infos:
         name = info.path.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
@@ -80,21 +89,22 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
     return listing
 
 
-def _is_log_file_name(name: str) -> bool:
-    return bool(_COMMIT.match(name) or _CLASSIC.match(name) or _MULTIPART.match(name) or _V2.match(name)
-                or name in ("_last_checkpoint", "_sidecars") or name.endswith(".crc"))
-
-
-def _refuse_irregular(storage: Storage, table_root: str) -> None:
-    """The log is read only from regular files inside ``_delta_log``: a commit or checkpoint that is a FIFO
-    (never skipped: that would hide a version) or a symlink to another table's log is a typed error."""
-    folder = log_path(table_root)
-    for path, what in [*storage.irregular_entries(folder), *storage.irregular_entries(join(folder, "_sidecars"))]:
-        if _is_log_file_name(path.rsplit("/", 1)[-1]):
-            raise CorruptLogError(
-                f"{path} is {what}; dvlake reads a table's log only from regular files inside its _delta_log, so the "
-                f"table at {table_root} cannot be read. Replace it with the real log file (from a backup) or remove the "
-                f"table's copy of it")
+def _refuse_odd_log_files(odd: list[OddEntry]) -> None:
+    """A log file (commit, checkpoint, CRC, ``_last_checkpoint``) that is not a regular file inside the table
+    is an error naming it: skipped, a FIFO commit would make the table read as an older version (and every
+    writer retry that version forever); followed, a symlink would read another table's log."""
+    for entry in odd:
+        name = entry.path.rsplit("/", 1)[-1]
+        if not _LOG_FILE.match(name):
+            continue  # _sidecars/, _staged_commits/ and foreign entries are not log files
+        if entry.outside_root:
+            raise PathOutsideTableRootError(
+                f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: Delta log file {entry.path} is {entry.reason}; the log is read "
+                "only from regular files inside the table's _delta_log. Replace the link with the file itself.")
+        raise NotARegularFileError(
+            f"DVLAKE_NOT_A_REGULAR_FILE: Delta log file {entry.path} is {entry.reason}, not a regular file; the log "
+            "is read only from regular files. Restore the file from a backup (or remove it if it is not part of "
+            "the table's history).")
 
 
 def commit_timestamps(listing: LogListing) -> dict[int, int]:

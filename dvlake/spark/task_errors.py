@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -34,6 +35,7 @@ from dvlake.errors import (
     DataFileSchemaMismatchError,
     DvlakeError,
     ExecutorEnvironmentError,
+    PartitionValueNotWritableError,
 )
 from dvlake.spark.executors import HOW_TO_SHIP
 
@@ -41,13 +43,36 @@ _OPEN = "[DVLAKE_TASK_ERROR "
 _CLOSE = "[/DVLAKE_TASK_ERROR]"
 _MARKED = re.compile(r"\[DVLAKE_TASK_ERROR (\w+)\](.*?)\[/DVLAKE_TASK_ERROR\]", re.S)
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
-#: An import that fails otherwise: a name missing from an installed module (another version of it) or a broken
-#: native library.
-_BROKEN_IMPORT = re.compile(r"ImportError: (?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'[^\n]*"
-                            r"|(?P<other>[^\n]*(?:cannot open shared object|undefined symbol|DLL load failed)[^\n]*))")
-_CAST_INVALID = re.compile(r"\[CAST_INVALID_INPUT\][^\n]*")
 #: Modules dvlake's executor code needs; a worker lacking one runs the wrong interpreter.
 EXECUTOR_MODULES = ("dvlake", "pyarrow", "pyroaring", "numpy", "pandas", "orjson")
+
+#: "ImportError: <message>" that is not a ModuleNotFoundError (that one has its own line, above):
+#: the module exists but fails to load (an incompatible version, a missing shared library)
+_IMPORT_ERROR = re.compile(r"(?<!\w)ImportError: ([^\n]+)")
+
+
+def _names_executor_module(message: str) -> bool:
+    """Whether an ImportError message is about a module dvlake's executor code needs."""
+    return any(re.search(rf"(?<![\w.]){re.escape(m)}\b", message) for m in EXECUTOR_MODULES)
+
+
+#: a dvlake write's task could not create the folder of a partition value (``<col>=<escaped value>``)
+_PARTITION_MKDIRS = re.compile(r"Mkdirs failed to create \S*/_dvlake_staging/\S*?/attempt_[^/\s]*/(\S*=\S*)")
+MAX_SHOWN_VALUE = 80
+
+
+def _partition_value_error(folders: str) -> PartitionValueNotWritableError:
+    """Name the column and value whose folder the file system refused (the longest ``col=value`` segment)."""
+    segments = [seg for seg in folders.rstrip("/").split("/") if "=" in seg]
+    column, _, escaped = max(segments, key=len).partition("=")
+    value = unquote(escaped)
+    shown = value if len(value) <= MAX_SHOWN_VALUE else f"{value[:MAX_SHOWN_VALUE]}... ({len(value)} characters)"
+    return PartitionValueNotWritableError(
+        f"DVLAKE_PARTITION_VALUE_NOT_WRITABLE: the value {shown!r} of partition column {unquote(column)!r} cannot be "
+        f"written: Spark stores each partition value as a folder name ({len(escaped.encode())} bytes escaped here) "
+        "and the file system refused to create it (most limit a name to 255 bytes). Nothing was committed. "
+        "Shorten or hash the value, or partition by another column.")
+
 
 MapInArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -134,15 +159,16 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
             f"installed in: set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses "
             f"{sys.executable}), or, on a cluster, deploy dvlake and its dependencies ({', '.join(EXECUTOR_MODULES[1:])}) "
             f"to every executor: {HOW_TO_SHIP}")
-    broken = _BROKEN_IMPORT.search(text)
-    if broken and "Traceback" in text and (
-            (broken.group("module") or "").split(".")[0] in EXECUTOR_MODULES
-            or any(m in (broken.group("other") or "") for m in EXECUTOR_MODULES)):
+    broken = _IMPORT_ERROR.search(text)
+    if broken and "Traceback" in text and _names_executor_module(broken.group(1)):
         return ExecutorEnvironmentError(
-            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers cannot import dvlake's code ({broken.group(0).strip()}), "
-            f"though the driver can. The executors have another version of dvlake or of its dependencies, or a broken "
-            f"install: give them the driver's interpreter (PYSPARK_PYTHON, the driver uses {sys.executable}) or the same "
-            f"versions of dvlake, {', '.join(EXECUTOR_MODULES[1:])}: {HOW_TO_SHIP}")
+            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers failed to import dvlake's dependencies: "
+            f"ImportError: {broken.group(1).strip()[:300]}. The module is there but does not load on the executors "
+            f"(a version that differs from the driver's, or a broken native library); install the driver's versions "
+            f"in the executors' Python (the driver uses {sys.executable}) or set PYSPARK_PYTHON to it: {HOW_TO_SHIP}")
+    folder = _PARTITION_MKDIRS.search(text)
+    if folder:
+        return _partition_value_error(folder.group(1))
     if _mentions_table(text):
         if re.search(r"PARQUET_COLUMN_DATA_TYPE_MISMATCH|SchemaColumnConvertNotSupportedException"
                      r"|Parquet column cannot be converted", text):
@@ -153,8 +179,8 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
                 f"Delta log: {detail.group(1) if detail else _first_line(text)}. The file was written by another "
                 "schema or replaced; restore it, or time travel to a version before it")
         if re.search(r"FAILED_READ_FILE\.FILE_NOT_EXIST|java\.io\.FileNotFoundException|PATH_NOT_FOUND", text):
-            path = re.search(r"(?:File|file) (\S+) does not exist|FileNotFoundException: (\S+)|Path does not exist: (\S+)",
-                             text)
+            path = re.search(r"(?:File|file) (\S+) does not exist|FileNotFoundException: (\S+)"
+                             r"|Path does not exist: (\S+)", text)
             where = next((g for g in path.groups() if g), "a data file") if path else "a data file"
             return DataFileNotFoundError(
                 f"data file {where} listed in the Delta log does not exist (it vanished while the query ran); restore "
@@ -165,20 +191,6 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
                 f"DVLAKE_CORRUPT_DATA_FILE: the data file {path.group(1) if path else '(see the cause)'} listed in the "
                 "Delta log is not readable Parquet (truncated or overwritten); restore it, or time travel to a version "
                 "that does not reference it")
-    return None
-
-
-def command_error(exc: BaseException) -> DvlakeError | None:
-    """``typed_error``, plus what only a dvlake command's own Spark work can have caused: a value it writes
-    that Spark cannot cast to the column's type (the user's assignment or insert value)."""
-    typed = typed_error(exc)
-    if typed is not None:
-        return typed
-    cast = _CAST_INVALID.search(exception_text(exc))
-    if cast:
-        return errors.CastInvalidInputError(
-            f"{cast.group(0).strip()} A value this command writes does not fit its column's type: cast it explicitly "
-            "(try_cast gives NULL instead), or fix the value.")
     return None
 
 
@@ -194,7 +206,7 @@ def translated() -> Iterator[None]:
     except DvlakeError:
         raise
     except Exception as exc:
-        typed = command_error(exc)
+        typed = typed_error(exc)
         if typed is None:
             raise
         raise typed from exc

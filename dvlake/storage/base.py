@@ -28,6 +28,15 @@ class FileInfo:
     mtime_ms: int
 
 
+@dataclass(frozen=True)
+class OddEntry:
+    """A listed entry that is not a plain regular file inside the root (see ``Storage.list_dir_strict``)."""
+
+    path: str
+    reason: str
+    outside_root: bool
+
+
 class RandomAccessFile(Protocol):
     """What ``Storage.open_input`` returns: a seekable binary reader (Parquet footers need one)."""
 
@@ -103,15 +112,15 @@ class Storage(abc.ABC):
     def list_dir(self, path: str) -> list[FileInfo]:
         """Files directly inside ``path`` (not recursive); empty when the folder is absent."""
 
-    def file_in_the_way(self, path: str) -> str | None:
-        """The nearest existing ancestor of ``path`` (or ``path`` itself) when it is a file, so no folder can be made
-        there; None when nothing blocks it. Object stores have no such thing."""
-        return None
+    def list_dir_strict(self, path: str, root: str) -> tuple[list[FileInfo], list[OddEntry]]:
+        """``list_dir`` plus the entries a reader must neither skip silently nor follow: anything that is
+        not a regular file, and symlinks resolving outside ``root``. Listed files include no odd entry.
 
-    def irregular_entries(self, path: str) -> list[tuple[str, str]]:
-        """Entries directly inside ``path`` that are not plain files of that folder: FIFOs, devices,
-        sockets, symlinks leading out of it; as (path, what it is). Object stores have none."""
-        return []
+        The Delta log is listed this way, so a commit replaced by a FIFO or a symlink to another table's
+        commit is an error naming the file rather than a skipped or foreign version. Object stores have
+        neither symlinks nor special files: the default reports none.
+        """
+        return self.list_dir(path), []
 
     @abc.abstractmethod
     def walk(self, path: str) -> Iterator[FileInfo]:

@@ -112,7 +112,7 @@ def check_local_files(table_root: str, locations: Iterable[str], confine: bool,
                 raise missing(location) from None
         if not stat.S_ISREG(st.st_mode):
             raise NotARegularFileError(
-                f"DVLAKE_NOT_A_REGULAR_FILE: {location} is not a regular file ({_kind(st.st_mode)}); dvlake opens only "
+                f"DVLAKE_NOT_A_REGULAR_FILE: {location} is not a regular file ({file_kind(st.st_mode)}); dvlake opens only "
                 "regular files (a FIFO or device could block a reader forever)")
         if real_root is not None:
             folder = os.path.dirname(location)
@@ -125,7 +125,8 @@ def check_local_files(table_root: str, locations: Iterable[str], confine: bool,
                 checked_dirs.add(folder)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for messages (\"a FIFO\", \"a directory\", ...)."""
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
         if test(mode):
@@ -145,14 +146,14 @@ class RegularFile:
         st = os.stat(path)  # FileNotFoundError propagates: the caller types it
         if not stat.S_ISREG(st.st_mode):
             raise NotARegularFileError(
-                f"DVLAKE_NOT_A_REGULAR_FILE: {path} is not a regular file ({_kind(st.st_mode)}); dvlake opens only "
+                f"DVLAKE_NOT_A_REGULAR_FILE: {path} is not a regular file ({file_kind(st.st_mode)}); dvlake opens only "
                 "regular files")
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
         self._fd = os.open(path, flags)
         st = os.fstat(self._fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(self._fd)
-            raise NotARegularFileError(f"DVLAKE_NOT_A_REGULAR_FILE: {path} is not a regular file ({_kind(st.st_mode)})")
+            raise NotARegularFileError(f"DVLAKE_NOT_A_REGULAR_FILE: {path} is not a regular file ({file_kind(st.st_mode)})")
         self._size = st.st_size
 
     def size(self) -> int:

@@ -9,8 +9,9 @@ import uuid
 from collections.abc import Iterator
 from typing import IO
 
-from dvlake.errors import NotARegularFileError
-from dvlake.storage.base import FileInfo, LogStore, RandomAccessFile, Storage
+from dvlake.errors import NotARegularFileError, TableRootNotADirectoryError
+from dvlake.storage.base import FileInfo, LogStore, OddEntry, RandomAccessFile, Storage
+from dvlake.storage.confine import file_kind, is_inside
 
 
 def _info(path: str, st: os.stat_result) -> FileInfo:
@@ -83,38 +84,34 @@ class LocalStorage(Storage):
                 continue  # a concurrent writer's temp file vanished between listing and stat
         return out
 
-    def file_in_the_way(self, path: str) -> str | None:
-        current = os.path.abspath(path)
-        while True:
-            if os.path.lexists(current):
-                return None if os.path.isdir(current) else current
-            parent = os.path.dirname(current)
-            if parent == current:
-                return None
-            current = parent
-
-    def irregular_entries(self, path: str) -> list[tuple[str, str]]:
+    def list_dir_strict(self, path: str, root: str) -> tuple[list[FileInfo], list[OddEntry]]:
+        """One ``scandir``: regular files (symlinks only when they resolve to a regular file under ``root``),
+        and every other entry as an ``OddEntry`` (FIFOs, devices, sockets, folders, dangling or outside links)."""
         try:
             entries = list(os.scandir(path))
         except (FileNotFoundError, NotADirectoryError):
-            return []
-        real_folder = os.path.realpath(path)
-        out = []
+            return [], []
+        real_root: str | None = None
+        files: list[FileInfo] = []
+        odd: list[OddEntry] = []
         for e in entries:
             try:
-                st = e.stat(follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
+                if e.is_symlink():
+                    real_root = real_root or os.path.realpath(root)
                     target = os.path.realpath(e.path)
-                    if os.path.dirname(target) != real_folder:
-                        out.append((e.path, f"a symlink to {target}, outside {path}"))
+                    if not is_inside(real_root, target):
+                        odd.append(OddEntry(e.path, f"a symlink to {target}, outside the table root {root}", True))
                         continue
-                    st = os.stat(e.path)
-                if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                    kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
-                    out.append((e.path, kind))
+                st = e.stat()
             except FileNotFoundError:
-                continue
-        return out
+                if e.is_symlink():
+                    odd.append(OddEntry(e.path, "a symlink to a file that does not exist", False))
+                continue  # a concurrent writer's temp file vanished between listing and stat
+            if stat.S_ISREG(st.st_mode):
+                files.append(_info(e.path, st))
+            else:
+                odd.append(OddEntry(e.path, file_kind(st.st_mode), False))
+        return files, odd
 
     def walk(self, path: str) -> Iterator[FileInfo]:
         for dirpath, _dirs, files in os.walk(path):
@@ -151,3 +148,30 @@ class LocalStorage(Storage):
 
     def delete_dir(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def check_creatable_root(root: str) -> None:
+    """A table can be created at ``root``: its nearest existing ancestor (or itself) is a folder.
+
+    Otherwise Spark's writers fail deep in Hadoop ("Not a directory", ParentNotDirectoryException)
+    with no word of which path is in the way; this names it before any file is written.
+    """
+    current = os.path.abspath(root)
+    while True:
+        try:
+            st = os.stat(current)
+        except FileNotFoundError:
+            parent = os.path.dirname(current)
+            if parent == current:
+                return
+            current = parent
+            continue
+        except NotADirectoryError:  # a component above ``current`` is a file: keep climbing to name it
+            current = os.path.dirname(current)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            return
+        raise TableRootNotADirectoryError(
+            f"DVLAKE_TABLE_ROOT_NOT_A_DIRECTORY: cannot create a Delta table at {root}: {current} is "
+            f"{file_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a regular file'}, not a folder. "
+            "Choose a path whose parent folders are folders.")

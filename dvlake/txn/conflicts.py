@@ -34,8 +34,6 @@ class ReadSet:
     """What a transaction read, to judge whether a concurrent commit invalidates it."""
 
     whole_table: bool = False
-    #: the state of every live file was read (RESTORE): any concurrent removal, DV replacements included, conflicts
-    every_file: bool = False
     predicates: list[FilePredicate] = field(default_factory=list)
     paths: set[str] = field(default_factory=set)
     app_ids: set[str] = field(default_factory=set)
@@ -84,10 +82,6 @@ def check_conflicts(winner: WinningCommit, read: ReadSet, our_removed_paths: set
                 f"This transaction and a concurrent commit at {where} both removed (or replaced the deletion vector "
                 f"of) {rm['path']}. {RERUN}")
     for rm in winner.of("remove"):
-        if read.every_file and rm.get("dataChange", True):
-            raise ConcurrentDeleteReadException(
-                f"This transaction read the state of every file of the table, and a concurrent commit at {where} removed "
-                f"{rm['path']} or replaced its deletion vector. {RERUN}")
         if normalize_path(rm["path"]) in read.paths:
             raise ConcurrentDeleteReadException(
                 f"This transaction read {rm['path']}, which a concurrent commit at {where} removed or whose deletion "

@@ -16,8 +16,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dvlake._version import __version__
-from dvlake.config import APPEND_ONLY, checkpoint_interval, deleted_file_retention_ms, table_bool
-from dvlake.errors import DeletionVectorsNotAllowedError, DeltaProtocolError, InvalidArgumentError
+from dvlake.config import (
+    APPEND_ONLY,
+    checkpoint_interval,
+    deleted_file_retention_ms,
+    table_bool,
+    table_isolation_level,
+)
+from dvlake.errors import CorruptLogError, DeletionVectorsNotAllowedError, DeltaProtocolError, InvalidArgumentError
 from dvlake.log import features
 from dvlake.log.actions import (
     Action,
@@ -50,12 +56,13 @@ class OptimisticTransaction:
     """One write to one table, started from a snapshot (or from nothing, to create a table)."""
 
     def __init__(self, table_root: str, snapshot: Snapshot | None, storage: Storage | None = None,
-                 isolation_level: str = "WriteSerializable", engine_info: str | None = None) -> None:
+                 isolation_level: str | None = None, engine_info: str | None = None) -> None:
         self.table_root = normalize_table_root(table_root)
         self.storage = storage or (snapshot.storage if snapshot else storage_for(self.table_root))
         self.snapshot = snapshot
         self.read_version = snapshot.version if snapshot else -1
-        self.isolation_level = isolation_level
+        #: the command's own level (OPTIMIZE: SnapshotIsolation); else the table's delta.isolationLevel at commit
+        self.isolation_override = isolation_level
         self.engine_info = engine_info or ENGINE_INFO
         self.read_set = ReadSet()
         self.new_metadata: Metadata | None = None
@@ -86,12 +93,6 @@ class OptimisticTransaction:
         """This transaction's result depends on every file (e.g. a DELETE scanning all data)."""
         self.read_set.whole_table = True
 
-    def read_every_file(self) -> None:
-        """This transaction's result depends on the exact state of every live file, deletion vectors included
-        (RESTORE): a concurrent DV replacement, even of a file it does not touch, is a conflict."""
-        self.read_set.whole_table = True
-        self.read_set.every_file = True
-
     def read_predicate(self, predicate: FilePredicate) -> None:
         """This transaction's result depends on the files ``predicate`` accepts (a partition filter)."""
         self.read_set.predicates.append(predicate)
@@ -107,6 +108,14 @@ class OptimisticTransaction:
         if self.snapshot and app_id in self.snapshot.txns:
             return self.snapshot.txns[app_id].version
         return None
+
+    def isolation_level(self) -> str:
+        """The level this commit runs under: the command's own, else ``delta.isolationLevel`` of the metadata it
+        commits (so an ALTER that fixes an unknown value can commit, and one that sets an unknown value cannot)."""
+        if self.isolation_override is not None:
+            return self.isolation_override
+        metadata = self.new_metadata or (self.snapshot.metadata if self.snapshot else None)
+        return table_isolation_level(metadata.configuration if metadata else {})
 
     def update_metadata(self, metadata: Metadata) -> None:
         self.new_metadata = metadata
@@ -140,7 +149,7 @@ class OptimisticTransaction:
         if self.read_version >= 0:
             info["readVersion"] = self.read_version
         info.update({
-            "isolationLevel": self.isolation_level,
+            "isolationLevel": self.isolation_level(),
             "isBlindAppend": is_blind_append,
             "operationMetrics": {k: str(v) for k, v in (metrics or {}).items()},
             **({"userMetadata": user_metadata} if user_metadata is not None else {}),
@@ -172,13 +181,19 @@ class OptimisticTransaction:
         """Check every commit that won since our read version; return the next version to try."""
         listing = list_log(self.storage, self.table_root)
         latest = max(listing.commits)
+        unlisted = [v for v in range(attempt, max(latest, attempt) + 1) if v not in listing.commits]
+        if unlisted:  # the create said "exists" but the listing has no such commit: never retry it blindly
+            path = join(log_path(self.table_root), commit_file_name(unlisted[0]))
+            raise CorruptLogError(
+                f"cannot commit to {self.table_root}: {path} exists but is not a readable commit in the log listing "
+                "(a missing or unreadable commit in the middle of the log). Restore the file from a backup.")
         for v in range(attempt, latest + 1):
             winner = WinningCommit(v, read_commit(self.storage, listing.commits[v][0]))
             if self.snapshot is None:
                 from dvlake.errors import TableAlreadyExistsError
 
                 raise TableAlreadyExistsError(f"a table was created concurrently at {self.table_root}")
-            check_conflicts(winner, self.read_set, our_removed, self.isolation_level, self.new_metadata is not None)
+            check_conflicts(winner, self.read_set, our_removed, self.isolation_level(), self.new_metadata is not None)
             log.info("rebased over concurrent commit %s (%s)", v, winner.operation)
         return latest + 1
 

@@ -53,46 +53,59 @@ def test_every_codec_and_storage_error_crosses_the_executor_boundary(spark) -> N
             df.count()
 
 
-def test_a_broken_executor_import_says_what_to_fix() -> None:
-    text = ("Job aborted\nTraceback (most recent call last):\n  File \"worker.py\", line 1\n"
-            "ImportError: cannot import name 'scan_files' from 'dvlake.spark.dv_scan' (/old/site-packages/dvlake/x.py)")
+# --- failures Spark reports in its own words, typed by the driver --------------------------------
+
+
+def test_executor_import_error_that_is_not_module_not_found() -> None:
+    """The module is installed on the executors but does not load (another version, a broken native library)."""
+    text = ("Job aborted due to stage failure: org.apache.spark.api.python.PythonException: Traceback (most recent "
+            "call last):\n  File \"/w/worker.py\", line 1\nImportError: cannot import name 'RecordBatch' from "
+            "'pyarrow' (/opt/py/lib/pyarrow/__init__.py)\n")
     typed = typed_error(RuntimeError(text))
-    assert isinstance(typed, errors.ExecutorEnvironmentError) and "scan_files" in str(typed)
-    native = "Traceback (most recent call last):\nImportError: libarrow.so.1700: cannot open shared object file (pyarrow)"
-    assert isinstance(typed_error(RuntimeError(native)), errors.ExecutorEnvironmentError)
-    assert typed_error(RuntimeError("Traceback\nImportError: cannot import name 'x' from 'mylib'")) is None
+    assert type(typed) is errors.ExecutorEnvironmentError
+    assert "cannot import name 'RecordBatch' from 'pyarrow'" in str(typed)
 
 
-def test_a_file_vanishing_between_planning_and_reading_is_typed() -> None:
-    task_errors.remember_table("/data/tables/vanishing")
-    text = "[PATH_NOT_FOUND] Path does not exist: file:/data/tables/vanishing/part-0001.parquet. SQLSTATE: 42K03"
+def test_import_error_of_an_unrelated_module_is_left_alone() -> None:
+    text = "Traceback (most recent call last):\nImportError: cannot import name 'x' from 'users_own_lib'\n"
+    assert typed_error(RuntimeError(text)) is None
+
+
+def test_module_not_found_keeps_its_own_message() -> None:
+    text = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'pyroaring'\n"
     typed = typed_error(RuntimeError(text))
-    assert isinstance(typed, errors.DataFileNotFoundError) and "part-0001.parquet" in str(typed)
+    assert type(typed) is errors.ExecutorEnvironmentError and "No module named 'pyroaring'" in str(typed)
 
 
-def test_a_value_that_cannot_be_cast_is_typed_at_the_command(spark, tmp_path) -> None:
-    import dvlake
-    from dvlake import DeltaTable
-
-    path = str(tmp_path / "t")
-    dvlake.write(spark.range(10), path, properties={"delta.enableDeletionVectors": "true"})
-    before = sorted(r.id for r in dvlake.read(spark, path).collect())
-    previous = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", "true")
-    try:
-        with pytest.raises(errors.CastInvalidInputError) as info:
-            DeltaTable.forPath(spark, path).update("id = 3", {"id": "CAST('abc' AS BIGINT)"})
-    finally:
-        spark.conf.set("spark.sql.ansi.enabled", previous)
-    assert info.value.error_class == "CAST_INVALID_INPUT" and "'abc'" in str(info.value)
-    assert sorted(r.id for r in dvlake.read(spark, path).collect()) == before
+def test_path_not_found_names_the_vanished_file(tmp_path) -> None:  # noqa: ANN001
+    root = str(tmp_path / "vanish")
+    task_errors.remember_table(root)
+    text = f"[PATH_NOT_FOUND] Path does not exist: file:{root}/part-0001.parquet. SQLSTATE: 42K03"
+    typed = typed_error(RuntimeError(text))
+    assert type(typed) is errors.DataFileNotFoundError
+    assert f"file:{root}/part-0001.parquet" in str(typed)
+    assert typed_error(RuntimeError("[PATH_NOT_FOUND] Path does not exist: file:/elsewhere/x.csv")) is None
 
 
-def test_a_table_path_under_a_regular_file_is_refused(spark, tmp_path) -> None:
-    import dvlake
+def test_creating_a_table_under_a_regular_file_names_it(tmp_path) -> None:  # noqa: ANN001
+    from dvlake.commands.write import create_table
+    from dvlake.storage.local import check_creatable_root
 
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
-    for mode in ("append", "overwrite", "error"):
-        with pytest.raises(errors.InvalidArgumentError, match="is a file, not a folder"):
-            dvlake.write(spark.range(3), str(blocker / "table"), mode=mode)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    for root in (blocker, blocker / "t", blocker / "deeper" / "t"):
+        with pytest.raises(errors.TableRootNotADirectoryError, match=str(blocker)):
+            create_table(str(root), schema)
+    assert blocker.read_text() == "not a folder"
+    check_creatable_root(str(tmp_path / "new" / "t"))  # a path that does not exist yet is fine
+    assert create_table(str(tmp_path / "ok"), schema) == 0
+
+
+def test_partition_folder_refused_names_column_and_unescaped_value() -> None:
+    text = ("[TASK_WRITE_FAILED] Task failed while writing rows to file:/t/_dvlake_staging/ab12.\nCaused by: "
+            "java.io.IOException: Mkdirs failed to create file:/t/_dvlake_staging/ab12/_temporary/0/_temporary/"
+            "attempt_2026_0001_m_000000_0/region=eu/city=a%2Fb%3D" + "x" * 300 + " (exists=false, cwd=file:/w)")
+    typed = typed_error(RuntimeError(text))
+    assert type(typed) is errors.PartitionValueNotWritableError
+    assert "'city'" in str(typed) and "'a/b=xxx" in str(typed) and "(304 characters)" in str(typed)
