@@ -33,9 +33,9 @@ FILES_OPTION = "dvlake.scan.files"
 JAR_DIR = Path(__file__).resolve().parent.parent / "jars"
 
 _lock = threading.Lock()
-_ready: dict[int, bool] = {}  # id(session) -> the jar is usable there
-_why: dict[int, str] = {}     # id(session) -> why it is not
-
+_ready: dict[int, bool] = {}   # id(session) -> usable in every thread (jar on the class path, or Connect)
+_why: dict[int, str] = {}      # id(session) -> why it is not
+_threads = threading.local()   # a classic session's ADD JAR reaches only the JVM thread that ran it
 
 def jar_for(spark_version: str) -> Path:
     """The jar built for ``spark_version``'s major.minor."""
@@ -51,13 +51,23 @@ def enabled(spark: SparkSession) -> bool:
     key = id(spark)
     with _lock:
         known = _ready.get(key)
-    if known is None:
-        ok, why = _load(spark)
-        if not ok:
-            log.warning("dvlake: native scan unavailable (%s); reading with the pure-Python path", why)
+    if known is None and not _is_connect(spark) and _on_class_path(spark):
+        known = True  # spark.jars put it on the driver's class path: every thread sees it
         with _lock:
-            _ready[key] = ok
-            _why[key] = why
+            _ready[key] = True
+    if known is None:
+        # Connect artifacts belong to the session; a classic ADD JAR reaches the class loader of the JVM thread that
+        # ran it (Py4J pins one JVM thread to each Python thread), so each Python thread loads it once
+        loaded: dict[int, tuple[bool, str]] = getattr(_threads, "loaded", None) or {}
+        _threads.loaded = loaded
+        if key not in loaded:
+            loaded[key] = _load(spark)
+            if not loaded[key][0]:
+                log.warning("dvlake: native scan unavailable (%s); reading with the pure-Python path", loaded[key][1])
+        ok, why = loaded[key]
+        if _is_connect(spark) or not ok:
+            with _lock:
+                _ready[key], _why[key] = ok, why
         known = ok
     if not known and setting == "true":
         raise UnsupportedEnvironmentError(f"{SETTING}=true but the native scan cannot be used: {_why.get(key)}. Build "
@@ -65,12 +75,21 @@ def enabled(spark: SparkSession) -> bool:
     return known
 
 
+def _on_class_path(spark: SparkSession) -> bool:
+    jars = str(spark.conf.get("spark.jars", "") or "")
+    return jar_for(spark.version).name in jars and jar_for(spark.version).is_file()
+
+
+def _is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def _load(spark: SparkSession) -> tuple[bool, str]:
     jar = jar_for(spark.version)
     if not jar.is_file():
         return False, f"no jar for Spark {spark.version} at {jar}"
     try:
-        if hasattr(spark, "addArtifacts") and type(spark).__module__.startswith("pyspark.sql.connect"):
+        if _is_connect(spark):
             spark.addArtifacts(str(jar))
         else:
             from dvlake.spark.native_sql import native_sql

@@ -31,6 +31,13 @@ def local_session(app_name: str = "dvlake", *, cores: int = 2, shuffle_partition
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+    import pyspark
+
+    from dvlake.spark.native import jar_for
+
+    jar = jar_for(pyspark.__version__)
+    if jar.is_file():  # on the driver's class path from the start: every thread finds the native scan's format
+        builder = builder.config("spark.jars", str(jar))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

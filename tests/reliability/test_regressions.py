@@ -277,17 +277,19 @@ def test_executors_without_dependencies_get_a_clear_message(spark, table, monkey
     bare = _bare_python()
     if bare is None:
         pytest.skip("no Python of the same version without pyarrow on this machine")
-    from dvlake.spark import dv_words
+    from dvlake.spark import dv_words, native
 
     monkeypatch.setattr(dv_words, "DRIVER_DECODE_MAX_ROWS", 0)  # small DVs are decoded on the driver: force executors
     sc = spark.sparkContext
     saved = sc.pythonExec
     sc.pythonExec = bare  # what an executor with PYSPARK_PYTHON unset (outside the venv) runs
+    spark.conf.set(native.SETTING, "false")  # the native scan runs no Python on executors: the pure-Python path does
     try:
         with pytest.raises(E.ExecutorEnvironmentError, match="PYSPARK_PYTHON") as info:
             dvlake.read(spark, table).collect()
     finally:
         sc.pythonExec = saved
+        spark.conf.unset(native.SETTING)
     assert "pyarrow" in str(info.value)
 
 

@@ -300,12 +300,16 @@ def test_bounded_broadcast(spark, root, monkeypatch, budget):
     """DVs above the broadcast budget: split into several scan groups, or (one file alone above it)
     joined with a shuffled hash join; the rows are the same."""
     monkeypatch.setattr(dv_scan, "MAX_BROADCAST_BYTES", 0 if budget == "shuffled" else 3 * dv_scan._BLOCK_ROW_BYTES)
-    paths = _write(spark, root, "t", spark.range(0, 40_000, numPartitions=4))
-    marks = {p: [1, 5000, 9000] for p in paths}
-    dvs = _dvs(root, marks)
-    df = scan_files(spark, [_scan_file(p, dvs[p]) for p in paths], ID_SCHEMA, NO_PARTITIONS, root)
-    assert _ids(df) == _expected(paths, marks)
-    plan = _plan(df)
+    spark.conf.set("spark.dvlake.scan.native", "false")  # the pure-Python path's broadcast groups are under test
+    try:
+        paths = _write(spark, root, "t", spark.range(0, 40_000, numPartitions=4))
+        marks = {p: [1, 5000, 9000] for p in paths}
+        dvs = _dvs(root, marks)
+        df = scan_files(spark, [_scan_file(p, dvs[p]) for p in paths], ID_SCHEMA, NO_PARTITIONS, root)
+        assert _ids(df) == _expected(paths, marks)
+        plan = _plan(df)
+    finally:
+        spark.conf.unset("spark.dvlake.scan.native")
     assert ("BroadcastExchange" not in plan) if budget == "shuffled" else (plan.count("FileScan") >= 2)
 
 

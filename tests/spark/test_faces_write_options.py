@@ -42,14 +42,15 @@ def test_merge_schema_option_and_session_setting(dspark: SparkSession, by_day: s
     wider.write.format("delta").mode("append").option("mergeSchema", "true").save(by_day)
     assert _rows(dspark, by_day)[-1] == (5, "d", "x")
     assert (1, "a", None) in _rows(dspark, by_day)
-    # the session setting does the same; the data may also lack a (nullable) column
+    # the session setting does the same; the data may also lack a (nullable) data column, never a partition column
     dspark.conf.set(write_options.AUTO_MERGE_CONF, "true")
     try:
-        dspark.createDataFrame([(6, 1.5)], "id long, score double").write.format("delta").mode("append").save(by_day)
+        dspark.createDataFrame([(6, "e", 1.5)], "id long, day string, score double").write.format("delta") \
+            .mode("append").save(by_day)
     finally:
         dspark.conf.unset(write_options.AUTO_MERGE_CONF)
     assert [f.name for f in dspark.read.format("delta").load(by_day).schema] == ["id", "day", "note", "score"]
-    assert (6, None, None, 1.5) in _rows(dspark, by_day)
+    assert (6, "e", None, 1.5) in _rows(dspark, by_day)
 
 
 def test_overwrite_schema(dspark: SparkSession, by_day: str) -> None:

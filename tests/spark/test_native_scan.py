@@ -8,6 +8,7 @@ too (tests/spark/test_conformance.py, ``scan_path`` fixture).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,6 +128,7 @@ def test_auto_falls_back_when_the_jar_is_missing(spark: SparkSession, tmp_path: 
     DeltaTable.forPath(spark, path).delete("id < 10")
     monkeypatch.setattr(native, "jar_for", lambda version: tmp_path / "missing.jar")
     monkeypatch.setattr(native, "_ready", {})
+    monkeypatch.setattr(native, "_threads", threading.local())
     spark.conf.set(native.SETTING, "auto")
     df = dvlake.read(spark, path)
     assert "DvlakeParquet" not in df._jdf.queryExecution().executedPlan().toString()

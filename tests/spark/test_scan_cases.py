@@ -347,7 +347,7 @@ def test_driver_never_decodes_dvs_above_the_bound(spark, tmp_path, monkeypatch):
         assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3 and i % 5]
 
 
-def test_small_dvs_are_decoded_once_on_the_driver(spark, tmp_path, monkeypatch):
+def test_small_dvs_are_decoded_once_on_the_driver(spark, tmp_path, monkeypatch, request):
     """Within the bound the driver decodes a DV once; the same read again decodes nothing (the words are
     kept per table and DV), and a DV file rewritten in place is decoded again, never served stale."""
     from dvlake.spark import dv_words
@@ -366,6 +366,8 @@ def test_small_dvs_are_decoded_once_on_the_driver(spark, tmp_path, monkeypatch):
         return real(descriptor, raw, where)
 
     monkeypatch.setattr(dv_words, "bitmap_from_bytes", counting)
+    spark.conf.set("spark.dvlake.scan.native", "false")  # the pure-Python path's driver-side decode is under test
+    request.addfinalizer(lambda: spark.conf.unset("spark.dvlake.scan.native"))
     expected = [i for i in range(5000) if i % 7]
     assert _ids(dvlake.read(spark, path)) == expected
     assert len(decoded) == 2

@@ -79,8 +79,26 @@ final class DeletionVectors {
   private static byte[] readFramed(FileDv dv, Configuration conf) throws IOException {
     Path path = new Path(dv.location);
     FileSystem fs = path.getFileSystem(conf);
+    long length;
+    try {
+      requireRegularLocalFile(path);
+      length = fs.getFileStatus(path).getLen();
+    } catch (java.io.FileNotFoundException e) {
+      throw new IOException("[DVLAKE_TASK_ERROR DeletionVectorNotFoundError]the deletion vector file " + dv.location
+          + " does not exist (deleted by hand or by a VACUUM with a short retention)[/DVLAKE_TASK_ERROR]", e);
+    }
+    if (dv.size < 0 || dv.offset < 0 || dv.offset + 8L + dv.size > length) {  // checked before anything is allocated
+      throw new IOException(corrupt("deletion vector " + dv.describe() + ": sizeInBytes " + dv.size + " at offset "
+          + dv.offset + " does not fit in the file's " + length + " bytes"));
+    }
     byte[] frame = new byte[dv.size + 8];
     try (FSDataInputStream in = fs.open(path)) {
+      byte[] version = new byte[1];
+      in.readFully(0, version);
+      if (version[0] != 1) {
+        throw new IOException(corrupt("deletion vector file " + dv.location + " starts with version byte "
+            + (version[0] & 0xFF) + ", expected 1"));
+      }
       in.readFully(dv.offset, frame);
     } catch (java.io.FileNotFoundException e) {
       throw new IOException("[DVLAKE_TASK_ERROR DeletionVectorNotFoundError]the deletion vector file " + dv.location
@@ -98,12 +116,24 @@ final class DeletionVectors {
     crc.update(frame, 4, size);
     int stored = buf.getInt(4 + size);
     if ((int) crc.getValue() != stored) {
-      throw new IOException(corrupt("deletion vector " + dv.describe() + ": CRC-32 mismatch"
+      throw new IOException(corrupt("deletion vector " + dv.describe() + ": checksum mismatch (CRC-32)"
           + " (DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH)"));
     }
     byte[] bitmap = new byte[size];
     System.arraycopy(frame, 4, bitmap, 0, size);
     return bitmap;
+  }
+
+  /** A local DV location must be a regular file: a FIFO or device named by a hostile log would block or never end. */
+  private static void requireRegularLocalFile(Path path) throws IOException {
+    java.net.URI uri = path.toUri();
+    if (uri.getScheme() != null && !uri.getScheme().equals("file")) return;  // object stores hold only objects
+    java.nio.file.Path local = java.nio.file.Paths.get(uri.getPath());
+    if (!java.nio.file.Files.exists(local)) throw new java.io.FileNotFoundException(uri.getPath());
+    if (!java.nio.file.Files.isRegularFile(local)) {
+      throw new IOException("[DVLAKE_TASK_ERROR NotARegularFileError]DVLAKE_NOT_A_REGULAR_FILE: deletion vector file "
+          + uri.getPath() + " is not a regular file; dvlake opens only regular files[/DVLAKE_TASK_ERROR]");
+    }
   }
 
   static Deleted decode(byte[] bitmap, String what) throws IOException {
