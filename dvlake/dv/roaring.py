@@ -2,7 +2,9 @@
 
 Portable format: little-endian magic 1681511377, then CRoaring's portable 64-bit layout
 (u64 bucket count; per bucket u32 key + a portable 32-bit roaring bitmap), which is exactly
-what ``BitMap64.serialize()`` produces. The legacy "native" magic is read for old tables.
+what ``BitMap64.serialize()`` produces. That is the only layout Delta's PROTOCOL.md allows in a
+DV ("Deletion Vector Format"); magic 1681511376 is delta-spark's in-memory "native" layout, which
+the protocol does not define, so it is refused here and by the native scan (jvm/) alike.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from dvlake.errors import CorruptDeletionVectorError
 
 MAGIC_PORTABLE = 1681511377
 MAGIC_NATIVE = 1681511376
+#: Same words as the native scan's refusal (jvm/.../DeletionVectors.java).
+NATIVE_REFUSAL = ("magic 1681511376 is delta-spark's non-portable in-memory bitmap layout, which Delta's PROTOCOL.md "
+                  "does not allow in a deletion vector (only 1681511377, the portable layout)")
 _MAGIC_BYTES = struct.pack("<I", MAGIC_PORTABLE)
 
 
@@ -38,7 +43,7 @@ def serialize(bitmap: pyroaring.BitMap64, optimize: bool = True) -> bytes:
 
 
 def deserialize(data: bytes, where: str = "deletion vector") -> pyroaring.BitMap64:
-    """Parse a RoaringBitmapArray (portable or legacy native); CorruptDeletionVectorError otherwise."""
+    """Parse a portable RoaringBitmapArray; CorruptDeletionVectorError otherwise."""
     if len(data) < 4:
         raise CorruptDeletionVectorError(f"{where}: {len(data)} bytes is too short for a bitmap (needs a 4-byte magic)")
     (magic,) = struct.unpack_from("<I", data)
@@ -51,30 +56,8 @@ def deserialize(data: bytes, where: str = "deletion vector") -> pyroaring.BitMap
             raise CorruptDeletionVectorError(f"{where}: a row index has the top bit set (above 2**63 - 1)")
         return bm
     if magic == MAGIC_NATIVE:
-        return _deserialize_native(data, where)
-    raise CorruptDeletionVectorError(
-        f"{where}: the bitmap does not start with the magic number {MAGIC_PORTABLE} (or legacy {MAGIC_NATIVE})")
-
-
-def _deserialize_native(data: bytes, where: str) -> pyroaring.BitMap64:
-    """Legacy layout: u32 count, then per bucket u32 size + a 32-bit roaring bitmap (key = position)."""
-    try:
-        (count,) = struct.unpack_from("<I", data, 4)
-        pos = 8
-        out = pyroaring.BitMap64()
-        for key in range(count):
-            (size,) = struct.unpack_from("<I", data, pos)
-            pos += 4
-            chunk = bytes(data[pos:pos + size])
-            if len(chunk) != size:
-                raise ValueError("truncated bucket")
-            pos += size
-            bm32 = pyroaring.BitMap.deserialize(chunk)
-            if len(bm32):
-                out.update((np.asarray(bm32.to_array(), dtype=np.uint64) + (np.uint64(key) << np.uint64(32))).tolist())
-        return out
-    except Exception as exc:  # noqa: BLE001 - CRoaring and Cython buffers refuse malformed input with various errors
-        raise CorruptDeletionVectorError(f"{where}: malformed legacy native roaring bitmap: {exc}") from exc
+        raise CorruptDeletionVectorError(f"{where}: {NATIVE_REFUSAL}")
+    raise CorruptDeletionVectorError(f"{where}: the bitmap does not start with the magic number {MAGIC_PORTABLE}")
 
 
 def from_indexes(indexes: Iterable[int] | np.ndarray) -> pyroaring.BitMap64:

@@ -8,19 +8,29 @@ too (tests/spark/test_conformance.py, ``scan_path`` fixture).
 from __future__ import annotations
 
 import os
+import struct
 import threading
-from collections.abc import Iterator
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyroaring
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.errors import CorruptDeletionVectorError
+from dvlake.dv import roaring
+from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
+from dvlake.dv.store import dv_bytes
+from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError
 from dvlake.spark import native
+from tests.reliability.tables import LIVE, build_dv_table, data_files, dv_files, edit_dv_adds, read_actions
 
 DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
@@ -136,3 +146,252 @@ def test_auto_falls_back_when_the_jar_is_missing(spark: SparkSession, tmp_path: 
     spark.conf.set(native.SETTING, "true")
     with pytest.raises(Exception, match="native scan cannot be used"):
         dvlake.read(spark, path)
+
+
+# --- nulls: MappedColumnVector.numNulls counts the kept rows only ---------------------------------------------------
+
+
+def test_mapped_vector_counts_the_nulls_of_kept_rows_only(spark: SparkSession) -> None:
+    """The reader reuses a mapping array longer than the kept rows; numNulls must not look past them (generated
+    code may skip null checks on a count of 0, or trust a count)."""
+    jvm, gateway = spark._jvm, spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    long_type = jvm.org.apache.spark.sql.types.DataTypes.LongType
+    base = jvm.org.apache.spark.sql.execution.vectorized.OnHeapColumnVector(4, long_type)
+    base.putNull(0)
+    base.putLong(1, 10)
+    base.putNull(2)
+    base.putLong(3, 30)
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    cls = jvm.java.lang.Class.forName("io.dvlake.spark.MappedColumnVector", True, loader)
+    vector = cls.getConstructors()[0].newInstance(_objects(gateway, jvm, [base]))
+    reset = next(m for m in cls.getDeclaredMethods() if m.getName() == "reset")
+    reset.setAccessible(True)
+
+    def mapped(kept: list[int], size: int) -> int:
+        rows = gateway.new_array(jvm.int, 4)  # the reader's array: n long, kept rows first, the rest left over
+        for i, r in enumerate(kept + [0] * (4 - len(kept))):
+            rows[i] = r
+        reset.invoke(vector, _objects(gateway, jvm, [base, rows, size]))
+        return int(vector.numNulls())
+
+    assert mapped([1, 3], 2) == 0   # the nulls (rows 0 and 2) were deleted; row 0 also fills the unused slots
+    assert mapped([0, 3], 2) == 1
+    assert mapped([0, 1, 2], 3) == 2
+    assert mapped([3], 1) == 0
+
+
+def _objects(gateway: Any, jvm: Any, values: list[Any]) -> Any:
+    array = gateway.new_array(jvm.java.lang.Object, len(values))
+    for i, v in enumerate(values):
+        array[i] = v
+    return array
+
+
+@pytest.mark.parametrize("nulls_at", ["deleted", "kept", "both"])
+def test_nullable_column_with_nulls_on_deleted_or_kept_rows(spark: SparkSession, tmp_path: Path, nulls_at: str) -> None:
+    path = str(tmp_path / nulls_at)
+    null_if = {"deleted": "id % 5 = 0", "kept": "id % 5 = 1", "both": "id % 5 < 2"}[nulls_at]
+    dvlake.write(spark.range(20_000).selectExpr("id", f"IF({null_if}, NULL, id) AS n", f"IF({null_if}, NULL, 's') AS s")
+                 .repartition(2), path, properties=DV_PROPS)
+    DeltaTable.forPath(spark, path).delete("id % 5 = 0")
+    for query in (lambda: dvlake.read(spark, path),
+                  lambda: dvlake.read(spark, path).selectExpr("count(n)", "sum(n)", "count(s)", "sum(IF(n IS NULL, 1, 0))"),
+                  lambda: dvlake.read(spark, path).filter("n IS NULL").selectExpr("count(*)"),
+                  lambda: dvlake.read(spark, path).selectExpr("coalesce(n, -1) AS c").groupBy("c").count()):
+        fast, slow, plan = _both(spark, query)
+        assert fast == slow
+        assert "DvlakeParquet" in plan
+    fast, _, _ = _both(spark, lambda: dvlake.read(spark, path).selectExpr("count(n)", "count(*)"))
+    assert fast == [(16_000 if nulls_at == "deleted" else 12_000, 16_000)]
+
+
+# --- DV kinds and damage: the same rows, or the same typed error, on both paths --------------------------------------
+
+
+def _both_or_errors(spark: SparkSession, path: str) -> tuple[object, object]:
+    """Per path (native, pure-Python): the sorted rows of ``dvlake.read``, or the exception it raised."""
+    out: list[object] = []
+    for setting in ("true", "false"):
+        spark.conf.set(native.SETTING, setting)
+        try:
+            out.append(sorted(tuple(r) for r in dvlake.read(spark, path).collect()))
+        except Exception as exc:  # noqa: BLE001 - compared by the caller
+            out.append(exc)
+    return out[0], out[1]
+
+
+def _dv_table(spark: SparkSession, tmp_path: Path) -> str:
+    """tests/reliability's small DV table: ids 0..199 in two files, every 7th deleted (version 1)."""
+    return build_dv_table(spark, str(tmp_path / "t"))
+
+
+def _rewrite_dvs_as(root: str, change: Callable[[bytes], bytes]) -> None:
+    """Every DV of version 1 rewritten into a DV file of its own with a correct size and CRC: only the bitmap bytes
+    ``change`` returns are wrong (or odd)."""
+    def go(a: dict[str, Any]) -> None:
+        dv = DeletionVectorDescriptor.from_json(a["deletionVector"])
+        raw, _ = dv_bytes(dv, root)
+        assert raw is not None
+        bitmap = change(raw)
+        file_uuid = uuid.uuid4()
+        frame = struct.pack(">I", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap))
+        Path(root, dv_file_name(file_uuid)).write_bytes(b"\x01" + frame)
+        a["deletionVector"] = DeletionVectorDescriptor.on_disk(file_uuid, 1, len(bitmap), dv.cardinality).to_json()
+    edit_dv_adds(root, 1, go)
+
+
+def _legacy_native_layout(bitmap: bytes) -> bytes:
+    """The same rows in delta-spark's in-memory layout (magic 1681511376: u32 count, per bucket u32 size + bitmap)."""
+    rows = roaring.deserialize(bitmap)
+    assert rows.max() < 1 << 32
+    body = pyroaring.BitMap(list(rows)).serialize()
+    return struct.pack("<I", roaring.MAGIC_NATIVE) + struct.pack("<I", 1) + struct.pack("<I", len(body)) + body
+
+
+def _inline(root: str, change: Callable[[bytes], bytes] = lambda b: b) -> None:
+    """Every DV of version 1 moved into the log (storage type ``i``), its bitmap bytes passed through ``change``."""
+    def go(a: dict[str, Any]) -> None:
+        dv = DeletionVectorDescriptor.from_json(a["deletionVector"])
+        raw, _ = dv_bytes(dv, root)
+        assert raw is not None
+        a["deletionVector"] = DeletionVectorDescriptor.inline(change(raw), dv.cardinality).to_json()
+    edit_dv_adds(root, 1, go)
+
+
+def _absolute(root: str) -> None:
+    """Every DV of version 1 named by its absolute path (storage type ``p``)."""
+    def go(a: dict[str, Any]) -> None:
+        dv = DeletionVectorDescriptor.from_json(a["deletionVector"])
+        a["deletionVector"].update(storageType="p", pathOrInlineDv=Path(dv.absolute_path(root)).as_uri())
+    edit_dv_adds(root, 1, go)
+
+
+@pytest.mark.parametrize("kind", ["u", "i", "p"])
+def test_inline_and_absolute_path_dvs(spark: SparkSession, tmp_path: Path, kind: str) -> None:
+    root = _dv_table(spark, tmp_path)
+    {"u": lambda r: None, "i": _inline, "p": _absolute}[kind](root)
+    kinds = {DeletionVectorDescriptor.from_json(a["add"]["deletionVector"]).storage_type
+             for a in read_actions(root, 1) if "add" in a and a["add"].get("deletionVector")}
+    assert kinds == {kind}
+    fast, slow = _both_or_errors(spark, root)
+    assert fast == slow and [r[0] for r in fast] == LIVE  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("where", ["file", "inline"])
+def test_legacy_native_bitmap_layout_is_refused_alike(spark: SparkSession, tmp_path: Path, where: str) -> None:
+    """Magic 1681511376 is not a DV layout PROTOCOL.md allows: both paths refuse it with the same typed error."""
+    root = _dv_table(spark, tmp_path)
+    if where == "file":
+        _rewrite_dvs_as(root, _legacy_native_layout)
+    else:
+        _inline(root, _legacy_native_layout)
+    fast, slow = _both_or_errors(spark, root)
+    for exc in (fast, slow):
+        assert isinstance(exc, CorruptDeletionVectorError) and "1681511376" in str(exc), exc
+
+
+def _bump(field: str) -> Callable[[str], None]:
+    return lambda root: edit_dv_adds(root, 1, lambda a: a["deletionVector"].__setitem__(field, a["deletionVector"][field] + 1))
+
+
+DAMAGE: dict[str, tuple[Callable[[str], None], type[Exception]]] = {
+    "size-in-log": (_bump("sizeInBytes"), CorruptDeletionVectorError),
+    "size-in-file": (lambda root: [_poke(f, 1, struct.pack(">I", 7)) for f in dv_files(root)], CorruptDeletionVectorError),
+    "magic": (lambda root: _rewrite_dvs_as(root, lambda b: b"\x00" + b[1:]), CorruptDeletionVectorError),
+    "cardinality": (_bump("cardinality"), CorruptDeletionVectorError),
+    "missing-file": (lambda root: [os.unlink(f) for f in dv_files(root)], DeletionVectorNotFoundError),
+}
+
+
+def _poke(file: str, at: int, data: bytes) -> None:
+    raw = bytearray(Path(file).read_bytes())
+    raw[at:at + len(data)] = data
+    Path(file).write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_dvs_give_the_same_typed_error_on_both_paths(spark: SparkSession, tmp_path: Path, damage: str) -> None:
+    root = _dv_table(spark, tmp_path)
+    damage_fn, error = DAMAGE[damage]
+    damage_fn(root)
+    fast, slow = _both_or_errors(spark, root)
+    assert type(fast) is type(slow) is error, (fast, slow)
+    assert "deletion_vector_" in str(fast) and "deletion_vector_" in str(slow)  # both name the DV file
+
+
+# --- _metadata columns the user asks for ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns", [["_metadata.file_path"], ["_metadata.row_index"],
+                                     ["_metadata.file_name", "_metadata.row_index", "_metadata.file_size"]])
+def test_user_metadata_columns(spark: SparkSession, tmp_path: Path, columns: list[str]) -> None:
+    """The query's own ``_metadata.row_index`` is the physical row index, as on the pure-Python path, and does not
+    collide with the row-index column the native reader needs for the DVs."""
+    path = _converted(spark, str(tmp_path / "meta"), rows=20_000, row_group=3_000)
+    DeltaTable.forPath(spark, path).delete("id % 7 = 0 OR (id > 3000 AND id < 9000)")
+    for query in (lambda: dvlake.read(spark, path).select("id", *columns),
+                  lambda: dvlake.read(spark, path).select("id", "s", *columns).filter("id > 15000"),
+                  lambda: dvlake.read(spark, path).select(*columns)):
+        fast, slow, plan = _both(spark, query)
+        assert fast == slow and len(fast) > 0
+        assert "DvlakeParquet" in plan
+    if "_metadata.row_index" in columns:  # ids were written in order: the physical row index is id - file's first id
+        fast, _, _ = _both(spark, lambda: dvlake.read(spark, path).selectExpr("id", "_metadata.row_index AS r"))
+        assert all(r == i % 20_000 for i, r in fast)  # type: ignore[operator]
+        assert len(fast) == 40_000 - len([i for i in range(40_000) if i % 7 == 0 or 3000 < i < 9000])
+
+
+# --- how the listing travels ---------------------------------------------------------------------------------------
+
+
+def test_the_listing_is_broadcast_not_in_the_task_binary(spark: SparkSession, tmp_path: Path) -> None:
+    """Spark copies read options into the Hadoop conf its reader functions keep; the listing (one line per file, 20k
+    here) must travel once in the broadcast, not in the serialized scan every task deserializes."""
+    root = _dv_table(spark, tmp_path)
+    spark.conf.set(native.SETTING, "true")
+    df = dvlake.read(spark, root)
+    assert sorted(r.id for r in df.collect()) == LIVE
+    plan = df._jdf.queryExecution().executedPlan()
+    listing = _listing_of(plan)
+    fake = "\n".join(f"{quote(f'/nowhere/part-{i:05d}-{uuid.UUID(int=i)}.c000.snappy.parquet', safe='')}\tf\t"
+                     f"{quote(f'{root}/deletion_vector_{uuid.UUID(int=i)}.bin', safe='')}\t1\t40\t3" for i in range(20_000))
+    big = listing + "\n" + fake
+    assert len(big) > 4_000_000
+    data_schema = dvlake.read(spark, root).schema
+    big_df = (spark.read.format(native.FORMAT).schema(data_schema).option(native.FILES_OPTION, big)
+              .load(data_files(root)))
+    assert sorted(r.id for r in big_df.collect()) == LIVE
+    size = _task_binary_bytes(big_df)
+    assert size < 200_000, f"the serialized scan holds {size} bytes: the listing rides in every task"
+
+
+def _listing_of(plan: Any) -> str:
+    """The ``dvlake.scan.files`` option of the (only) native scan in ``plan``."""
+    text = plan.toString()
+    assert "DvlakeParquet" in text
+    scan = _native_scan_node(plan)
+    return str(scan.relation().options().get(native.FILES_OPTION).get())
+
+
+def _native_scan_node(plan: Any) -> Any:
+    nodes = [plan]
+    while nodes:
+        node = nodes.pop()
+        name = node.getClass().getName()
+        if name.endswith("FileSourceScanExec") and "DvlakeParquet" in node.toString():
+            return node
+        if name.endswith("AdaptiveSparkPlanExec"):
+            nodes.append(node.executedPlan())
+        children = node.children()
+        nodes += [children.apply(i) for i in range(children.size())]
+    raise AssertionError("no native scan in the plan")
+
+
+def _task_binary_bytes(df: DataFrame) -> int:
+    """Bytes of the native scan's RDD as Spark's closure serializer writes it (what each task deserializes)."""
+    scan = _native_scan_node(df._jdf.queryExecution().executedPlan())
+    rdd = scan.inputRDD()
+    jvm = df.sparkSession._jvm
+    assert jvm is not None
+    return len(jvm.org.apache.commons.lang3.SerializationUtils.serialize(rdd))

@@ -26,6 +26,11 @@ import org.roaringbitmap.RoaringBitmap;
  */
 final class DeletionVectors {
   static final int MAGIC = 1681511377;
+  /** delta-spark's in-memory "native" RoaringBitmapArray layout: PROTOCOL.md defines only {@link #MAGIC} for DVs, so
+   *  both read paths refuse it with the same words (dvlake/dv/roaring.py). */
+  static final int LEGACY_NATIVE_MAGIC = 1681511376;
+  static final String LEGACY_NATIVE_REFUSAL = "magic 1681511376 is delta-spark's non-portable in-memory bitmap layout,"
+      + " which Delta's PROTOCOL.md does not allow in a deletion vector (only 1681511377, the portable layout)";
   private static final int MAX_CACHED = 512;
   private static final Map<String, Deleted> CACHE = new LinkedHashMap<String, Deleted>(64, 0.75f, true) {
     @Override protected boolean removeEldestEntry(Map.Entry<String, Deleted> eldest) {
@@ -140,6 +145,9 @@ final class DeletionVectors {
     try {
       DataInputStream in = new DataInputStream(new ByteArrayInputStream(bitmap));
       int magic = Integer.reverseBytes(in.readInt());
+      if (magic == LEGACY_NATIVE_MAGIC) {
+        throw new IOException(corrupt("deletion vector " + what + ": " + LEGACY_NATIVE_REFUSAL));
+      }
       if (magic != MAGIC) {
         throw new IOException(corrupt("deletion vector " + what + ": magic " + magic + ", expected " + MAGIC
             + " (the portable RoaringBitmapArray format)"));

@@ -37,7 +37,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * a planning mistake cannot silently return deleted rows).
  *
  * Row indexes come from Spark's own row-index column (the one behind {@code _metadata.row_index}), requested
- * from the reader as one more nullable long column and dropped from what the format returns.
+ * from the reader as one more nullable long column and dropped from what the format returns; when the query itself
+ * selects {@code _metadata.row_index}, Spark already asks for that column and the format uses it as it is.
  */
 public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public static final String SHORT_NAME = "dvlake_parquet";
@@ -66,23 +67,39 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
       SparkSession session, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
       Seq<Filter> filters, Map<String, String> options, Configuration hadoopConf) {
-    StructType withIndex = requiredSchema.add(
-        new StructField(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true,
-            org.apache.spark.sql.types.Metadata.empty()));
-    boolean batches = supportBatch(session, withIndex.merge(partitionSchema, true));
-    Function1<PartitionedFile, Iterator<InternalRow>> parent = super.buildReaderWithPartitionValues(
-        session, dataSchema, partitionSchema, withIndex, filters, options, hadoopConf);
+    // the query's own _metadata.row_index already asks the reader for Spark's row-index column: use that one (a
+    // second column of the same name would collide); otherwise add it, nullable as Spark's own plan does
+    String indexName = ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME();
+    int asked = java.util.Arrays.asList(requiredSchema.fieldNames()).indexOf(indexName);
+    boolean dropIndex = asked < 0;
+    int indexAt = dropIndex ? requiredSchema.length() : asked;
+    StructType withIndex = dropIndex ? requiredSchema.add(new StructField(indexName, DataTypes.LongType, true,
+        org.apache.spark.sql.types.Metadata.empty())) : requiredSchema;
     String listing = options.get(FILES_OPTION).getOrElse(() -> options.get(FILES_OPTION.toLowerCase()).getOrElse(() -> null));
     if (listing == null) {
       throw new IllegalArgumentException("the " + SHORT_NAME + " format reads only files dvlake planned: option "
           + FILES_OPTION + " is missing (read Delta tables with dvlake.read or format(\"delta\"))");
     }
     parseFiles(listing);  // a malformed listing fails here, on the driver
+    // Spark copies every read option into hadoopConf (newHadoopConfWithOptions), and the reader functions keep that
+    // conf: without this the listing would ride in every task's binary, not only in the broadcast below
+    Configuration conf = withoutListing(hadoopConf);
+    boolean batches = supportBatch(session, withIndex.merge(partitionSchema, true));
+    Function1<PartitionedFile, Iterator<InternalRow>> parent = super.buildReaderWithPartitionValues(
+        session, dataSchema, partitionSchema, withIndex, filters, options, conf);
     // broadcast once (as text: JDK classes only, whatever class loader reads it), not shipped in every task's
     // closure: the listing grows with the number of files read
     Broadcast<String> files = session.sparkContext().broadcast(listing, scala.reflect.ClassTag$.MODULE$.apply(String.class));
-    return new FilteringReader(parent, files, requiredSchema, partitionSchema, batches,
-        new SerializableConfiguration(hadoopConf));
+    return new FilteringReader(parent, files, requiredSchema, partitionSchema, indexAt, dropIndex, batches,
+        new SerializableConfiguration(conf));
+  }
+
+  /** A copy of {@code hadoopConf} without the listing (under its own spelling and Spark's lower-cased one). */
+  static Configuration withoutListing(Configuration hadoopConf) {
+    Configuration conf = new Configuration(hadoopConf);
+    conf.unset(FILES_OPTION);
+    conf.unset(FILES_OPTION.toLowerCase());
+    return conf;
   }
 
   static boolean flat(StructType schema) {

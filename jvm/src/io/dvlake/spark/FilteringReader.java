@@ -39,16 +39,22 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
       });
   private final StructType required;
   private final StructType partitions;
+  private final int indexAt;
+  private final boolean dropIndex;
   private final boolean batches;
   private final SerializableConfiguration conf;
 
+  /** {@code indexAt}: where the row-index column is among the reader's columns; {@code dropIndex}: the format
+   *  added it (the query did not ask for {@code _metadata.row_index}), so it is not returned. */
   FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent,
-                  Broadcast<String> files,
-                  StructType required, StructType partitions, boolean batches, SerializableConfiguration conf) {
+                  Broadcast<String> files, StructType required, StructType partitions, int indexAt, boolean dropIndex,
+                  boolean batches, SerializableConfiguration conf) {
     this.parent = parent;
     this.files = files;
     this.required = required;
     this.partitions = partitions;
+    this.indexAt = indexAt;
+    this.dropIndex = dropIndex;
     this.batches = batches;
     this.conf = conf;
   }
@@ -71,16 +77,18 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     }
     Iterator<?> rows = parent.apply(file);
     @SuppressWarnings("unchecked")  // batches travel as InternalRow (erased), Spark's own convention for columnar scans
-    Iterator<InternalRow> filtered = (Iterator<InternalRow>) (Iterator<?>) new Filtered(rows, deleted, required.length(),
-        required, partitions, batches);
+    Iterator<InternalRow> filtered = (Iterator<InternalRow>) (Iterator<?>) new Filtered(rows, deleted, indexAt,
+        dropIndex, required, partitions, batches);
     return filtered;
   }
 
-  /** Batches keep their vectors (seen through a row mapping); rows are projected without the index column. */
+  /** Batches keep their vectors (seen through a row mapping); rows are projected without the index column when the
+   *  format added it. */
   private static final class Filtered extends AbstractIterator<Object> {
     private final Iterator<?> in;
     private final DeletionVectors.Deleted deleted;
     private final int indexAt;
+    private final boolean dropIndex;
     private final StructType required;
     private final StructType partitions;
     private final boolean batches;
@@ -89,11 +97,12 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     private UnsafeProjection projection;
     private Object pending;
 
-    Filtered(Iterator<?> in, DeletionVectors.Deleted deleted, int indexAt, StructType required,
+    Filtered(Iterator<?> in, DeletionVectors.Deleted deleted, int indexAt, boolean dropIndex, StructType required,
              StructType partitions, boolean batches) {
       this.in = in;
       this.deleted = deleted;
       this.indexAt = indexAt;
+      this.dropIndex = dropIndex;
       this.required = required;
       this.partitions = partitions;
       this.batches = batches;
@@ -116,7 +125,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
 
     private Object filterBatch(ColumnarBatch batch) {
       int n = batch.numRows();
-      int width = batch.numCols() - 1;
+      int width = batch.numCols() - (dropIndex ? 1 : 0);
       if (vectors == null) {
         vectors = new MappedColumnVector[width];
         for (int c = 0; c < width; c++) vectors[c] = new MappedColumnVector(column(batch, c));
@@ -136,13 +145,13 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
           if (kept == 0) return null;
         }
       }
-      for (int c = 0; c < width; c++) vectors[c].reset(column(batch, c), rows);
+      for (int c = 0; c < width; c++) vectors[c].reset(column(batch, c), rows, kept);
       out.setNumRows(kept);
       return out;
     }
 
     private ColumnVector column(ColumnarBatch batch, int c) {
-      return batch.column(c < indexAt ? c : c + 1);
+      return batch.column(dropIndex && c >= indexAt ? c + 1 : c);
     }
 
     private boolean anyDeleted(ColumnVector index, int n) {
@@ -161,6 +170,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
         if (row.isNullAt(indexAt)) throw new IllegalStateException("the Parquet reader gave no row index");
         if (deleted.contains(row.getLong(indexAt))) return null;
       }
+      if (!dropIndex) return row;  // the query reads the row index itself: Spark's row, as Spark gave it
       if (projection == null) {
         List<Expression> refs = new ArrayList<>();
         for (int c = 0; c < required.length(); c++) refs.add(new BoundReference(c, required.fields()[c].dataType(), true));

@@ -17,16 +17,19 @@ import org.apache.spark.unsafe.types.UTF8String;
 public final class MappedColumnVector extends ColumnVector {
   private ColumnVector base;
   private int[] rows;  // null: identity
+  private int size;    // rows in use: rows[0..size) (the array is reused and longer than the batch's kept rows)
 
   public MappedColumnVector(ColumnVector base) {
     super(base.dataType());
     this.base = base;
   }
 
-  /** Point this vector at another batch's column and mapping (null mapping: every row, in order). */
-  void reset(ColumnVector base, int[] rows) {
+  /** Point this vector at another batch's column and mapping: row {@code i < size} is {@code rows[i]} of
+   *  {@code base} (null mapping: every row, in order, and {@code size} is ignored). */
+  void reset(ColumnVector base, int[] rows, int size) {
     this.base = base;
     this.rows = rows;
+    this.size = size;
   }
 
   private int at(int rowId) {
@@ -34,11 +37,14 @@ public final class MappedColumnVector extends ColumnVector {
   }
 
   @Override public void close() { }  // the reader owns and closes its vectors
+  /** May say true when only dropped rows hold the nulls: a null check more, never one less. */
   @Override public boolean hasNull() { return base.hasNull(); }
+  /** The nulls among the kept rows only (generated code may skip null checks when it is 0). */
   @Override public int numNulls() {
     if (rows == null) return base.numNulls();
+    if (!base.hasNull()) return 0;
     int n = 0;
-    for (int r : rows) if (base.isNullAt(r)) n++;
+    for (int i = 0; i < size; i++) if (base.isNullAt(rows[i])) n++;
     return n;
   }
   @Override public boolean isNullAt(int rowId) { return base.isNullAt(at(rowId)); }
