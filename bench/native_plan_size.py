@@ -73,7 +73,7 @@ def main() -> None:
         df = dvlake.read(spark, path)
         scan = _scan(df._jdf.queryExecution().executedPlan())
         own = str(scan.relation().options().get(native.FILES_OPTION).get())
-        paths = [f for f in (str(p) for p in scan.relation().location().inputFiles())]
+        paths = [str(p) for p in scan.relation().location().inputFiles()]
         listing = own + "\n" + _fake_lines(args.files)
         t0 = time.perf_counter()
         big = (spark.read.format(native.FORMAT).schema(df.schema).option(native.FILES_OPTION, listing).load(paths))
