@@ -342,6 +342,17 @@ def test_user_metadata_columns(spark: SparkSession, tmp_path: Path, columns: lis
         assert len(fast) == 40_000 - len([i for i in range(40_000) if i % 7 == 0 or 3000 < i < 9000])
 
 
+def test_user_row_index_in_row_mode(spark: SparkSession, tmp_path: Path) -> None:
+    """Nested schemas are read as rows: the query's own row index must still be each row's physical index."""
+    path = str(tmp_path / "nested-meta")
+    dvlake.write(spark.range(3000).selectExpr("id", "named_struct('a', id, 'b', cast(id AS string)) AS st").coalesce(1),
+                 path, properties=DV_PROPS)
+    DeltaTable.forPath(spark, path).delete("id % 4 = 1")
+    fast, slow, plan = _both(spark, lambda: dvlake.read(spark, path).select("id", "st", "_metadata.row_index"))
+    assert fast == slow and len(fast) == 2250 and "DvlakeParquet" in plan
+    assert all(r[0] == r[2] for r in fast)  # one file written in id order
+
+
 # --- how the listing travels ---------------------------------------------------------------------------------------
 
 
