@@ -269,3 +269,70 @@ def test_unparseable_stats_skip_nothing() -> None:
     stats = pa.array(['{"numRecords": 1, "minValues": {"a": "not a number"}}', None], pa.string())
     facts = FileFacts(stats, [], [(), ()], {"a": "long"}, {"a": "a"})
     assert list(prune(Condition.parse("a = 3"), facts).keep) == [True, True]
+
+
+# --- Spark's comparison semantics (audit of the visitor: each case once pruned rows Spark matches) -----
+
+
+def _partitions(delta_type: str, values: list[Any], text: str) -> Any:
+    return prune(Condition.parse(text), FileFacts(None, ["p"], [(v,) for v in values], {"p": delta_type}, {}))
+
+
+def _one_file(delta_type: str, lo: Any, hi: Any, text: str, nulls: int = 0, rows: int = 2) -> bool:
+    stats = pa.array([json.dumps({"numRecords": rows, "minValues": {"c": lo}, "maxValues": {"c": hi},
+                                  "nullCount": {"c": nulls}})])
+    return bool(prune(Condition.parse(text), FileFacts(stats, [], [()], {"c": delta_type}, {"c": "c"})).keep[0])
+
+
+def test_double_partition_and_decimal_literal_compare_as_doubles() -> None:
+    # Spark casts the decimal literal 0.1 to double: p = 0.1 holds for the partition p=0.1
+    result = _partitions("double", [0.1, 0.2, None], "p = 0.1")
+    assert result.keep[0]
+    if result.exact:
+        assert list(result.keep) == [True, False, False]
+    assert _partitions("double", [0.30000000000000004], "p > 0.3").keep[0]
+
+
+def test_nan_partition_is_above_every_number_and_equal_to_itself() -> None:
+    nan = float("nan")
+    for text, truth in [("p > 5", [True, True, False, False]), ("p >= 1e0 OR p < 0", [True, True, False, False]),
+                        ("p <= 5", [False, False, True, False]), ("p BETWEEN 0 AND 10", [False, False, True, False]),
+                        ("p IN (1, 2)", [False, False, True, False])]:
+        result = _partitions("double", [nan, nan, 1.0, None], text)
+        assert all(result.keep[i] for i, t in enumerate(truth) if t), f"{text!r} pruned a NaN partition: {result.keep}"
+        if result.exact:
+            assert list(result.keep) == truth, text
+
+
+def test_bigint_and_decimal_literal_compare_exactly() -> None:
+    # Spark widens both to decimal: 2 < 2.0000000000000001 is true (not 2.0 < 2.0)
+    assert _one_file("long", 2, 5, "c < 2.0000000000000001")
+    assert _one_file("long", 2, 5, "c <= 1.99999999999999999 OR c = 2")
+    assert _one_file("long", 2, 5, "c BETWEEN 4.5 AND 4.99999999999999999 OR c > 4.99999999999999999")
+    assert not _one_file("long", 2, 5, "c < 1.99999999999999999")  # no integer in [2, 5] is below it
+    assert not _one_file("long", 2, 5, "c = 2.5")
+
+
+def test_float_column_stats_are_float32_values() -> None:
+    # a float column's value 0.7f is 0.699999988 as a double, and Spark compares it as a double with 0.7;
+    # Delta's stats write it as 0.7
+    assert _one_file("float", 0.7, 0.7, "c < 0.7")
+    assert _one_file("float", 0.7, 0.7, "c <= 0.69999999")
+    result = _partitions("float", [0.7, 0.1], "p < 0.7")  # the partition value "0.7" is 0.7f: true in Spark
+    assert result.keep[0]
+    result = _partitions("float", [0.7, 0.1], "p = 0.1")  # 0.1f = 0.1 is false in Spark
+    assert not result.exact or not result.keep[1]
+
+
+def test_dates_beyond_four_digit_years_in_stats_are_not_compared_as_text() -> None:
+    assert _one_file("date", "2020-01-01", "+10000-01-01", "c > DATE'2024-01-01'")
+    assert _one_file("date", "-0001-01-01", "2020-01-01", "c < DATE'0001-01-01'")
+    assert not _one_file("date", "2020-01-01", "2020-12-31", "c > DATE'2024-01-01'")
+
+
+def test_double_quoted_text_is_not_taken_for_a_string() -> None:
+    # with spark.sql.ansi.doubleQuotedIdentifiers "b" names a column, so the visitor cannot read it as a value
+    result = _partitions("string", ["a", "b"], 'p = "b"')
+    assert not result.exact
+    assert list(result.keep) == [True, True]
+    assert list(_partitions("string", ["a", "b"], "p = 'b'").keep) == [False, True]
