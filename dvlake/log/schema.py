@@ -146,6 +146,8 @@ def column_types(schema: dict[str, Any]) -> dict[str, str]:
 
     Struct fields are listed by their dotted path; arrays, maps and strings with a collation other
     than Spark's binary order are ``"unsupported"`` (their order is not the one stats were compared in).
+    A double column widened from float (type widening) is ``"float"``: files written before the change
+    carry float stats.
     """
     out: dict[str, str] = {}
 
@@ -158,8 +160,16 @@ def column_types(schema: dict[str, Any]) -> dict[str, str]:
                 out[name] = "unsupported"
             elif "__COLLATIONS" in (f.get("metadata") or {}):
                 out[name] = "unsupported"
+            elif t == "double" and _widened_from_float(f):
+                out[name] = "float"  # older files' stats print float32 values (0.7f as 0.7): read them as floats
             else:
                 out[name] = str(t)
 
     visit(schema.get("fields", []), "")
     return out
+
+
+def _widened_from_float(field: dict[str, Any]) -> bool:
+    """Whether type widening changed this field from float (``delta.typeChanges`` in its metadata)."""
+    changes = (field.get("metadata") or {}).get("delta.typeChanges") or []
+    return any(isinstance(c, dict) and c.get("fromType") == "float" and "fieldPath" not in c for c in changes)

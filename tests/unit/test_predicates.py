@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from dvlake.errors import InvalidArgumentError
 from dvlake.log.condition import Condition
 from dvlake.log.predicates import FileFacts, prune
+from dvlake.log.schema import column_types
 
 EXAMPLES = int(os.environ.get("DVLAKE_PROPERTY_EXAMPLES", "300"))
 PROPERTY = settings(max_examples=EXAMPLES, derandomize=os.environ.get("DVLAKE_PROPERTY_RANDOM") != "1", deadline=None,
@@ -336,3 +337,13 @@ def test_double_quoted_text_is_not_taken_for_a_string() -> None:
     assert not result.exact
     assert list(result.keep) == [True, True]
     assert list(_partitions("string", ["a", "b"], "p = 'b'").keep) == [False, True]
+
+
+def test_double_widened_from_float_keeps_float_stats_semantics() -> None:
+    # type widening float -> double rewrites no file: older stats still print float32 values (0.7f as 0.7)
+    schema = {"type": "struct", "fields": [{"name": "c", "type": "double", "nullable": True, "metadata": {
+        "delta.typeChanges": [{"fromType": "float", "toType": "double"}]}}]}
+    delta_type = column_types(schema)["c"]
+    assert _one_file(delta_type, 0.7, 0.7, "c < 0.7")
+    assert column_types({"type": "struct", "fields": [{"name": "c", "type": "double", "nullable": True,
+                                                       "metadata": {}}]})["c"] == "double"
