@@ -347,3 +347,12 @@ def test_double_widened_from_float_keeps_float_stats_semantics() -> None:
     assert _one_file(delta_type, 0.7, 0.7, "c < 0.7")
     assert column_types({"type": "struct", "fields": [{"name": "c", "type": "double", "nullable": True,
                                                        "metadata": {}}]})["c"] == "double"
+
+
+def test_char_columns_are_left_to_spark() -> None:
+    # CHAR(5) stores 'ab   ' and Spark pads the literal: p = 'ab' holds there, though 'ab   ' != 'ab' as text
+    schema = {"type": "struct", "fields": [{"name": "p", "type": "string", "nullable": True,
+                                            "metadata": {"__CHAR_VARCHAR_TYPE_STRING": "char(5)"}}]}
+    result = _partitions(column_types(schema)["p"], ["ab   ", "cd   "], "p = 'ab'")
+    assert list(result.keep) == [True, True] and not result.exact
+    assert _one_file(column_types(schema)["p"], "ab   ", "ab   ", "c = 'ab'")  # stats hold padded values too
