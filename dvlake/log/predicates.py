@@ -8,10 +8,11 @@ and Spark later decides every row with the user's own text.
 What it models, exactly (anything else keeps the file):
 - ``AND`` (skip when either side is proven empty), ``OR`` (when both are), parentheses;
 - ``col op literal`` and ``literal op col`` for ``= < <= > >= <=>``, ``col IN (literals)``,
-  ``col BETWEEN lo AND hi``, ``col IS [NOT] NULL``; ``NOT`` only as ``IS NOT NULL``;
+  ``col BETWEEN lo AND hi``, ``col IS [NOT] NULL``; ``NOT`` only as ``IS NOT NULL``; a NULL literal
+  makes a comparison never true (``<=>`` NULL is IS NULL; NULL in an IN list never matches);
 - literals: integers and decimals on integer/float/double columns, single-quoted strings on string
   columns, ``DATE'…'`` on date columns, ``TIMESTAMP'…'`` on timestamp columns, read in the session time
-  zone as Spark reads them; anything else (``NULL``, ``1e2``, ``5L``, ``"text"``, which names a column
+  zone as Spark reads them; anything else (``1e2``, ``5L``, ``"text"``, which names a column
   under ``spark.sql.ansi.doubleQuotedIdentifiers``) keeps the file.
 How values are compared (Spark's coercion rules, checked against Spark 4):
 - integer column vs decimal literal: exactly (Spark widens both to decimal): ``id < 2.0000000000000001``
@@ -132,24 +133,29 @@ def leaf_of(node: exp.Expr, condition: Condition, session_time_zone: str) -> Lea
             col, value, op = _column(right, condition), _literal(left, condition, session_time_zone), _FLIP[op]
         if col is None or value is _UNKNOWN:
             return None
+        if value is _NULL:  # x <=> NULL is x IS NULL; any other comparison with NULL is never true
+            return Leaf(col, "isnull") if isinstance(node, exp.NullSafeEQ) else Leaf(col, "never")
         return Leaf(col, op, (value,))
     if isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest"):
         col = _column(node.this, condition)
         values = tuple(_literal(v, condition, session_time_zone) for v in node.expressions)
         if col is None or not values or any(v is _UNKNOWN for v in values):
             return None
-        return Leaf(col, "in", values)
+        # x IN (1, NULL) is true only where x = 1 (NULL, never true, elsewhere)
+        non_null = tuple(v for v in values if v is not _NULL)
+        return Leaf(col, "in", non_null) if non_null else Leaf(col, "never")
     if isinstance(node, exp.Between):
         col = _column(node.this, condition)
         lo = _literal(node.args.get("low"), condition, session_time_zone)
         hi = _literal(node.args.get("high"), condition, session_time_zone)
         if col is None or lo is _UNKNOWN or hi is _UNKNOWN:
             return None
-        return Leaf(col, "between", (lo, hi))
+        return Leaf(col, "never") if lo is _NULL or hi is _NULL else Leaf(col, "between", (lo, hi))
     return None
 
 
 _UNKNOWN: Any = object()
+_NULL: Any = object()  # the NULL literal
 
 
 def _column(node: exp.Expr | None, condition: Condition) -> str | None:
@@ -173,6 +179,8 @@ def _literal(node: exp.Expr | None, condition: Condition, tz: str) -> Any:
     if isinstance(node, exp.Neg):
         inner = _literal(node.this, condition, tz)
         return -inner if isinstance(inner, int | decimal.Decimal) and not isinstance(inner, bool) else _UNKNOWN
+    if isinstance(node, exp.Null):
+        return _NULL
     if isinstance(node, exp.Boolean):
         return bool(node.this)
     if isinstance(node, exp.Literal):
@@ -321,6 +329,9 @@ class _Pruner:
         leaf = leaf_of(node, self.condition, self.facts.session_time_zone)
         if leaf is None:
             return self._unknown()
+        if leaf.op == "never":
+            self.exact = self.exact and leaf.column in self.partitions
+            return np.zeros(self.n, dtype=bool)
         if leaf.column in self.partitions:
             return self._on_partitions(leaf)
         self.exact = False
