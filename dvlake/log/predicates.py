@@ -19,13 +19,16 @@ How values are compared (Spark's coercion rules, checked against Spark 4):
   is ``id < 3``; a scale above 18 is left to Spark (the widening could overflow decimal(38));
 - float/double column vs decimal or integer literal: the literal cast to double, and Spark's order:
   NaN = NaN, NaN above every number, -0.0 = 0.0; float partition values (float32 parsed from text)
-  are left to Spark, and a float column's minimum is taken one float32 step lower (0.7f prints as 0.7);
+  are left to Spark, and a float column's minimum is taken one float32 step lower (0.7f prints as 0.7;
+  so is a double column widened from float, whose older files carry float stats); integer literals
+  beyond 2^24 on float columns are left to Spark (without ANSI mode it casts them to float).
 How statistics are read (PROTOCOL.md "Per-file Statistics"; delta-spark's writers):
 - timestamps are truncated to milliseconds, so a max is widened by 999 µs;
 - strings may be truncated prefixes: a max only excludes values that do not start with it;
 - float/double columns may hold NaN, which Spark orders above every number and stats omit: their
   max excludes nothing;
-- missing stats, a missing column in them, decimals, collated strings, timestamp_ntz and
+- missing stats, a missing column in them, decimals, collated strings, CHAR(n) columns (Spark pads
+  the literal to n), timestamp_ntz and
   timestamp partition values are not used, nor date bounds outside years 0000-9999 (written with a
   sign, they do not sort as text);
 - files with deletion vectors have bounds over all their rows (``tightBounds: false``), which is
