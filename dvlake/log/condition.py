@@ -84,6 +84,15 @@ class Condition:
         """``t.a.b`` → ``a.b`` (alias stripped), lower-cased and dotted."""
         return ".".join(_parts(node, self.alias))
 
+    def single_quoted(self, literal: exp.Literal) -> bool:
+        """Whether a string literal is written in single quotes in the user's text.
+
+        ``"text"`` is a column name when ``spark.sql.ansi.doubleQuotedIdentifiers`` is on, which the
+        parser cannot know; without a position in the text the answer is False (not known).
+        """
+        start = literal.meta.get("start") if literal.meta else None
+        return self.text is not None and isinstance(start, int) and self.text[start:start + 1] == "'"
+
     def references_only(self, names: set[str] | frozenset[str]) -> bool:
         """Whether the condition's value is provably a function of ``names`` alone.
 

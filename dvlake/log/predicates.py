@@ -8,17 +8,29 @@ and Spark later decides every row with the user's own text.
 What it models, exactly (anything else keeps the file):
 - ``AND`` (skip when either side is proven empty), ``OR`` (when both are), parentheses;
 - ``col op literal`` and ``literal op col`` for ``= < <= > >= <=>``, ``col IN (literals)``,
-  ``col BETWEEN lo AND hi``, ``col IS [NOT] NULL``; ``NOT`` only as ``IS NOT NULL``;
-- literals: integers and decimals on integer/float/double columns, strings on string columns,
-  ``DATE'…'`` on date columns, ``TIMESTAMP'…'`` on timestamp columns, read in the session time zone
-  as Spark reads them.
+  ``col BETWEEN lo AND hi``, ``col IS [NOT] NULL``; ``NOT`` only as ``IS NOT NULL``; a NULL literal
+  makes a comparison never true (``<=>`` NULL is IS NULL; NULL in an IN list never matches);
+- literals: integers and decimals on integer/float/double columns, single-quoted strings on string
+  columns, ``DATE'…'`` on date columns, ``TIMESTAMP'…'`` on timestamp columns, read in the session time
+  zone as Spark reads them; anything else (``1e2``, ``5L``, ``"text"``, which names a column
+  under ``spark.sql.ansi.doubleQuotedIdentifiers``) keeps the file.
+How values are compared (Spark's coercion rules, checked against Spark 4):
+- integer column vs decimal literal: exactly (Spark widens both to decimal): ``id < 2.0000000000000001``
+  is ``id < 3``; a scale above 18 is left to Spark (the widening could overflow decimal(38));
+- float/double column vs decimal or integer literal: the literal cast to double, and Spark's order:
+  NaN = NaN, NaN above every number, -0.0 = 0.0; float partition values (float32 parsed from text)
+  are left to Spark, and a float column's minimum is taken one float32 step lower (0.7f prints as 0.7;
+  so is a double column widened from float, whose older files carry float stats); integer literals
+  beyond 2^24 on float columns are left to Spark (without ANSI mode it casts them to float).
 How statistics are read (PROTOCOL.md "Per-file Statistics"; delta-spark's writers):
 - timestamps are truncated to milliseconds, so a max is widened by 999 µs;
 - strings may be truncated prefixes: a max only excludes values that do not start with it;
 - float/double columns may hold NaN, which Spark orders above every number and stats omit: their
   max excludes nothing;
-- missing stats, a missing column in them, decimals, collated strings, timestamp_ntz and
-  timestamp partition values are not used;
+- missing stats, a missing column in them, decimals, collated strings, CHAR(n) columns (Spark pads
+  the literal to n), timestamp_ntz and
+  timestamp partition values are not used, nor date bounds outside years 0000-9999 (written with a
+  sign, they do not sort as text);
 - files with deletion vectors have bounds over all their rows (``tightBounds: false``), which is
   still an envelope of the live ones.
 """
@@ -28,6 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
+import math
 import re
 import zoneinfo
 from dataclasses import dataclass
@@ -47,6 +60,10 @@ _COMPARISONS: dict[type, str] = {exp.EQ: "eq", exp.LT: "lt", exp.LTE: "le", exp.
 _INTEGRAL = ("byte", "short", "integer", "long")
 _FLOATING = ("float", "double")
 _MAX_EXACT_FLOAT = 2 ** 53
+_MAX_EXACT_FLOAT32 = 2 ** 24
+_MAX_DECIMAL_DIGITS = 38
+_MAX_SCALE_ON_INTEGERS = 38 - 20  # a bigint is a decimal(20, 0) in Spark's widening
+_ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"  # years beyond 0000-9999 are written with a sign and do not sort as text
 _TIMESTAMP_TEXT = re.compile(
     r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*"
     r"(Z|UTC|[+-]\d{2}:?\d{2})?\s*$", re.I)
@@ -57,7 +74,7 @@ class Leaf:
     """``column op values`` where the visitor can compare values with the file's facts."""
 
     column: str   # lower-cased dotted logical name
-    op: str       # eq lt le gt ge in between isnull notnull
+    op: str       # eq lt le gt ge in between isnull notnull never (no row can satisfy it)
     values: tuple[Any, ...] = ()
 
 
@@ -114,28 +131,34 @@ def leaf_of(node: exp.Expr, condition: Condition, session_time_zone: str) -> Lea
     op = _COMPARISONS.get(type(node))
     if op is not None:
         left, right = node.this, node.expression
-        col, value = _column(left, condition), _literal(right, session_time_zone)
+        col, value = _column(left, condition), _literal(right, condition, session_time_zone)
         if col is None:
-            col, value, op = _column(right, condition), _literal(left, session_time_zone), _FLIP[op]
+            col, value, op = _column(right, condition), _literal(left, condition, session_time_zone), _FLIP[op]
         if col is None or value is _UNKNOWN:
             return None
+        if value is _NULL:  # x <=> NULL is x IS NULL; any other comparison with NULL is never true
+            return Leaf(col, "isnull") if isinstance(node, exp.NullSafeEQ) else Leaf(col, "never")
         return Leaf(col, op, (value,))
     if isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest"):
         col = _column(node.this, condition)
-        values = tuple(_literal(v, session_time_zone) for v in node.expressions)
+        values = tuple(_literal(v, condition, session_time_zone) for v in node.expressions)
         if col is None or not values or any(v is _UNKNOWN for v in values):
             return None
-        return Leaf(col, "in", values)
+        # x IN (1, NULL) is true only where x = 1 (NULL, never true, elsewhere)
+        non_null = tuple(v for v in values if v is not _NULL)
+        return Leaf(col, "in", non_null) if non_null else Leaf(col, "never")
     if isinstance(node, exp.Between):
         col = _column(node.this, condition)
-        lo, hi = _literal(node.args.get("low"), session_time_zone), _literal(node.args.get("high"), session_time_zone)
+        lo = _literal(node.args.get("low"), condition, session_time_zone)
+        hi = _literal(node.args.get("high"), condition, session_time_zone)
         if col is None or lo is _UNKNOWN or hi is _UNKNOWN:
             return None
-        return Leaf(col, "between", (lo, hi))
+        return Leaf(col, "never") if lo is _NULL or hi is _NULL else Leaf(col, "between", (lo, hi))
     return None
 
 
 _UNKNOWN: Any = object()
+_NULL: Any = object()  # the NULL literal
 
 
 def _column(node: exp.Expr | None, condition: Condition) -> str | None:
@@ -146,13 +169,21 @@ def _column(node: exp.Expr | None, condition: Condition) -> str | None:
     return None
 
 
-def _literal(node: exp.Expr | None, tz: str) -> Any:
-    """The Python value of a literal as Spark reads it, or _UNKNOWN."""
+def _literal(node: exp.Expr | None, condition: Condition, tz: str) -> Any:
+    """The Python value of a literal as Spark reads it, or _UNKNOWN.
+
+    A double-quoted ``"text"`` is a string only while ``spark.sql.ansi.doubleQuotedIdentifiers`` is
+    off (it names a column otherwise), so only single-quoted text is read as a value.
+    """
     while isinstance(node, exp.Paren):
         node = node.this
+    if isinstance(node, exp.Literal) and node.is_string and not condition.single_quoted(node):
+        return _UNKNOWN
     if isinstance(node, exp.Neg):
-        inner = _literal(node.this, tz)
+        inner = _literal(node.this, condition, tz)
         return -inner if isinstance(inner, int | decimal.Decimal) and not isinstance(inner, bool) else _UNKNOWN
+    if isinstance(node, exp.Null):
+        return _NULL
     if isinstance(node, exp.Boolean):
         return bool(node.this)
     if isinstance(node, exp.Literal):
@@ -166,6 +197,8 @@ def _literal(node: exp.Expr | None, tz: str) -> Any:
             return decimal.Decimal(text)
         return _UNKNOWN  # exponents, suffixes: other Spark types
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        if not condition.single_quoted(node.this):
+            return _UNKNOWN
         target = node.to.this if isinstance(node.to, exp.DataType) else None
         if target == exp.DataType.Type.DATE:
             m = re.fullmatch(r"\s*(\d{4})-(\d{2})-(\d{2})\s*", node.this.this)
@@ -202,13 +235,28 @@ def _timestamp(text: str, tz: str) -> Any:
 
 
 def _kind(delta_type: str, value: Any) -> str | None:
-    """How a column of ``delta_type`` compares with ``value``: numeric/float/string/date/timestamp, or None."""
+    """How a column of ``delta_type`` compares with ``value`` in Spark, or None when the visitor does not model it.
+
+    ``numeric``: an integer column and an integer or decimal literal, compared exactly (Spark widens both
+    to decimal; a scale above 18 could overflow decimal(38) in that widening, so it is left to Spark).
+    ``float``: a float/double column and an integer or decimal literal, compared as doubles (Spark casts
+    the literal to double; integers up to 2^24 on float columns, so that a cast to float is exact too).
+    """
     if isinstance(value, bool):
         return None
-    if delta_type in _INTEGRAL or delta_type in _FLOATING:
-        if isinstance(value, int | decimal.Decimal) and abs(value) < _MAX_EXACT_FLOAT:  # type: ignore[operator]
-            return "float" if delta_type in _FLOATING else "numeric"
+    if isinstance(value, decimal.Decimal) and not _valid_decimal(value):
         return None
+    if delta_type in _INTEGRAL:
+        if isinstance(value, int) and abs(value) < _MAX_EXACT_FLOAT:
+            return "numeric"
+        if isinstance(value, decimal.Decimal) and _decimal_scale(value) <= _MAX_SCALE_ON_INTEGERS \
+                and abs(value) < _MAX_EXACT_FLOAT:
+            return "numeric"
+        return None
+    if delta_type in _FLOATING:
+        if isinstance(value, int):
+            return "float" if abs(value) <= (_MAX_EXACT_FLOAT32 if delta_type == "float" else _MAX_EXACT_FLOAT) else None
+        return "float" if isinstance(value, decimal.Decimal) else None
     if delta_type == "string" and isinstance(value, str):
         return "string"
     if delta_type == "date" and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
@@ -216,6 +264,50 @@ def _kind(delta_type: str, value: Any) -> str | None:
     if delta_type == "timestamp" and isinstance(value, dt.datetime):
         return "timestamp"
     return None
+
+
+def _decimal_scale(value: decimal.Decimal) -> int:
+    exponent = value.as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0
+
+
+def _valid_decimal(value: decimal.Decimal) -> bool:
+    """A finite decimal literal Spark types as decimal(p, s) with p <= 38 (its precision is max(digits, scale))."""
+    if not value.is_finite():
+        return False
+    t = value.as_tuple()
+    assert isinstance(t.exponent, int)
+    precision = max(len(t.digits), -t.exponent) if t.exponent < 0 else len(t.digits) + t.exponent
+    return precision <= _MAX_DECIMAL_DIGITS
+
+
+def _leaf_kind(delta_type: str, leaf: Leaf) -> str | None:
+    """The one comparison kind of all of ``leaf``'s values, or None."""
+    kinds = {_kind(delta_type, v) for v in leaf.values}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _as_compared(kind: str, leaf: Leaf) -> Leaf:
+    """``leaf`` with its literals as Spark compares them with the column.
+
+    ``float``: the literal cast to double. ``numeric``: the same test with integer literals — a column of
+    integers is below 2.5 exactly when it is below 3 — or ``never`` when no integer can be equal.
+    """
+    if kind == "float":
+        return Leaf(leaf.column, leaf.op, tuple(float(v) for v in leaf.values))
+    if kind != "numeric" or not any(isinstance(v, decimal.Decimal) for v in leaf.values):
+        return leaf
+    vals, op = leaf.values, leaf.op
+    if op in ("eq", "in"):
+        ints = tuple(int(v) for v in vals if v == int(v))
+        return Leaf(leaf.column, op, ints) if ints else Leaf(leaf.column, "never")
+    if op in ("lt", "ge"):
+        return Leaf(leaf.column, op, (math.ceil(vals[0]),))
+    if op in ("le", "gt"):
+        return Leaf(leaf.column, op, (math.floor(vals[0]),))
+    if op == "between":
+        return Leaf(leaf.column, op, (math.ceil(vals[0]), math.floor(vals[1])))
+    return leaf
 
 
 # --- the visitor ------------------------------------------------------------------------------
@@ -240,6 +332,9 @@ class _Pruner:
         leaf = leaf_of(node, self.condition, self.facts.session_time_zone)
         if leaf is None:
             return self._unknown()
+        if leaf.op == "never":
+            self.exact = self.exact and leaf.column in self.partitions
+            return np.zeros(self.n, dtype=bool)
         if leaf.column in self.partitions:
             return self._on_partitions(leaf)
         self.exact = False
@@ -253,8 +348,12 @@ class _Pruner:
     def _on_partitions(self, leaf: Leaf) -> np.ndarray:
         col = self.partitions[leaf.column]
         delta_type = self.facts.types.get(leaf.column, "unsupported")
-        if leaf.op not in ("isnull", "notnull") and any(_kind(delta_type, v) in (None, "timestamp") for v in leaf.values):
-            return self._unknown()
+        if leaf.op not in ("isnull", "notnull"):
+            kind = _leaf_kind(delta_type, leaf)
+            # float partition values are float32 in Spark: the text "0.1" is not the double 0.1
+            if kind is None or kind == "timestamp" or delta_type == "float":
+                return self._unknown()
+            leaf = _as_compared(kind, leaf)
         verdicts = [_holds(leaf, row[col]) for row in self.facts.partition_rows]
         if any(v is None for v in verdicts):
             return self._unknown()
@@ -273,7 +372,7 @@ class _Pruner:
             if leaf.op in ("isnull", "notnull"):
                 needed["nullCount"][path] = pa.int64()
                 continue
-            arrow = _arrow_type(self.facts.types.get(leaf.column, "unsupported"), leaf.values)
+            arrow = _arrow_type(self.facts.types.get(leaf.column, "unsupported"), leaf)
             if arrow is not None:
                 needed["minValues"][path] = arrow
                 needed["maxValues"][path] = arrow
@@ -297,13 +396,19 @@ class _Pruner:
             other = pa.scalar(0, pa.int64()) if leaf.op == "isnull" else table.column("numRecords").combine_chunks()
             return ~_filled(pc.equal(nulls, other))
         delta_type = self.facts.types.get(leaf.column, "unsupported")
-        kinds = {_kind(delta_type, v) for v in leaf.values}
-        if len(kinds) != 1 or None in kinds:
+        kind = _leaf_kind(delta_type, leaf)
+        if kind is None:
             return keep
-        kind: str = kinds.pop()  # type: ignore[assignment]  # None was ruled out above
+        leaf = _as_compared(kind, leaf)
+        if leaf.op == "never":
+            return np.zeros(self.n, dtype=bool)
         lo, hi = _field(table, "minValues", path), _field(table, "maxValues", path)
         if lo is None or hi is None:
             return keep
+        if kind == "date":
+            lo, hi = _iso_dates(lo), _iso_dates(hi)
+        if delta_type == "float":
+            lo = _float32_floor(lo)
         values = [_scalar(kind, v) for v in leaf.values]
         below_min = [_filled(pc.less(v, lo)) for v in values]      # value < every row
         above_max = [self._above_max(kind, hi, v, raw) for v, raw in zip(values, leaf.values, strict=True)]
@@ -356,51 +461,78 @@ def _string_above(hi: pa.Array, raw: str) -> np.ndarray:
 
 
 def _holds(leaf: Leaf, value: Any) -> bool | None:
-    """Whether ``leaf`` holds for a partition value: True/False, or None when Python cannot say it like Spark."""
+    """Whether ``leaf`` holds for a partition value: True/False, or None when Python cannot say it like Spark.
+
+    ``leaf``'s literals are already as Spark compares them (``_as_compared``).
+    """
     if leaf.op == "isnull":
         return value is None
     if leaf.op == "notnull":
         return value is not None
-    if value is None:
+    if leaf.op == "never" or value is None:
         return False  # a comparison with null is never true
     if isinstance(value, bool) or isinstance(value, dt.datetime):
         return None
     vals = leaf.values
     try:
-        if leaf.op == "eq":
-            return bool(value == vals[0])
-        if leaf.op == "lt":
-            return bool(value < vals[0])
-        if leaf.op == "le":
-            return bool(value <= vals[0])
-        if leaf.op == "gt":
-            return bool(value > vals[0])
-        if leaf.op == "ge":
-            return bool(value >= vals[0])
-        if leaf.op == "between":
-            return bool(vals[0] <= value <= vals[1])
-        if leaf.op == "in":
-            return any(value == v for v in vals)
+        cmp = [_spark_compare(value, v) for v in vals]
     except TypeError:
         return None
+    if leaf.op == "eq":
+        return cmp[0] == 0
+    if leaf.op == "lt":
+        return cmp[0] < 0
+    if leaf.op == "le":
+        return cmp[0] <= 0
+    if leaf.op == "gt":
+        return cmp[0] > 0
+    if leaf.op == "ge":
+        return cmp[0] >= 0
+    if leaf.op == "between":
+        return cmp[0] >= 0 and cmp[1] <= 0
+    if leaf.op == "in":
+        return any(c == 0 for c in cmp)
     return None
+
+
+def _spark_compare(a: Any, b: Any) -> int:
+    """-1/0/1 as Spark orders two non-null values: NaN equals NaN and is above every other number, -0.0 = 0.0."""
+    if isinstance(a, float) or isinstance(b, float):
+        a_nan, b_nan = isinstance(a, float) and math.isnan(a), isinstance(b, float) and math.isnan(b)
+        if a_nan or b_nan:
+            return int(a_nan) - int(b_nan)
+    return (a > b) - (a < b)
+
+
+def _iso_dates(bounds: pa.Array) -> pa.Array:
+    """Date bounds that compare correctly as text (yyyy-mm-dd); others become null (not used)."""
+    return pc.if_else(pc.match_substring_regex(bounds, _ISO_DATE), bounds, pa.scalar(None, pa.string()))
+
+
+def _float32_floor(bounds: pa.Array) -> pa.Array:
+    """A float column's minimums as doubles at or below the true float32 value.
+
+    Writers print a float's shortest decimal (0.7f as ``0.7``), which as a double may be above the value
+    Spark compares (0.699999988…); one float32 step down is a bound whatever the printing.
+    """
+    vals = np.asarray(pc.fill_null(bounds, math.nan).to_numpy(zero_copy_only=False), dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        down = np.nextafter(vals.astype(np.float32), np.float32(-np.inf)).astype(np.float64)
+    return pa.array(down, pa.float64())
 
 
 # --- reading statistics -----------------------------------------------------------------------
 
 
-def _arrow_type(delta_type: str, values: tuple[Any, ...]) -> pa.DataType | None:
-    kinds = {_kind(delta_type, v) for v in values}
-    if len(kinds) != 1:
-        return None
-    kind = kinds.pop()
+def _arrow_type(delta_type: str, leaf: Leaf) -> pa.DataType | None:
+    kind = _leaf_kind(delta_type, leaf)
     return {"numeric": pa.int64(), "float": pa.float64(), "string": pa.string(), "date": pa.string(),
             "timestamp": pa.timestamp("us", tz="UTC")}.get(kind) if kind else None
 
 
 def _scalar(kind: str, value: Any) -> pa.Scalar:
     if kind == "numeric":
-        return pa.scalar(int(value), pa.int64()) if value == int(value) else pa.scalar(float(value), pa.float64())
+        return pa.scalar(int(value), pa.int64())  # _as_compared made decimal literals exact integers
     if kind == "float":
         return pa.scalar(float(value), pa.float64())
     if kind == "date":

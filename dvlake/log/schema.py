@@ -146,6 +146,9 @@ def column_types(schema: dict[str, Any]) -> dict[str, str]:
 
     Struct fields are listed by their dotted path; arrays, maps and strings with a collation other
     than Spark's binary order are ``"unsupported"`` (their order is not the one stats were compared in).
+    So are CHAR(n) columns (Spark pads the literal to n characters before comparing).
+    A double column widened from float (type widening) is ``"float"``: files written before the change
+    carry float stats.
     """
     out: dict[str, str] = {}
 
@@ -158,8 +161,18 @@ def column_types(schema: dict[str, Any]) -> dict[str, str]:
                 out[name] = "unsupported"
             elif "__COLLATIONS" in (f.get("metadata") or {}):
                 out[name] = "unsupported"
+            elif str((f.get("metadata") or {}).get("__CHAR_VARCHAR_TYPE_STRING", "")).lower().startswith("char"):
+                out[name] = "unsupported"  # CHAR(n): Spark pads literals to n before comparing ('ab' = 'ab   ')
+            elif t == "double" and _widened_from_float(f):
+                out[name] = "float"  # older files' stats print float32 values (0.7f as 0.7): read them as floats
             else:
                 out[name] = str(t)
 
     visit(schema.get("fields", []), "")
     return out
+
+
+def _widened_from_float(field: dict[str, Any]) -> bool:
+    """Whether type widening changed this field from float (``delta.typeChanges`` in its metadata)."""
+    changes = (field.get("metadata") or {}).get("delta.typeChanges") or []
+    return any(isinstance(c, dict) and c.get("fromType") == "float" and "fieldPath" not in c for c in changes)

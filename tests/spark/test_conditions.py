@@ -199,3 +199,38 @@ def test_random_conditions_delete_exactly_the_rows_spark_selects(spark: SparkSes
     DeltaTable.forPath(spark, table).delete(condition)
     after = _ids(dvlake.read(spark, table))
     assert after == [i for i in before if i not in doomed], condition
+
+
+# --- comparisons at Spark's coercion edges (pruning once decided these unlike Spark) -------------------
+
+EDGE_CASES = {
+    "double-partition-decimal": "d = 0.1",            # Spark casts 0.1 to double: the partition d=0.1 matches
+    "nan-partition-above-all": "d > 5",                # NaN is above every number
+    "double-above-its-decimal": "d > 0.1",             # 0.1 as double is not above itself
+    "negative-zero": "d = 0",                          # -0.0 = 0
+    "float-stats-minimum": "f < 0.7",                  # 0.7f is 0.699999988 as a double; stats print 0.7
+    "bigint-vs-long-decimal": "id < 2.0000000000000001",   # compared exactly: 2 matches
+    "bigint-between-decimals": "id > 1.9999999999999999 AND id < 3",
+}
+_EDGE_D = [0.1, 0.30000000000000004, float("nan"), None, -0.0, 1.0]
+
+
+@pytest.fixture(scope="module")
+def edges(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """12 rows, one file per double partition d (NaN, null, -0.0 among them), a float f of 0.7f everywhere."""
+    path = str(tmp_path_factory.mktemp("edges") / "t")
+    df = spark.createDataFrame([(i, _EDGE_D[i % 6], 0.7) for i in range(12)], "id long, d double, f float")
+    dvlake.write(df.repartition(1), path, properties=DV_PROPS, partitionBy="d")
+    return path
+
+
+@pytest.mark.parametrize("condition", list(EDGE_CASES.values()), ids=list(EDGE_CASES))
+def test_edge_comparisons_read_and_delete_the_rows_spark_selects(spark: SparkSession, edges: str, tmp_path: Path,
+                                                                 condition: str) -> None:
+    expected = _expected(spark, edges, condition)
+    assert expected, f"{condition!r} selects no row: the case tests nothing"
+    assert _ids(dvlake.read(spark, edges, condition=condition)) == expected
+    copy = str(tmp_path / "t")
+    shutil.copytree(edges, copy)
+    DeltaTable.forPath(spark, copy).delete(condition)
+    assert _ids(dvlake.read(spark, copy)) == [i for i in range(12) if i not in set(expected)]

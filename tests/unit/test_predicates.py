@@ -1,133 +1,39 @@
 """Pure pruning logic over a parsed Condition: stats skipping and partition evaluation, without Spark.
 
-The property tests build random files (rows → Delta stats) and random conditions over
-=, <, <=, >, >=, IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT, rendered with the fewest parentheses
-SQL's precedence allows (NOT > AND > OR), comments between operands and doubled quotes inside
-string literals; they evaluate the condition on the rows with SQL's three-valued logic and check
-that pruning never drops a file holding a matching row (and is exact on partitions when it says so).
+The property tests build random files (rows → Delta stats) and random conditions (the language of
+``condition_language``), evaluate the condition on the rows with Spark's semantics and check that
+pruning never drops a file holding a matching row (and is exact on partitions when it says so).
+``test_pruning_soundness`` does the same over float, decimal and truncated-string edges.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import zoneinfo
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from dvlake.errors import InvalidArgumentError
 from dvlake.log.condition import Condition
 from dvlake.log.predicates import FileFacts, prune
-
-EXAMPLES = int(os.environ.get("DVLAKE_PROPERTY_EXAMPLES", "300"))
-PROPERTY = settings(max_examples=EXAMPLES, derandomize=os.environ.get("DVLAKE_PROPERTY_RANDOM") != "1", deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
-
-# --- a tiny predicate language, rendered to SQL and evaluated in Python ------------------------------
-
-Leaf = tuple[str, str, tuple[Any, ...]]  # (column, op, literals)
-Pred = Union[Leaf, tuple[str, Any, Any]]  # noqa: UP007 - a recursive alias reads better spelled out
-
-INTS = st.integers(-4, 4)  # a small range, so that values and literals collide and edges get tested
-STRS = st.text(alphabet="abAB_z'", min_size=0, max_size=3)
-
-
-def _lit(v: Any) -> str:
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"  # Spark 4 reads a doubled quote as one
-    return str(v)
-
-
-def leaves(column: str, values: st.SearchStrategy[Any]) -> st.SearchStrategy[Leaf]:
-    compare = st.tuples(st.just(column), st.sampled_from(["=", "<", "<=", ">", ">="]), st.tuples(values))
-    in_list = st.tuples(st.just(column), st.just("IN"), st.lists(values, min_size=1, max_size=4).map(tuple))
-    between = st.tuples(st.just(column), st.just("BETWEEN"), st.tuples(values, values))
-    nulls = st.tuples(st.just(column), st.sampled_from(["IS NULL", "IS NOT NULL"]), st.just(()))
-    return st.one_of(compare, in_list, between, nulls)
-
-
-def predicates(leaf: st.SearchStrategy[Leaf]) -> st.SearchStrategy[Any]:
-    comments = st.sampled_from(["", "", " /* a AND b OR */ ", " -- x OR y AND\n "])
-    return st.recursive(leaf, lambda inner: st.one_of(
-        st.tuples(st.just("AND"), inner, inner, comments), st.tuples(st.just("OR"), inner, inner, comments),
-        st.tuples(st.just("NOT"), inner, st.none(), st.just(""))), max_leaves=6)
-
-
-_PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3}
-
-
-def render(p: Any, outer: int = 0) -> str:
-    """SQL text with parentheses only where precedence needs them (so the parser's precedence is tested)."""
-    kind = p[0]
-    if kind in ("AND", "OR"):
-        prec = _PRECEDENCE[kind]
-        text = f"{render(p[1], prec)} {kind}{p[3]} {render(p[2], prec + 1)}"
-        return f"({text})" if prec < outer else text
-    if kind == "NOT":
-        return f"NOT ({render(p[1])})"
-    col, op, vals = p
-    if op == "IN":
-        return f"{col} IN ({', '.join(_lit(v) for v in vals)})"
-    if op == "BETWEEN":
-        return f"{col} BETWEEN {_lit(vals[0])} AND {_lit(vals[1])}"
-    if op.startswith("IS"):
-        return f"{col} {op}"
-    return f"{col} {op} {_lit(vals[0])}"
-
-
-def truth(p: Any, row: dict[str, Any]) -> bool | None:
-    """SQL three-valued truth of ``p`` on one row."""
-    kind = p[0]
-    if kind == "AND":
-        a, b = truth(p[1], row), truth(p[2], row)
-        return False if a is False or b is False else (None if a is None or b is None else True)
-    if kind == "OR":
-        a, b = truth(p[1], row), truth(p[2], row)
-        return True if a is True or b is True else (None if a is None or b is None else False)
-    if kind == "NOT":
-        a = truth(p[1], row)
-        return None if a is None else not a
-    col, op, vals = p
-    v = row[col]
-    if op == "IS NULL":
-        return v is None
-    if op == "IS NOT NULL":
-        return v is not None
-    if v is None:
-        return None
-    if op == "IN":
-        return v in vals
-    if op == "BETWEEN":
-        return bool(vals[0] <= v <= vals[1])
-    return {"=": v == vals[0], "<": v < vals[0], "<=": v <= vals[0], ">": v > vals[0], ">=": v >= vals[0]}[op]
-
+from dvlake.log.schema import column_types
+from tests.unit.condition_language import INTS, PROPERTY, STRS, leaves, predicates, render, stats_json, truth
 
 # --- random files and their Delta stats -----------------------------------------------------------
 
+TYPES = {"a": "long", "s": "string"}
 ROWS = st.fixed_dictionaries({"a": st.one_of(st.none(), INTS), "s": st.one_of(st.none(), STRS)})
 FILES = st.lists(st.lists(ROWS, min_size=1, max_size=6), min_size=1, max_size=6)
 
 
-def stats_json(rows: list[dict[str, Any]]) -> str:
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    for col in ("a", "s"):
-        present = [r[col] for r in rows if r[col] is not None]
-        nulls[col] = len(rows) - len(present)
-        if present:  # Delta writes no bound for an all-null column
-            mins[col], maxs[col] = min(present), max(present)
-    return json.dumps({"numRecords": len(rows), "minValues": mins, "maxValues": maxs, "nullCount": nulls})
-
-
 def keep_mask(text: str, files: list[list[dict[str, Any]]]) -> list[bool]:
-    stats = pa.array([stats_json(rows) for rows in files], pa.string())
-    facts = FileFacts(stats, [], [() for _ in files], {"a": "long", "s": "string"}, {"a": "a", "s": "s"})
+    stats = pa.array([stats_json(rows, TYPES) for rows in files], pa.string())
+    facts = FileFacts(stats, [], [() for _ in files], TYPES, {"a": "a", "s": "s"})
     return list(prune(Condition.parse(text), facts).keep)
 
 
@@ -137,7 +43,7 @@ def test_stats_skipping_never_drops_a_file_with_a_matching_row(files: list[list[
     text = render(pred)
     keep = keep_mask(text, files)
     for i, rows in enumerate(files):
-        if any(truth(pred, r) is True for r in rows):
+        if any(truth(pred, r, TYPES) is True for r in rows):
             assert keep[i], f"file {i} holds a row matching {text!r} but was pruned; rows {rows}"
 
 
@@ -269,3 +175,89 @@ def test_unparseable_stats_skip_nothing() -> None:
     stats = pa.array(['{"numRecords": 1, "minValues": {"a": "not a number"}}', None], pa.string())
     facts = FileFacts(stats, [], [(), ()], {"a": "long"}, {"a": "a"})
     assert list(prune(Condition.parse("a = 3"), facts).keep) == [True, True]
+
+
+# --- Spark's comparison semantics (audit of the visitor: each case once pruned rows Spark matches) -----
+
+
+def _partitions(delta_type: str, values: list[Any], text: str) -> Any:
+    return prune(Condition.parse(text), FileFacts(None, ["p"], [(v,) for v in values], {"p": delta_type}, {}))
+
+
+def _one_file(delta_type: str, lo: Any, hi: Any, text: str, nulls: int = 0, rows: int = 2) -> bool:
+    stats = pa.array([json.dumps({"numRecords": rows, "minValues": {"c": lo}, "maxValues": {"c": hi},
+                                  "nullCount": {"c": nulls}})])
+    return bool(prune(Condition.parse(text), FileFacts(stats, [], [()], {"c": delta_type}, {"c": "c"})).keep[0])
+
+
+def test_double_partition_and_decimal_literal_compare_as_doubles() -> None:
+    # Spark casts the decimal literal 0.1 to double: p = 0.1 holds for the partition p=0.1
+    result = _partitions("double", [0.1, 0.2, None], "p = 0.1")
+    assert result.keep[0]
+    if result.exact:
+        assert list(result.keep) == [True, False, False]
+    assert _partitions("double", [0.30000000000000004], "p > 0.3").keep[0]
+
+
+def test_nan_partition_is_above_every_number_and_equal_to_itself() -> None:
+    nan = float("nan")
+    for text, expected in [("p > 5", [True, True, False, False]), ("p >= 1e0 OR p < 0", [True, True, False, False]),
+                        ("p <= 5", [False, False, True, False]), ("p BETWEEN 0 AND 10", [False, False, True, False]),
+                        ("p IN (1, 2)", [False, False, True, False])]:
+        result = _partitions("double", [nan, nan, 1.0, None], text)
+        assert all(result.keep[i] for i, t in enumerate(expected) if t), f"{text!r} pruned a NaN partition: {result.keep}"
+        if result.exact:
+            assert list(result.keep) == expected, text
+
+
+def test_bigint_and_decimal_literal_compare_exactly() -> None:
+    # Spark widens both to decimal: 2 < 2.0000000000000001 is true (not 2.0 < 2.0)
+    assert _one_file("long", 2, 5, "c < 2.0000000000000001")
+    assert _one_file("long", 2, 5, "c <= 1.99999999999999999 OR c = 2")
+    assert _one_file("long", 2, 5, "c BETWEEN 4.5 AND 4.99999999999999999 OR c > 4.99999999999999999")
+    assert not _one_file("long", 2, 5, "c < 1.99999999999999999")  # no integer in [2, 5] is below it
+    assert not _one_file("long", 2, 5, "c = 2.5")
+
+
+def test_float_column_stats_are_float32_values() -> None:
+    # a float column's value 0.7f is 0.699999988 as a double, and Spark compares it as a double with 0.7;
+    # Delta's stats write it as 0.7
+    assert _one_file("float", 0.7, 0.7, "c < 0.7")
+    assert _one_file("float", 0.7, 0.7, "c <= 0.69999999")
+    result = _partitions("float", [0.7, 0.1], "p < 0.7")  # the partition value "0.7" is 0.7f: true in Spark
+    assert result.keep[0]
+    result = _partitions("float", [0.7, 0.1], "p = 0.1")  # 0.1f = 0.1 is false in Spark
+    assert not result.exact or not result.keep[1]
+
+
+def test_dates_beyond_four_digit_years_in_stats_are_not_compared_as_text() -> None:
+    assert _one_file("date", "2020-01-01", "+10000-01-01", "c > DATE'2024-01-01'")
+    assert _one_file("date", "-0001-01-01", "2020-01-01", "c < DATE'0001-01-01'")
+    assert not _one_file("date", "2020-01-01", "2020-12-31", "c > DATE'2024-01-01'")
+
+
+def test_double_quoted_text_is_not_taken_for_a_string() -> None:
+    # with spark.sql.ansi.doubleQuotedIdentifiers "b" names a column, so the visitor cannot read it as a value
+    result = _partitions("string", ["a", "b"], 'p = "b"')
+    assert not result.exact
+    assert list(result.keep) == [True, True]
+    assert list(_partitions("string", ["a", "b"], "p = 'b'").keep) == [False, True]
+
+
+def test_double_widened_from_float_keeps_float_stats_semantics() -> None:
+    # type widening float -> double rewrites no file: older stats still print float32 values (0.7f as 0.7)
+    schema = {"type": "struct", "fields": [{"name": "c", "type": "double", "nullable": True, "metadata": {
+        "delta.typeChanges": [{"fromType": "float", "toType": "double"}]}}]}
+    delta_type = column_types(schema)["c"]
+    assert _one_file(delta_type, 0.7, 0.7, "c < 0.7")
+    assert column_types({"type": "struct", "fields": [{"name": "c", "type": "double", "nullable": True,
+                                                       "metadata": {}}]})["c"] == "double"
+
+
+def test_char_columns_are_left_to_spark() -> None:
+    # CHAR(5) stores 'ab   ' and Spark pads the literal: p = 'ab' holds there, though 'ab   ' != 'ab' as text
+    schema = {"type": "struct", "fields": [{"name": "p", "type": "string", "nullable": True,
+                                            "metadata": {"__CHAR_VARCHAR_TYPE_STRING": "char(5)"}}]}
+    result = _partitions(column_types(schema)["p"], ["ab   ", "cd   "], "p = 'ab'")
+    assert list(result.keep) == [True, True] and not result.exact
+    assert _one_file(column_types(schema)["p"], "ab   ", "ab   ", "c = 'ab'")  # stats hold padded values too
