@@ -41,6 +41,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -81,7 +82,7 @@ def capture(path: str) -> Capture:
         for n in names:
             t = pq.read_table(os.path.join(path, n), columns=["id", "v"])
             rows += zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)
-        hashes = {n: hashlib.sha256(open(os.path.join(path, n), "rb").read()).hexdigest() for n in names}  # noqa: SIM115
+        hashes = {n: hashlib.sha256(Path(path, n).read_bytes()).hexdigest() for n in names}
         return Capture(False, sorted(rows), files=hashes)
     check_log_readable(path)
     return Capture(True, read_rows(path), changes=change_rows(path, snap.version))
@@ -110,7 +111,7 @@ def change_rows(path: str, version: int) -> list[tuple[Any, ...]]:
 
 
 class Campaign:
-    """The table, the schedule and the commands; ``run`` kills each command once per round."""
+    """The table, the schedule and the commands; ``run`` kills each command twice per round."""
 
     def __init__(self, spark: Any, workdir: str, seed: int) -> None:
         self.spark = spark
@@ -127,7 +128,7 @@ class Campaign:
         return DeltaTable.forPath(self.spark, path)
 
     def create(self) -> None:
-        """The starting table (Spark-free): DVs on, checkpoints every 3 commits, 4 files, some rows deleted by DVs."""
+        """The starting table (Spark-free): DVs on, checkpoints every 3 commits, 3 files, some rows deleted by DVs."""
         from tests.reliability.engine import engine_append, engine_create, engine_delete
 
         engine_create(self.table, list(range(100)), checkpoint_interval=3)
