@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 SITES = ("commit-before-link", "commit-after-link", "checkpoint-before-link", "last-checkpoint", "dv-mid-write",
@@ -29,6 +30,53 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+#: the commit path's sites, in the order a commit passes them (``hook_commit_sites``)
+COMMIT_SITES = ("commit-entry", "commit-before-link", "commit-after-link", "checkpoint-before-link", "last-checkpoint")
+
+
+def hook_commit_sites(arrive: Callable[[str], None]) -> Callable[[], None]:
+    """Call ``arrive(site)`` at each arrival at a commit-path site; returns the function that removes the hooks.
+
+    ``commit-entry``: ``OptimisticTransaction.commit`` was called (every data, DV and change-data file of the
+    command is written, nothing of the commit is); ``commit-before-link``: the commit's temp file is written and
+    fsynced, not linked; ``commit-after-link``: the commit is in place, nothing after it (checkpoint, the
+    command's later commits) has run; ``checkpoint-before-link``: a checkpoint file is written, not linked;
+    ``last-checkpoint``: before ``_last_checkpoint`` is replaced.
+    """
+    from dvlake.txn.transaction import OptimisticTransaction
+
+    real_link, real_replace, real_commit = os.link, os.replace, OptimisticTransaction.commit
+
+    def link(src: Any, dst: Any, *a: Any, **kw: Any) -> None:
+        d = os.path.basename(str(dst))
+        is_commit = len(d) == 25 and d.endswith(".json") and d[:20].isdigit()
+        if is_commit:
+            arrive("commit-before-link")
+        elif ".checkpoint." in d:
+            arrive("checkpoint-before-link")
+        real_link(src, dst, *a, **kw)
+        if is_commit:
+            arrive("commit-after-link")
+
+    def replace(src: Any, dst: Any, *a: Any, **kw: Any) -> None:
+        if str(dst).endswith("_last_checkpoint"):
+            arrive("last-checkpoint")
+        real_replace(src, dst, *a, **kw)
+
+    def commit(self: Any, *a: Any, **kw: Any) -> Any:
+        arrive("commit-entry")
+        return real_commit(self, *a, **kw)
+
+    os.link, os.replace = link, replace
+    OptimisticTransaction.commit = commit  # type: ignore[method-assign]
+
+    def undo() -> None:
+        os.link, os.replace = real_link, real_replace
+        OptimisticTransaction.commit = real_commit  # type: ignore[method-assign]
+
+    return undo
+
+
 def install_kill_site(site: str, n: int) -> None:
     """Arrange for SIGKILL at the n-th arrival at ``site``."""
     hits = {"count": 0}
@@ -38,29 +86,8 @@ def install_kill_site(site: str, n: int) -> None:
         if hits["count"] >= n:
             _die()
 
-    if site in ("commit-before-link", "commit-after-link", "checkpoint-before-link"):
-        real_link = os.link
-
-        def link(src: Any, dst: Any, *a: Any, **kw: Any) -> None:
-            d = str(dst)
-            is_commit = d.endswith(".json") and "_delta_log" in d
-            is_checkpoint = ".checkpoint." in d
-            if (site == "commit-before-link" and is_commit) or (site == "checkpoint-before-link" and is_checkpoint):
-                arrive()
-            real_link(src, dst, *a, **kw)
-            if site == "commit-after-link" and is_commit:
-                arrive()
-
-        os.link = link
-    elif site == "last-checkpoint":
-        real_replace = os.replace
-
-        def replace(src: Any, dst: Any, *a: Any, **kw: Any) -> None:
-            if str(dst).endswith("_last_checkpoint"):
-                arrive()
-            real_replace(src, dst, *a, **kw)
-
-        os.replace = replace
+    if site in COMMIT_SITES:
+        hook_commit_sites(lambda at: arrive() if at == site else None)
     elif site == "dv-mid-write":
         from dvlake.dv import store
 

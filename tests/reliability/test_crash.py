@@ -7,10 +7,16 @@ Counts: ``DVLAKE_CRASH_KILLS`` Spark-free kills (default 32) and ``DVLAKE_CRASH_
 kills of children running the real Spark commands (default 3, one JVM each). The seed is fixed
 in CI (``DVLAKE_CRASH_SEED``, default 8). Commands come from ``commands.SEQUENCE``: a command
 registered there is crash-tested with no change here.
+
+The other commands — OPTIMIZE, UPDATE, MERGE, a CDF-enabled UPDATE, PURGE, RESTORE, DROP FEATURE
+deletionVectors, CONVERT TO DELTA — are killed by ``real_kills.py``: the real commands, each killed
+twice per round (``DVLAKE_CRASH_REAL_ROUNDS``, default 1), once before its commit lands and once after,
+in processes forked from one Spark child, so the campaign costs one JVM start.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -19,22 +25,19 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 import dvlake
-from dvlake.log.checkpoint import read_checkpoint
-from dvlake.log.replay import read_commit
-from dvlake.log.segment import list_log
 from dvlake.log.snapshot import Snapshot
-from dvlake.storage.base import storage_for
 from tests.conftest import REPO_ROOT
 from tests.reliability.child import ENGINE_ONLY_SITES, SITES
-from tests.reliability.commands import create_table, model_after, read_state
+from tests.reliability.commands import check_log_readable, create_table, model_after, read_state
 
 KILLS = int(os.environ.get("DVLAKE_CRASH_KILLS", "32"))
 SPARK_KILLS = int(os.environ.get("DVLAKE_CRASH_SPARK_KILLS", "3"))
 SEED = int(os.environ.get("DVLAKE_CRASH_SEED", "8"))
+REAL_ROUNDS = int(os.environ.get("DVLAKE_CRASH_REAL_ROUNDS", "1"))
+REAL_COMMANDS = {"OPTIMIZE", "UPDATE", "MERGE", "CDF UPDATE", "PURGE", "RESTORE", "DROP FEATURE", "CONVERT"}
 CHILD_TIMEOUT = 300
 
 
@@ -61,18 +64,6 @@ def _wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
         if line.startswith("READY") or not line:
             return
     raise AssertionError("child did not get ready")
-
-
-def check_log_readable(table: str) -> None:
-    """Every commit parses and every complete checkpoint loads (a torn write would fail here)."""
-    storage = storage_for(table)
-    listing = list_log(storage, table)
-    for _, (path, _mtime) in sorted(listing.commits.items()):
-        assert read_commit(storage, path), f"{path} is empty"
-    for cp in listing.checkpoints:
-        read_checkpoint(storage, table, cp)
-        for f in cp.files:
-            pq.read_metadata(f)
 
 
 def check_state(table: str, done: int | None) -> int:
@@ -160,3 +151,39 @@ def test_kills_of_spark_children(spark, tmp_path: Path) -> None:
         COMMANDS[command_at(i)].run_spark(spark, table, i, 0)
     assert {r.id for r in dvlake.read(spark, table).select("id").collect()} == set(model_after(version + 3))
     print(f"crash: {len(killed)} kills of Spark children at {sorted(set(killed))}")
+
+
+@pytest.mark.slow
+def test_kills_of_real_commands(tmp_path: Path) -> None:
+    """Every command of ``REAL_COMMANDS`` SIGKILLed twice per round at commit-path sites, the table at the pre- or
+    post-state of a serial run after each kill and the next writer working (``real_kills.py`` checks each)."""
+    if REAL_ROUNDS <= 0:
+        pytest.skip("DVLAKE_CRASH_REAL_ROUNDS=0")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.reliability.real_kills", str(tmp_path), str(SEED + 2),
+                             str(REAL_ROUNDS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(REPO_ROOT), env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=CHILD_TIMEOUT * 4)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _kill_group(proc)
+    assert proc.returncode == 0, f"the campaign failed ({proc.returncode}):\n{out[-2000:]}\n{err[-4000:]}"
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    records = [r for r in lines if "command" in r]
+    cost = next(r for r in lines if "cpu_seconds" in r)
+    assert "FINISHED" in out and len(records) == 2 * REAL_ROUNDS * len(REAL_COMMANDS), out
+    assert all(r["killed"] for r in records), [r for r in records if not r["killed"]]
+    kills = {name: sum(1 for r in records if r["command"] == name) for name in sorted(REAL_COMMANDS)}
+    assert set(kills.values()) == {2 * REAL_ROUNDS}, kills
+    before = {"commit-entry", "commit-before-link"}
+    for name in REAL_COMMANDS:  # every command killed both before its (last) commit landed and after one had
+        sites = [r["site"] for r in records if r["command"] == name]
+        assert any(s in before for s in sites) and any(s not in before for s in sites), (name, sites)
+    assert cost["states_checked"] >= 3 * len(REAL_COMMANDS) * REAL_ROUNDS, cost  # each kill, each next writer
+    states = {s: sum(1 for r in records if r["state"] == s) for s in ("pre", "post", "pre=post")}
+    print(f"crash (real commands): {len(records)} kills, {kills}, states {states}, "
+          f"sites {sorted({r['site'] for r in records})}, {cost['states_checked']} states checked, "
+          f"{cost['seconds']} s, {cost['cpu_seconds']} CPU s")
