@@ -315,6 +315,54 @@ class UnsafeAssignmentCastError(SchemaMismatchError):
     error_class = "DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION"
 
 
+class MergeUnresolvedExpressionError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A MERGE expression names a column its clause cannot see (delta-spark: insert clauses see only the source,
+    NOT MATCHED BY SOURCE clauses only the target, SET/INSERT column lists only the target). The message names the
+    expression, the clause and the columns that clause can use."""
+
+    error_class = "DELTA_MERGE_UNRESOLVED_EXPRESSION"
+    sql_state = "42601"
+
+
+class AmbiguousReferenceError(DeltaErrorClassMixin, InvalidArgumentError):
+    """An unqualified name in a MERGE expression is a column of both the target and the source (Spark's class)."""
+
+    error_class = "AMBIGUOUS_REFERENCE"
+    sql_state = "42704"
+
+
+class NonLastClauseOmitConditionError(DeltaErrorClassMixin, InvalidArgumentError):
+    """Of several MERGE clauses of one kind, one other than the last has no condition: the later ones could never
+    run. ``error_class`` names the kind (``NON_LAST_MATCHED_…``, ``NON_LAST_NOT_MATCHED_BY_TARGET_…``,
+    ``NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION``)."""
+
+    error_class = "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION"
+    sql_state = "42613"
+
+
+class AggregationNotSupportedError(DeltaErrorClassMixin, InvalidArgumentError):
+    """An aggregate (or window) function in a DML condition or assigned value: there is no group to evaluate it over."""
+
+    error_class = "DELTA_AGGREGATION_NOT_SUPPORTED"
+    sql_state = "42903"
+
+
+class NonDeterministicConditionError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A MERGE condition holds a non-deterministic function (delta-spark's class); DELETE and UPDATE conditions
+    raise it with Spark's ``INVALID_NON_DETERMINISTIC_EXPRESSIONS``, the class delta-spark lets through there.
+    A row could be matched, or deleted, differently on every evaluation."""
+
+    error_class = "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
+    sql_state = "0AKDC"
+
+
+class InvalidNonDeterministicExpressionsError(NonDeterministicConditionError):
+    """A DELETE or UPDATE condition holds a non-deterministic function: Spark's class, as delta-spark reports it."""
+
+    error_class = "INVALID_NON_DETERMINISTIC_EXPRESSIONS"
+    sql_state = "42K0E"
+
+
 class DeltaUnsupportedOperationException(DvlakeError):
     """The command cannot be carried out as asked (delta-spark's DeltaUnsupportedOperationException)."""
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
@@ -30,6 +31,7 @@ from dvlake.commands.common import (
     stats_leaf_paths,
     tight_bounds_flag,
 )
+from dvlake.commands.dml_checks import require_deterministic
 from dvlake.commands.dv_marking import dv_counts, mark_rows
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
@@ -37,6 +39,7 @@ from dvlake.log import features
 from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
 from dvlake.log.cdf_plan import DELETE
 from dvlake.log.condition import Condition
+from dvlake.log.schema import strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
@@ -91,6 +94,11 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     txn = OptimisticTransaction(root, snapshot)
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
     check_condition(spark, snapshot, condition, "DELETE")
+    if condition is not None:
+        logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+        probe = spark.createDataFrame([], logical)
+        require_deterministic(probe.alias(condition.alias) if condition.alias else probe,
+                              condition_column(condition, logical.fieldNames()), "DELETE", condition.display())
     plan = plan_scan(spark, snapshot, condition)
     adds = snapshot.add_files()
     candidates = [adds[i] for i in plan.rows_indexes]

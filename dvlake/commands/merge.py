@@ -47,8 +47,14 @@ from dvlake.commands.dml import (
     write_rows,
 )
 from dvlake.commands.dv_marking import dv_counts, mark_rows
+from dvlake.commands.merge_names import BOTH, SOURCE_ONLY, TARGET_ONLY, MergeNames, checked
 from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH, MERGE_MATERIALIZE_SOURCE
-from dvlake.errors import InvalidArgumentError, MultipleSourceRowMatchingTargetRowError, UnresolvedAssignmentError
+from dvlake.errors import (
+    InvalidArgumentError,
+    MultipleSourceRowMatchingTargetRowError,
+    NonLastClauseOmitConditionError,
+    UnresolvedAssignmentError,
+)
 from dvlake.log import features
 from dvlake.log.actions import Action, AddCDCFile, Metadata
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
@@ -62,6 +68,8 @@ from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
+# the side(s) a clause's expressions see: no target row for NOT MATCHED, no source row for NOT MATCHED BY SOURCE
+_SCOPE = {MATCHED: BOTH, NOT_MATCHED: SOURCE_ONLY, NOT_MATCHED_BY_SOURCE: TARGET_ONLY}
 # kind codes of a change row
 _NOOP, _M_UPDATE, _M_DELETE, _INSERT, _S_UPDATE, _S_DELETE = 0, 1, 2, 3, 4, 5
 _MARKED = (_M_UPDATE, _M_DELETE, _S_UPDATE, _S_DELETE)
@@ -153,16 +161,22 @@ def result_frame(spark: SparkSession, metrics: dict[str, Any]) -> DataFrame:
     return spark.createDataFrame([(upd + dele + ins, upd, dele, ins)], RESULT_SCHEMA)
 
 
+_OMIT_CONDITION_CLASS = {MATCHED: ("MATCHED", "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION"),
+                         NOT_MATCHED: ("NOT MATCHED [BY TARGET]", "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION"),
+                         NOT_MATCHED_BY_SOURCE: ("NOT MATCHED BY SOURCE",
+                                                 "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION")}
+
+
 def _check_clauses(clauses: list[MergeClause]) -> None:
     if not clauses:
         raise InvalidArgumentError("DELTA_MERGE_MISSING_WHEN: MERGE needs at least one WHEN clause")
-    names = {MATCHED: "MATCHED", NOT_MATCHED: "NOT_MATCHED", NOT_MATCHED_BY_SOURCE: "NOT_MATCHED_BY_SOURCE"}
-    for kind, label in names.items():
+    for kind, (label, error_class) in _OMIT_CONDITION_CLASS.items():
         of_kind = [c for c in clauses if c.kind == kind]
         if any(c.condition is None for c in of_kind[:-1]):
-            raise InvalidArgumentError(
-                f"DELTA_NON_LAST_{label}_CLAUSE_OMIT_CONDITION: when there are several WHEN {label.replace('_', ' ')} "
-                "clauses, only the last one may omit its condition (the clauses are tried in order)")
+            raise NonLastClauseOmitConditionError(
+                f"When there are more than one {label} clauses in a MERGE statement, only the last {label} clause can "
+                "omit the condition (the clauses are tried in order, so the ones after it could never run).",
+                error_class)
 
 
 def merge(spark: SparkSession, path: str, spec: MergeSpec) -> dict[str, Any]:
@@ -245,6 +259,16 @@ def _wrap_target(df: DataFrame, sides: _Sides) -> DataFrame:
     cols = [F.struct(*[F.col(f"`{c}`") for c in sides.tgt_columns]).alias(sides.tgt)]
     cols += [F.col(f"`{c}`") for c in sides.unqualified_tgt]
     return df.select(*cols, F.col(sides.fid), F.col(sides.rid))
+
+
+def _unqualified(frame: DataFrame, names: MergeNames, scope: str) -> DataFrame:
+    """``frame`` with every column of the one side a NOT MATCHED (BY SOURCE) clause sees also unqualified,
+    names both sides have included: only that side is there, so they are not ambiguous."""
+    src_cols, tgt_cols = names.unqualified(scope)
+    struct, cols = (names.src, src_cols) if scope == SOURCE_ONLY else (names.tgt, tgt_cols)
+    have = {c.lower() for c in frame.columns}
+    extra = [F.col(struct).getField(c).alias(c) for c in cols if c.lower() not in have]
+    return frame.select("*", *extra) if extra else frame
 
 
 # --- schema evolution ----------------------------------------------------------------------------------
@@ -347,13 +371,18 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     lower_t = {c.lower() for c in old_columns}
     lower_s = {c.lower() for c in src_columns}
     tgt_name = spec.target_alias or unique_name("target")
-    src_name = _source_alias(spec, old_columns) or unique_name("source")
+    src_alias = _source_alias(spec, old_columns)
+    src_name = src_alias or unique_name("source")
     reserved = {tgt_name.lower(), src_name.lower()}
     sides = _Sides(src=src_name, tgt=tgt_name, sid=unique_name("source_row"), fid=unique_name("file"),
                    rid=unique_name("row"), kind=unique_name("kind"), src_columns=src_columns, tgt_columns=old_columns,
                    unqualified_src=[c for c in src_columns if c.lower() not in lower_t | reserved],
                    unqualified_tgt=[c for c in old_columns if c.lower() not in lower_s | reserved])
     where = f"MERGE INTO {root}"
+    names = MergeNames(src=src_name, tgt=tgt_name, src_alias=src_alias,
+                       tgt_alias=spec.target_alias, src_schema=spec.source.schema, tgt_schema=plan.logical_schema,
+                       assignable=[f.name for f in schema.fields])
+    checked(spark, names, spec.condition, [(_SCOPE[c.kind], c.action, c.condition, c.assignments) for c in spec.clauses])
     on = as_column(spec.condition)
     matched = [c for c in spec.clauses if c.kind == MATCHED]
     not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
@@ -375,8 +404,8 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     insert_kinds = {"insert": _INSERT}
     fast = str(spark.conf.get(MERGE_INSERT_ONLY_FAST_PATH, "true")).lower() == "true"
     if not matched and not by_source and fast:
-        return _insert_only(spark, snapshot, spec, txn, plan, sides, on, not_matched, schema, md, evolving, where,
-                            target_frame, null_value, started)
+        return _insert_only(spark, snapshot, spec, txn, plan, sides, names, on, not_matched, schema, md, evolving,
+                            where, target_frame, null_value, started)
 
     t0 = time.monotonic()
     source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
@@ -409,10 +438,11 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
         parts.append(_clause_frame(matches, matched, {"update": _M_UPDATE, "delete": _M_DELETE}, schema, sides, old_value,
                                    evolving, where))
     if not_matched:
-        unmatched_src = src.join(matched_sources, sides.sid, "left_anti")
+        unmatched_src = _unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
         parts.append(_clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where))
     if by_source:
-        unmatched_tgt = target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid], "left_anti")
+        unmatched_tgt = _unqualified(target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid],
+                                                 "left_anti"), names, TARGET_ONLY)
         parts.append(_clause_frame(unmatched_tgt, by_source, {"update": _S_UPDATE, "delete": _S_DELETE}, schema, sides,
                                    old_value, evolving, where))
     changes = parts[0]
@@ -541,9 +571,9 @@ def _commit(txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action], 
 
 
 def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: OptimisticTransaction, plan: Any,
-                 sides: _Sides, on: Column, clauses: list[MergeClause], schema: StructType, md: Metadata, evolving: bool,
-                 where: str, target_frame: Callable[[Any], DataFrame], null_value: Callable[[str], Column],
-                 started: float) -> dict[str, Any]:
+                 sides: _Sides, names: MergeNames, on: Column, clauses: list[MergeClause], schema: StructType,
+                 md: Metadata, evolving: bool, where: str, target_frame: Callable[[Any], DataFrame],
+                 null_value: Callable[[str], Column], started: float) -> dict[str, Any]:
     """No MATCHED / NOT MATCHED BY SOURCE clause: anti join, insert, add files; the target is only read."""
     from pyspark.sql import Observation
 
@@ -551,7 +581,7 @@ def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: 
     observation = Observation(unique_name("source_rows"))
     source = spec.source.observe(observation, F.count(F.lit(1)).alias("n"))
     src = _wrap_source(source, sides, with_id=False)
-    unmatched = src.join(target_frame(plan), on, "left_anti")
+    unmatched = _unqualified(src.join(target_frame(plan), on, "left_anti"), names, SOURCE_ONLY)
     changes = _clause_frame(unmatched, clauses, {"insert": _INSERT}, schema, sides, null_value, evolving, where)
     new_rows = changes.select(*[F.col(f"`{f.name}`") for f in schema.fields])
     new_adds = write_rows(new_rows, snapshot.table_root, snapshot, md, txn.protocol)

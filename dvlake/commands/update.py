@@ -31,6 +31,7 @@ from dvlake.commands.dml import (
     use_dvs,
     write_rows,
 )
+from dvlake.commands.dml_checks import require_deterministic
 from dvlake.commands.dv_marking import mark_rows
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
@@ -79,6 +80,7 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     empty = _aliased(spark.createDataFrame([], schema), alias)
     if condition is not None:
         empty.filter(as_column(condition)).schema  # noqa: B018 - analysis only: a bad condition fails before any scan
+        require_deterministic(empty, as_column(condition), "UPDATE", parsed.display() if parsed else str(condition))
     assigned_columns(empty, schema, resolved, lambda c: F.col(f"`{c}`"))  # validates types before any scan
 
     txn = OptimisticTransaction(root, snapshot)

@@ -1,0 +1,91 @@
+"""What a DML expression may hold, asked of Spark's analyzer before any data is read.
+
+delta-spark refuses, in DELETE/UPDATE/MERGE conditions, functions whose answer is not a function of the
+row (``rand()``, ``uuid()``: a row could be matched or deleted differently on each evaluation), and
+aggregate or window functions anywhere in a MERGE clause (there is no group or window to evaluate them
+over). The expression is analysed over an empty frame of the same columns the command evaluates it on,
+so nothing runs; Spark operators that refuse each kind say which kind it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from dvlake.commands.dml import unique_name
+from dvlake.errors import AggregationNotSupportedError, InvalidNonDeterministicExpressionsError, NonDeterministicConditionError
+
+PROBE_COLUMN = "expression"
+
+
+@dataclass(frozen=True)
+class ExpressionKind:
+    """What Spark's analyzer found in one expression."""
+
+    aggregate: bool
+    window: bool
+    deterministic: bool
+
+
+def _condition_of(frame: Callable[[], DataFrame]) -> str | None:
+    """The error class Spark's analyzer raises for the frame ``frame()`` builds, None when it analyses
+    (a classic session analyses as the frame is built, Spark Connect when its schema is asked for)."""
+    try:
+        _ = frame().schema
+    except AnalysisException as exc:
+        return str(exc.getCondition() or "")
+    return None
+
+
+def expression_kind(probe: DataFrame, value: Column) -> ExpressionKind:
+    """The kind of ``value`` evaluated over ``probe``'s columns (its resolution errors reach the caller).
+
+    Asked through operators that refuse each kind, so it works on classic and Spark Connect sessions alike:
+    a filter refuses aggregates and window functions, a join condition non-deterministic expressions."""
+    _ = probe.select(value.alias(PROBE_COLUMN)).schema  # resolution errors first
+    anything = F.isnull(value) | F.lit(True)
+    in_filter = _condition_of(lambda: probe.filter(anything))
+    other = probe.sparkSession.createDataFrame([], StructType([StructField(unique_name("probe"), LongType())]))
+    in_join = _condition_of(lambda: probe.join(other, anything)) if in_filter is None else None
+    return ExpressionKind(in_filter == "INVALID_WHERE_CONDITION", in_filter == "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE",
+                          in_join != "INVALID_NON_DETERMINISTIC_EXPRESSIONS")
+
+
+def display(value: Any) -> str:
+    """An expression as the user wrote it: the SQL text, or a Column's own rendering."""
+    if isinstance(value, str):
+        return value
+    text = str(value)
+    return text[len("Column<'"):-2] if text.startswith("Column<'") and text.endswith("'>") else text
+
+
+def refuse_aggregates(kind: ExpressionKind, operation: str, value: Any) -> None:
+    """delta-spark's DELTA_AGGREGATION_NOT_SUPPORTED for an aggregate or window function in ``operation``."""
+    if kind.aggregate or kind.window:
+        what = "Aggregate" if kind.aggregate else "Window"
+        raise AggregationNotSupportedError(
+            f"{what} functions are not supported in the {operation} (condition = {display(value)}). There is no "
+            "group of rows to evaluate them over: compute the value in the source query first.")
+
+
+def refuse_non_deterministic(kind: ExpressionKind, operation: str, value: Any, error_class: str | None = None) -> None:
+    """A non-deterministic condition refused with delta-spark's class (or ``error_class`` where Spark's applies)."""
+    if not kind.deterministic:
+        raise NonDeterministicConditionError(
+            f"Non-deterministic functions are not supported in the {operation} (condition = {display(value)}): "
+            "a row could be chosen differently each time the condition is evaluated.", error_class)
+
+
+def require_deterministic(probe: DataFrame, value: Column, command: str, shown: str) -> None:
+    """A DELETE/UPDATE condition over ``probe`` (the table's columns) refused when it is non-deterministic:
+    which rows it picks would differ between the scan that finds them and the one that rewrites them."""
+    if not expression_kind(probe, value).deterministic:
+        raise InvalidNonDeterministicExpressionsError(
+            f"The operator expects a deterministic expression: the {command} condition {shown!r} holds a "
+            "non-deterministic function, so the rows it picks could differ each time it is evaluated.")
