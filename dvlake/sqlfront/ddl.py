@@ -17,10 +17,10 @@ from sqlglot import exp
 from dvlake.sqlfront.parse import DIALECT, sql_error
 from dvlake.sqlfront.refs import (
     catalog_function,
-    has_delta_tables,
     maybe_catalog_location,
     name_of,
     offset_of,
+    reads_delta_tables,
     refresh_catalog_columns,
     run_query,
     table_ref,
@@ -121,7 +121,7 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         return None
     ref = table_ref(target)
     if ref is None and parts.using != "delta":
-        if query is not None and has_delta_tables(query):
+        if query is not None and reads_delta_tables(spark, query):
             raise sql_error(text, offset_of(node), "CREATE TABLE … AS SELECT from a Delta table needs USING delta (dvlake "
                                                    "writes Delta tables only); or read it with dvlake.read and save it")
         return None
@@ -231,7 +231,7 @@ def drop(spark: SparkSession, node: exp.Drop, text: str) -> DataFrame | None:
 
 def _create_view(spark: SparkSession, node: exp.Create, target: exp.Expr, columns: list[exp.Expr],
                  parts: _CreateParts, query: exp.Expr | None, text: str) -> DataFrame | None:
-    if query is None or not has_delta_tables(query):
+    if query is None or not reads_delta_tables(spark, query):
         return None
     if not parts.temporary:
         raise sql_error(text, offset_of(node), "a permanent view cannot read Delta tables through dvlake (Spark stores "
@@ -278,8 +278,9 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
 
     target, columns = _split_target(node.this)
     path = delta_target(spark, target, text)
-    if path is None:
-        return None
+    if path is None:  # not a Delta target: Spark writes it, from the Delta tables the source reads through dvlake
+        source = node.args.get("expression")
+        return run_query(spark, node, text, whole=True) if source is not None and reads_delta_tables(spark, source) else None
     replace_where = node.args.get("where")
     if replace_where is not None and _replace_where_writer() is None:
         raise sql_error(text, offset_of(replace_where), "INSERT … REPLACE WHERE is not supported by this dvlake build "

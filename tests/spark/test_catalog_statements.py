@@ -74,6 +74,11 @@ def insert_partition(c: Case) -> None:
     assert c.now() == sorted([r for r in c.before if r[1] != "a"] + [(50, "z", 2.5), (60, "a", 6.0)], key=repr)
 
 
+def insert_replace_where(c: Case) -> None:
+    c.sql("INSERT INTO {t} REPLACE WHERE id >= 12 OR id < 2 SELECT 80, 'k', 0.5")  # the rows it selects are replaced
+    assert c.now() == sorted([r for r in c.before if 2 <= r[0] < 12] + [(80, "k", 0.5)], key=repr)
+
+
 def insert_select_other(c: Case) -> None:
     top = sorted(r[0] for r in c.other)[-3]
     c.sql(f"INSERT INTO {{t}} SELECT id + 100, grp, v FROM {{o}} WHERE id >= {top}")
@@ -196,8 +201,9 @@ def intersect(c: Case) -> None:
 
 
 CASES: list[Callable[[Case], None]] = [
-    insert_overwrite, insert_partition, insert_select_other, delete, merge, describe_history, describe_detail,
-    show_tblproperties, alter_properties, optimize, vacuum, restore, reorg, table_changes, version_as_of, join, intersect,
+    insert_overwrite, insert_partition, insert_replace_where, insert_select_other, delete, merge, describe_history,
+    describe_detail, show_tblproperties, alter_properties, optimize, vacuum, restore, reorg, table_changes, version_as_of,
+    join, intersect,
 ]
 
 

@@ -180,3 +180,21 @@ def test_update_set_to_a_scalar_subquery_over_catalog_names(dspark: SparkSession
     dspark.sql(f"UPDATE targets SET b = (SELECT max(b) FROM delta.`{path}` VERSION AS OF 0) WHERE a = 1")
     assert rows(dspark.table("targets")) == [(1, 0), (2, 7)]
     assert not [t.name for t in dspark.catalog.listTables() if t.name.startswith("dvlake_")]  # its views are gone
+
+
+def test_views_and_non_delta_tables_fed_from_a_name(dspark: SparkSession, db: str) -> None:
+    dspark.sql("CREATE TABLE fed (id BIGINT) USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = true)")
+    dspark.sql("INSERT INTO fed SELECT id FROM range(6)")
+    dspark.sql("DELETE FROM fed WHERE id < 3")
+    dspark.sql("CREATE TEMP VIEW fed_view AS SELECT id * 10 AS tens FROM fed")  # read through dvlake, DVs applied
+    try:
+        assert rows(dspark.sql("SELECT * FROM fed_view")) == [(30,), (40,), (50,)]
+    finally:
+        dspark.catalog.dropTempView("fed_view")
+    with pytest.raises(Exception, match="TEMPORARY VIEW"):  # Spark would store SQL that plain Spark cannot read
+        dspark.sql("CREATE VIEW fed_perm AS SELECT * FROM fed")
+    dspark.sql("CREATE TABLE fed_copy (id BIGINT) USING parquet")
+    dspark.sql("INSERT INTO fed_copy SELECT id FROM fed WHERE id > 3")  # a Parquet target, a Delta source
+    assert rows(dspark.table("fed_copy")) == [(4,), (5,)]
+    with pytest.raises(Exception, match="USING delta"):
+        dspark.sql("CREATE TABLE fed_pq USING parquet AS SELECT * FROM fed")
