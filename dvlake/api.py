@@ -308,7 +308,7 @@ class DeltaTable:
             ...     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
         """
         return DeltaMergeBuilder(self._spark, self._path, self._alias, source, condition,
-                                 after=self._schema_may_have_changed)
+                                 on_schema_evolution=self._schema_may_have_changed)
 
     # -- compaction (OPTIMIZE, REORG … APPLY (PURGE)) -------------------------------------------------
     def optimize(self) -> DeltaOptimizeBuilder:

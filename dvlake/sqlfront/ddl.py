@@ -334,7 +334,6 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
         writer(rows, path, condition)
     else:
         write_df(rows, path, "overwrite" if overwrite else "append")
-    refresh_catalog_columns(spark, target)  # the session's autoMerge setting may have added columns
     return empty(spark)
 
 

@@ -175,5 +175,6 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
     spec = MergeSpec(source, _sql(on), clauses, _alias(node.this), source_alias, schema_evolution)
     metrics = run_merge(spark, path, spec)
-    refresh_catalog_columns(spark, node.this)  # schema evolution may have added columns
+    if schema_evolution:
+        refresh_catalog_columns(spark, node.this)  # the catalog's columns follow the added ones
     return result_frame(spark, metrics)
