@@ -13,7 +13,18 @@ from sqlglot import exp
 
 from dvlake.sqlfront.parse import DIALECT, assignment_texts, sql_error, where_text
 from dvlake.sqlfront.passthrough import passthrough
-from dvlake.sqlfront.refs import catalog_location, delta_frame, has_delta_tables, name_of, offset_of, run_query, table_ref
+from dvlake.sqlfront.refs import (
+    catalog_location,
+    delta_frame,
+    delta_tables_as_views,
+    has_delta_tables,
+    name_of,
+    offset_of,
+    reads_delta_tables,
+    refresh_catalog_columns,
+    run_query,
+    table_ref,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -91,14 +102,18 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     path = target_path(spark, node.this, text, "UPDATE")
     where = node.args.get("where")
     _no_delta_subqueries(where, text, "UPDATE condition")
-    for pair in node.expressions:
-        _no_delta_subqueries(pair, text, "UPDATE assignments")
     pairs = assignments(node.expressions, text)
     written = assignment_texts(text)
     if written is not None and len(written) == len(pairs):  # values as the user wrote them, names as parsed
         pairs = {name: value for name, (_, value) in zip(pairs, written, strict=True)}
     condition = (where_text(text) or _sql(where.this)) if where is not None else None
-    metrics = run_update(spark, path, pairs, condition, alias=_alias(node.this))
+    # SET b = (SELECT … FROM <Delta table>): scalar subqueries in values run, as in delta-spark (only the condition
+    # refuses subqueries); the tables they read are dvlake's reads, never what plain Spark sees of a name
+    reading = {name: pair.expression for name, pair in zip(pairs, node.expressions, strict=True)
+               if reads_delta_tables(spark, pair.expression)}
+    with delta_tables_as_views(spark, list(reading.values()), text) as values:
+        pairs.update(zip(reading, values, strict=True))
+        metrics = run_update(spark, path, pairs, condition, alias=_alias(node.this))
     return _affected(spark, metrics.get("numUpdatedRows", 0))
 
 
@@ -159,4 +174,7 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     whens = node.args.get("whens")
     clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
     spec = MergeSpec(source, _sql(on), clauses, _alias(node.this), source_alias, schema_evolution)
-    return result_frame(spark, run_merge(spark, path, spec))
+    metrics = run_merge(spark, path, spec)
+    if schema_evolution:
+        refresh_catalog_columns(spark, node.this)  # the catalog's columns follow the added ones
+    return result_frame(spark, metrics)

@@ -9,9 +9,10 @@ Spark Connect, so no name of ours ever lands in the user's catalog.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -72,6 +73,20 @@ def maybe_catalog_location(spark: SparkSession, name: str) -> str | None:
         return str(table_location(spark, name))
     except Exception:  # noqa: BLE001 - not a Delta table of the catalog: Spark handles the statement
         return None
+
+
+def refresh_catalog_columns(spark: SparkSession, node: exp.Expr | TableRef) -> None:
+    """After a statement changed a table through a catalog name: the name's catalog columns follow the table's schema
+    (``dvlake.spark.catalog.refresh_registration``, the one place that keeps them in step). Paths have no entry."""
+    if isinstance(node, TableRef):
+        name = node.name
+    elif isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and table_ref(node) is None:
+        name = name_of(node)
+    else:
+        name = None
+    refresh = catalog_function("refresh_registration")
+    if name is not None and refresh is not None:
+        refresh(spark, name)
 
 
 def resolve(spark: SparkSession, ref: TableRef, text: str) -> str:
@@ -194,6 +209,19 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
     if kwargs:
         raise sql_error(text, 0, "DataFrame or value parameters (spark.sql(query, **kwargs)) cannot be combined with "
                                  "Delta tables in one statement; read the Delta table with dvlake.read and pass it as one")
+    tree, frames = _substitute(spark, tree, text)
+    rewritten = tree.sql(DIALECT)
+    if not frames:
+        return passthrough(spark, text if whole else rewritten, args)
+    rewritten = rewritten.replace("{", "{{").replace("}", "}}")
+    for key in frames:
+        rewritten = rewritten.replace(key, "{" + key + "}")
+    return passthrough(spark, rewritten, args, **frames)
+
+
+def _substitute(spark: SparkSession, tree: exp.Expr, text: str) -> tuple[exp.Expr, dict[str, DataFrame]]:
+    """A copy of ``tree`` in which every Delta table it reads (path, catalog name, ``table_changes``) is a table
+    named by a collision-proof key, and the DataFrames (read by dvlake's scan) those keys stand for."""
     tree = tree.copy()
     frames: dict[str, DataFrame] = {}
     qualified: dict[tuple[str, str], str] = {}
@@ -215,10 +243,29 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
         if db is not None and table is not None and (db.name.lower(), table.name.lower()) in qualified:
             column.replace(exp.Column(this=column.this, table=exp.to_identifier(qualified[(db.name.lower(),
                                                                                           table.name.lower())])))
-    rewritten = tree.sql(DIALECT)
-    if not frames:
-        return passthrough(spark, text if whole else rewritten, args)
-    rewritten = rewritten.replace("{", "{{").replace("}", "}}")
-    for key in frames:
-        rewritten = rewritten.replace(key, "{" + key + "}")
-    return passthrough(spark, rewritten, args, **frames)
+    return tree, frames
+
+
+@contextlib.contextmanager
+def delta_tables_as_views(spark: SparkSession, trees: list[exp.Expr], text: str) -> Iterator[list[str]]:
+    """Spark SQL texts of ``trees`` whose Delta tables dvlake reads, for a command that takes expression text (the
+    values of UPDATE … SET b = (SELECT … FROM name)): unlike a query, such text has no way to carry DataFrame
+    arguments, so each table is a temporary view under a collision-proof name while the command runs, dropped after."""
+    views: list[str] = []
+    try:
+        texts = []
+        for tree in trees:
+            rewritten, frames = _substitute(spark, tree, text)
+            for key, frame in frames.items():
+                frame.createOrReplaceTempView(key)
+                views.append(key)
+            texts.append(rewritten.sql(DIALECT))
+        yield texts
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view)
+
+
+def reads_delta_tables(spark: SparkSession, tree: exp.Expr) -> bool:
+    """Whether ``tree`` reads any Delta table: a path, a time-travelled name, ``table_changes`` or a catalog name."""
+    return tree.find(exp.Table) is not None and (has_delta_tables(tree) or reads_catalog_delta_tables(spark, tree))
