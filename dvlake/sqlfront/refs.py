@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.sqlfront.parse import DIALECT, TableRef, split_time_suffix, sql_error
+from dvlake.sqlfront.parse import DIALECT, TableRef, split_time_suffix, sql_error, written
 from dvlake.sqlfront.passthrough import passthrough
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
     if kwargs:
         raise sql_error(text, 0, "DataFrame or value parameters (spark.sql(query, **kwargs)) cannot be combined with "
                                  "Delta tables in one statement; read the Delta table with dvlake.read and pass it as one")
-    tree = tree.copy()
+    original, tree = tree, tree.copy()
     frames: dict[str, DataFrame] = {}
     qualified: dict[tuple[str, str], str] = {}
     stem = "dvlake_" + uuid.uuid4().hex[:12]
@@ -216,8 +216,8 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
             column.replace(exp.Column(this=column.this, table=exp.to_identifier(qualified[(db.name.lower(),
                                                                                           table.name.lower())])))
     rewritten = tree.sql(DIALECT)
-    if not frames:
-        return passthrough(spark, text if whole else rewritten, args)
+    if not frames:  # the user's own text: a regenerated query may mean something else (literals, casts)
+        return passthrough(spark, text if whole else written(text, original), args)
     rewritten = rewritten.replace("{", "{{").replace("}", "}}")
     for key in frames:
         rewritten = rewritten.replace(key, "{" + key + "}")

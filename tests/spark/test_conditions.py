@@ -101,6 +101,79 @@ def test_sql_delete_and_update_keep_doubled_quotes(spark: SparkSession, table: s
     assert not set(others) & set(_ids(dvlake.read(spark, table)))
 
 
+# Literals Spark and sqlglot read differently: a doubled quote inside a double-quoted literal is one quote for
+# Spark and two adjacent literals for sqlglot (CONCAT('say ', 'hi', '') = "say hi"); such text must reach Spark as written.
+SAY_HI = '"say ""hi"""'
+LATER = "TIMESTAMP'2030-01-01 00:00:00'"
+
+
+def _frozen(spark: SparkSession, path: str) -> DataFrame:
+    """The table's rows now, detached from its files (the pre-image an oracle reads after the table changes)."""
+    df = dvlake.read(spark, path)
+    return spark.createDataFrame(df.collect(), df.schema)
+
+
+def _rows_of(df: DataFrame) -> list[tuple]:
+    return sorted((tuple(r) for r in df.select("id", "p", "v", "note", "ts", "x_and_y").collect()), key=lambda r: r[0])
+
+
+def test_sql_merge_keeps_quoted_text_in_on_clauses_set_and_insert(spark: SparkSession, table: str) -> None:
+    pre = _frozen(spark, table)
+    pre.createOrReplaceTempView("cond_pre")
+    source = (pre.filter("p = 1").select("id", "note")
+              .union(spark.range(4000, 4010).select("id", F.when(F.col("id") % 2 == 0, F.lit('say "hi"'))
+                                                            .otherwise(F.lit("it's")).alias("note"))))
+    source = spark.createDataFrame(source.collect(), source.schema)
+    source.createOrReplaceTempView("cond_src")
+    on = "t.id = s.id AND t.note = 'it''s'"
+    dvlake.sql(spark, f"""MERGE INTO delta.`{table}` t USING cond_src s
+        ON {on}
+        WHEN MATCHED AND t.note <> 'it''s' THEN DELETE
+        WHEN MATCHED THEN UPDATE SET note = {SAY_HI}, v = -1
+        WHEN NOT MATCHED AND s.note = {SAY_HI}
+            THEN INSERT (id, p, v, note, ts, x_and_y) VALUES (s.id, 9, 0, 'it''s', {LATER}, s.id)
+        WHEN NOT MATCHED BY SOURCE AND t.p = 2 AND t.note = 'it''s' THEN DELETE""")
+    # delta-spark's MERGE semantics spelled as a plain Spark query over the pre-image: first matching clause wins
+    expected = spark.sql(f"""
+        SELECT t.id, t.p, IF(m.id IS NULL, t.v, -1) AS v, IF(m.id IS NULL, t.note, {SAY_HI}) AS note, t.ts, t.x_and_y
+        FROM cond_pre t LEFT JOIN (SELECT t.id FROM cond_pre t JOIN cond_src s ON {on}) m ON t.id = m.id
+        WHERE NOT (m.id IS NOT NULL AND t.note <> 'it''s') AND NOT (m.id IS NULL AND t.p = 2 AND t.note = 'it''s')
+        UNION ALL
+        SELECT s.id, 9, 0, 'it''s', {LATER}, s.id FROM cond_src s
+        WHERE NOT EXISTS (SELECT 1 FROM cond_pre t WHERE {on}) AND s.note = {SAY_HI}""")
+    want = _rows_of(expected)
+    assert sum(1 for r in want if r[3] == 'say "hi"') == 20 and sum(1 for r in want if r[2] == 0 and r[1] == 9) == 5
+    assert _rows_of(dvlake.read(spark, table)) == want
+
+
+def test_sql_insert_and_replace_where_keep_quoted_text(spark: SparkSession, table: str) -> None:
+    pre = _frozen(spark, table)
+    target = f"delta.`{table}`"
+    dvlake.sql(spark, f"INSERT INTO {target} VALUES (5000, 9, 1, 'it''s', {LATER}, 5000), "
+                      f"(5001, 9, 2, {SAY_HI}, {LATER}, 5001)")
+    assert [(r.id, r.note) for r in dvlake.read(spark, table).filter("p = 9").orderBy("id").collect()] == [
+        (5000, "it's"), (5001, 'say "hi"')]
+    dvlake.sql(spark, f"DELETE FROM {target} WHERE p = 9")
+    replaced = pre.filter("note = 'it''s'")
+    assert replaced.count() == 80
+    dvlake.sql(spark, f"INSERT INTO {target} REPLACE WHERE note = 'it''s' "
+                      f"SELECT id, p, v + 1 AS v, note, ts, x_and_y FROM VALUES {_values(replaced.collect())} "
+                      "AS s(id, p, v, note, ts, x_and_y)")
+    want = _rows_of(pre.filter("NOT (note = 'it''s')").union(replaced.withColumn("v", F.col("v") + 1)))
+    assert _rows_of(dvlake.read(spark, table)) == want
+
+
+def _values(rows: list) -> str:
+    """Rows as a VALUES list (quotes doubled, timestamps as UTC literals)."""
+    def lit(x: object) -> str:
+        if isinstance(x, str):
+            return "'" + x.replace("'", "''") + "'"
+        if hasattr(x, "isoformat"):
+            return f"TIMESTAMP'{x.isoformat(sep=' ')}'"
+        return str(x)
+    return ", ".join("(" + ", ".join(lit(v) for v in r) + ")" for r in rows)
+
+
 def test_update_with_hash_star_changes_only_matching_rows(spark: SparkSession, table: str) -> None:
     condition = "p = 2 AND hash(*) % 2 = 1"
     chosen = _expected(spark, table, condition)
