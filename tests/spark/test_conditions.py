@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 import dvlake
 from dvlake import DeltaTable
 from dvlake.errors import InvalidArgumentError
+from dvlake.log.snapshot import Snapshot
 
 DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
@@ -219,6 +220,27 @@ def test_several_statements_are_refused_everywhere(spark: SparkSession, source: 
             DeltaTable.forPath(spark, source).delete(condition)
         else:
             DeltaTable.forPath(spark, source).update(condition, {"v": "0"})
+
+
+def _files_by_partition(path: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for add in Snapshot.load(path).add_files():
+        out.setdefault(str(add.partition_values["p"]), set()).add(add.path)
+    return out
+
+
+def test_optimize_filters_each_hold_even_after_a_line_comment(spark: SparkSession, table: str) -> None:
+    dvlake.write(_rows(spark).filter("id % 1000 = 1").coalesce(1), table, mode="append")  # a small file in each partition
+    before = _files_by_partition(table)
+    assert all(len(before[p]) > 1 for p in "0123"), before
+    rows = _ids(dvlake.read(spark, table))
+    DeltaTable.forPath(spark, table).optimize().where("p >= 1 -- the later partitions").where("p < 3").executeCompaction()
+    after = _files_by_partition(table)
+    assert after["0"] == before["0"] and after["3"] == before["3"]
+    assert len(after["1"]) == len(after["2"]) == 1 and not after["1"] & before["1"]
+    assert _ids(dvlake.read(spark, table)) == rows
+    with pytest.raises(InvalidArgumentError, match="parentheses"):
+        DeltaTable.forPath(spark, table).optimize().where("p = 1) OR (true")
 
 
 # --- random conditions: dvlake's pruning + Spark's filter equal Spark's filter alone ---------------
