@@ -25,6 +25,7 @@ from dvlake.commands import alter, describe
 from dvlake.commands import write as write_cmd
 from dvlake.commands.merge import DeltaMergeBuilder
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
+from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import scan
 from dvlake.storage.paths import normalize_table_root
@@ -435,11 +436,16 @@ class DeltaOptimizeBuilder:
     def __init__(self, spark: SparkSession, path: str) -> None:
         self._spark = spark
         self._path = path
-        self._condition: str | None = None
+        self._filters: list[str] = []
+
+    @property
+    def _condition(self) -> str | None:
+        return conjunction(self._filters) if self._filters else None
 
     def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
-        """Only optimize the partitions ``partitionFilter`` keeps (partition columns only)."""
-        self._condition = partitionFilter if self._condition is None else f"({self._condition}) AND ({partitionFilter})"
+        """Only optimize the partitions ``partitionFilter`` keeps (partition columns only); several calls must all hold."""
+        conjunction([partitionFilter])  # a malformed filter is refused here, where it is given
+        self._filters.append(partitionFilter)
         return self
 
     def executeCompaction(self) -> DataFrame:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.sqlfront.parse import DIALECT, sql_error
+from dvlake.sqlfront.parse import DIALECT, sql_error, written
 from dvlake.sqlfront.refs import (
     catalog_function,
     maybe_catalog_location,
@@ -317,7 +317,7 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
         names = named
         df = df.toDF(*names)
     for col, value in static.items():
-        df = df.withColumn(col, F.expr(value.sql(DIALECT)))
+        df = df.withColumn(col, F.expr(written(text, value)))
     present = {c.lower() for c in df.columns}
     unknown = [c for c in df.columns if c.lower() not in by_name]
     if unknown:
@@ -327,8 +327,8 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     rows = df.select(*cols)
     if replace_where is not None or (static and overwrite):
         # only the rows the condition (or the static partition) selects are replaced, atomically
-        condition = (replace_where.sql(DIALECT) if replace_where is not None else
-                     " AND ".join(f"`{c}` = {v.sql(DIALECT)}" for c, v in static.items()))
+        condition = (written(text, replace_where) if replace_where is not None else
+                     " AND ".join(f"`{c}` = ({written(text, v)})" for c, v in static.items()))
         writer = _replace_where_writer()
         assert writer is not None
         writer(rows, path, condition)

@@ -310,51 +310,41 @@ def column_name(text: str, piece: str, base: int) -> str:
     return ".".join(p.name for p in tree.parts) if isinstance(tree, exp.Column) else tree.sql(DIALECT)
 
 
-def top_level_tokens(tokens: list[Token]) -> list[tuple[int, Token]]:
-    """(index, token) of the tokens outside any parentheses."""
-    out, depth = [], 0
-    for i, tok in enumerate(tokens):
-        if tok.token_type == TokenType.L_PAREN:
-            depth += 1
-        elif tok.token_type == TokenType.R_PAREN:
-            depth -= 1
-        elif depth == 0:
-            out.append((i, tok))
-    return out
+def written(text: str, node: exp.Expr) -> str:
+    """The user's own text of an expression node of ``text``'s AST: the slice of ``text`` it was parsed from.
 
-
-def where_text(text: str) -> str | None:
-    """The user's own text after a statement's top-level WHERE (DELETE, UPDATE), as written."""
+    Regenerating an expression from sqlglot's tree changes what Spark reads (the double-quoted literal
+    ``"say ""hi"" "`` becomes ``CONCAT('say ', 'hi', ' ')``, ``x::int`` a TRY_CAST, a ``--`` comment a block
+    comment), so every condition, value and query dvlake hands to Spark is the original slice. sqlglot
+    records positions only for names and literals; the slice is the shortest run of whole tokens around
+    them that parses back to the same tree. A node without names or literals (``NULL``, ``TRUE``,
+    ``current_date()``) has no spelling to lose and is regenerated.
+    """
+    spans = [(int(n.meta["start"]), int(n.meta["end"])) for n in node.walk() if n.meta and n.meta.get("start") is not None]
+    if not spans:
+        return node.sql(DIALECT)
     tokens = tokenize(text)
-    for _, tok in top_level_tokens(tokens):
-        if tok.token_type == TokenType.WHERE:
-            return text[tok.end + 1:].strip().rstrip(";").strip() or None
-    return None
+    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    i = next((k for k, t in enumerate(tokens) if t.start <= first <= t.end), None)
+    j = next((k for k, t in enumerate(tokens) if t.start <= last <= t.end), None)
+    if i is not None and j is not None:
+        depth = [0]
+        for t in tokens:
+            depth.append(depth[-1] + (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN))
+        into = None if isinstance(node, exp.Query | exp.Values) else exp.Condition
+        for grow in range(_MAX_GROW + 1):
+            for left in range(grow + 1):
+                s, e = i - left, j + grow - left
+                if s < 0 or e >= len(tokens) or depth[s] != depth[e + 1] or min(depth[s:e + 2]) < depth[s]:
+                    continue
+                piece = text[tokens[s].start:tokens[e].end + 1]
+                try:
+                    if sqlglot.parse_one(piece, read=DIALECT, into=into) == node:
+                        return piece
+                except (ParseError, TokenError):
+                    continue
+    raise sql_error(text, first, f"cannot find the text of the expression {node.sql(DIALECT)[:60]!r} in the statement; "
+                                 "write it more plainly", parse=True)
 
 
-def assignment_texts(text: str) -> list[tuple[str, str]] | None:
-    """``UPDATE … SET a = <expr>, b = <expr> [WHERE …]`` → [(a, <expr>), …] as written, or None when not that shape."""
-    tokens = tokenize(text)
-    top = top_level_tokens(tokens)
-    starts = [k for k, (_, tok) in enumerate(top) if tok.token_type == TokenType.SET]
-    if not starts:
-        return None
-    pieces: list[tuple[int, int]] = []
-    begin = top[starts[0]][1].end + 1
-    end_of_sets = len(text)
-    for _, tok in top[starts[0] + 1:]:
-        if tok.token_type == TokenType.WHERE:
-            end_of_sets = tok.start
-            break
-        if tok.token_type == TokenType.COMMA:
-            pieces.append((begin, tok.start))
-            begin = tok.end + 1
-    pieces.append((begin, end_of_sets))
-    out = []
-    for a, b in pieces:
-        piece = text[a:b]
-        eq = [tok for _, tok in top_level_tokens(tokenize(piece)) if tok.token_type == TokenType.EQ]
-        if not eq:
-            return None
-        out.append((piece[:eq[0].start].strip(), piece[eq[0].end + 1:].strip().rstrip(";").strip()))
-    return out
+_MAX_GROW = 24  # tokens around a node's names and literals (CAST(… AS type), CASE … END, function names)

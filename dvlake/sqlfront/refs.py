@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.sqlfront.parse import DIALECT, TableRef, split_time_suffix, sql_error
+from dvlake.sqlfront.parse import DIALECT, TableRef, split_time_suffix, sql_error, written
 from dvlake.sqlfront.passthrough import passthrough
 
 if TYPE_CHECKING:
@@ -209,11 +209,10 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
     if kwargs:
         raise sql_error(text, 0, "DataFrame or value parameters (spark.sql(query, **kwargs)) cannot be combined with "
                                  "Delta tables in one statement; read the Delta table with dvlake.read and pass it as one")
-    tree, frames = _substitute(spark, tree, text)
-    rewritten = tree.sql(DIALECT)
-    if not frames:
-        return passthrough(spark, text if whole else rewritten, args)
-    rewritten = rewritten.replace("{", "{{").replace("}", "}}")
+    substituted, frames = _substitute(spark, tree, text)
+    if not frames:  # the user's own text: a regenerated query may mean something else (literals, casts)
+        return passthrough(spark, text if whole else written(text, tree), args)
+    rewritten = substituted.sql(DIALECT).replace("{", "{{").replace("}", "}}")
     for key in frames:
         rewritten = rewritten.replace(key, "{" + key + "}")
     return passthrough(spark, rewritten, args, **frames)
