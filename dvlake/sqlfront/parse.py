@@ -11,6 +11,7 @@ expression parser. Positions are kept as character offsets into the statement so
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -315,15 +316,33 @@ def written(text: str, node: exp.Expr) -> str:
 
     Regenerating an expression from sqlglot's tree changes what Spark reads (the double-quoted literal
     ``"say ""hi"" "`` becomes ``CONCAT('say ', 'hi', ' ')``, ``x::int`` a TRY_CAST, a ``--`` comment a block
-    comment), so every condition, value and query dvlake hands to Spark is the original slice. sqlglot
-    records positions only for names and literals; the slice is the shortest run of whole tokens around
-    them that parses back to the same tree. A node without names or literals (``NULL``, ``TRUE``,
-    ``current_date()``) has no spelling to lose and is regenerated.
+    comment), so every condition, value and query dvlake hands to Spark is the original slice. A node without
+    names or literals (``NULL``, ``TRUE``, ``current_date()``) has no spelling to lose and is regenerated.
     """
+    span = written_span(text, node)
+    return node.sql(DIALECT) if span is None else text[span[0]:span[1]]
+
+
+def written_span(text: str, node: exp.Expr, tokens: list[Token] | None = None) -> tuple[int, int] | None:
+    """The character span [start, end) of ``text`` that ``node`` was parsed from; None when the node has no
+    names or literals (sqlglot records positions only for those), a typed error when no span parses back to it."""
+    into = None if isinstance(node, exp.Query | exp.Values) else exp.Condition
+
+    def same(piece: str) -> bool:
+        return sqlglot.parse_one(piece, read=DIALECT, into=into) == node
+
+    return grown_span(text, node, same, tokens)
+
+
+def grown_span(text: str, node: exp.Expr, same: Callable[[str], bool], tokens: list[Token] | None = None,
+               ) -> tuple[int, int] | None:
+    """The shortest run of whole, bracket-balanced tokens around the positions sqlglot recorded within ``node``
+    (its names and literals) whose text ``same`` accepts, as a character span [start, end); None when the node
+    records no position; a typed error when no run within reach is accepted (dvlake then never guesses)."""
     spans = [(int(n.meta["start"]), int(n.meta["end"])) for n in node.walk() if n.meta and n.meta.get("start") is not None]
     if not spans:
-        return node.sql(DIALECT)
-    tokens = tokenize(text)
+        return None
+    tokens = tokenize(text) if tokens is None else tokens
     first, last = min(s for s, _ in spans), max(e for _, e in spans)
     i = next((k for k, t in enumerate(tokens) if t.start <= first <= t.end), None)
     j = next((k for k, t in enumerate(tokens) if t.start <= last <= t.end), None)
@@ -331,16 +350,14 @@ def written(text: str, node: exp.Expr) -> str:
         depth = [0]
         for t in tokens:
             depth.append(depth[-1] + (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN))
-        into = None if isinstance(node, exp.Query | exp.Values) else exp.Condition
         for grow in range(_MAX_GROW + 1):
             for left in range(grow + 1):
                 s, e = i - left, j + grow - left
                 if s < 0 or e >= len(tokens) or depth[s] != depth[e + 1] or min(depth[s:e + 2]) < depth[s]:
                     continue
-                piece = text[tokens[s].start:tokens[e].end + 1]
                 try:
-                    if sqlglot.parse_one(piece, read=DIALECT, into=into) == node:
-                        return piece
+                    if same(text[tokens[s].start:tokens[e].end + 1]):
+                        return tokens[s].start, tokens[e].end + 1
                 except (ParseError, TokenError):
                     continue
     raise sql_error(text, first, f"cannot find the text of the expression {node.sql(DIALECT)[:60]!r} in the statement; "
