@@ -25,6 +25,7 @@ from dvlake.commands import alter, describe
 from dvlake.commands import write as write_cmd
 from dvlake.commands.merge import DeltaMergeBuilder
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
+from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import scan
 from dvlake.storage.paths import normalize_table_root
@@ -77,10 +78,11 @@ class DeltaTable:
         >>> events.history(1).select("operation", "operationMetrics").show()
     """
 
-    def __init__(self, spark: SparkSession, path: str, alias: str | None = None) -> None:
+    def __init__(self, spark: SparkSession, path: str, alias: str | None = None, *, name: str | None = None) -> None:
         self._spark = spark
         self._path = normalize_table_root(path)
         self._alias = alias
+        self._name = name  # the catalog name it was opened by (forName), whose columns follow schema changes
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -112,9 +114,11 @@ class DeltaTable:
         Raises:
             NotADeltaTableNameError: the name is not a Delta table with a location (use ``forPath``).
         """
-        from dvlake.spark.catalog import table_location
+        from dvlake.spark.catalog import path_of_identifier, table_location
 
-        return cls.forPath(sparkSession, table_location(sparkSession, tableOrViewName))
+        location = table_location(sparkSession, tableOrViewName)
+        Snapshot.load(normalize_table_root(location))  # validates: exists and readable
+        return cls(sparkSession, location, name=None if path_of_identifier(tableOrViewName) else tableOrViewName)
 
     @classmethod
     def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
@@ -195,7 +199,15 @@ class DeltaTable:
 
     def alias(self, aliasName: str) -> DeltaTable:
         """The same table, with ``aliasName`` applied to ``toDF()`` (and used by MERGE conditions)."""
-        return DeltaTable(self._spark, self._path, aliasName)
+        return DeltaTable(self._spark, self._path, aliasName, name=self._name)
+
+    def _schema_may_have_changed(self) -> None:
+        """After a change that can change the schema (MERGE with schema evolution, RESTORE): a table opened by name
+        brings the catalog's column list up to date (``dvlake.spark.catalog.refresh_registration``)."""
+        if self._name is not None:
+            from dvlake.spark.catalog import refresh_registration
+
+            refresh_registration(self._spark, self._name)
 
     def history(self, limit: int | None = None) -> DataFrame:
         """The commits, newest first, in delta-spark's DESCRIBE HISTORY schema.
@@ -296,7 +308,8 @@ class DeltaTable:
             >>> (events.alias("t").merge(updates.alias("s"), "t.id = s.id")
             ...     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
         """
-        return DeltaMergeBuilder(self._spark, self._path, self._alias, source, condition)
+        return DeltaMergeBuilder(self._spark, self._path, self._alias, source, condition,
+                                 on_schema_evolution=self._schema_may_have_changed)
 
     # -- compaction (OPTIMIZE, REORG … APPLY (PURGE)) -------------------------------------------------
     def optimize(self) -> DeltaOptimizeBuilder:
@@ -341,13 +354,17 @@ class DeltaTable:
         """
         from dvlake.commands.restore import restore
 
-        return _restore_frame(self._spark, restore(self._spark, self._path, version=version))
+        result = _restore_frame(self._spark, restore(self._spark, self._path, version=version))
+        self._schema_may_have_changed()
+        return result
 
     def restoreToTimestamp(self, timestamp: Any) -> DataFrame:
         """Restore the table to the version current at ``timestamp``; returns delta-spark's metrics as one row."""
         from dvlake.commands.restore import restore
 
-        return _restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
+        result = _restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
+        self._schema_may_have_changed()
+        return result
 
 
     def generate(self, mode: str) -> None:
@@ -419,11 +436,16 @@ class DeltaOptimizeBuilder:
     def __init__(self, spark: SparkSession, path: str) -> None:
         self._spark = spark
         self._path = path
-        self._condition: str | None = None
+        self._filters: list[str] = []
+
+    @property
+    def _condition(self) -> str | None:
+        return conjunction(self._filters) if self._filters else None
 
     def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
-        """Only optimize the partitions ``partitionFilter`` keeps (partition columns only)."""
-        self._condition = partitionFilter if self._condition is None else f"({self._condition}) AND ({partitionFilter})"
+        """Only optimize the partitions ``partitionFilter`` keeps (partition columns only); several calls must all hold."""
+        conjunction([partitionFilter])  # a malformed filter is refused here, where it is given
+        self._filters.append(partitionFilter)
         return self
 
     def executeCompaction(self) -> DataFrame:
@@ -530,9 +552,9 @@ class DeltaTableBuilder:
                 self._location = self._location or path
             else:  # a catalog name: registered after the commit, placed in the warehouse unless .location(...) says
                 catalog_name = self._name
-                managed = self._location is None and catalog.registered_location(self._spark, self._name) is None
-                self._location = (self._location or catalog.registered_location(self._spark, self._name)
-                                  or catalog.default_table_location(self._spark, self._name))
+                existing = catalog.location_for_create(self._spark, self._name)  # refused before writing if not Delta
+                managed = self._location is None and existing is None
+                self._location = self._location or existing or catalog.default_table_location(self._spark, self._name)
         if self._location is None:
             raise InvalidArgumentError("dvlake tables are path-based: call .location(path) before execute()")
         if not self._fields:

@@ -367,6 +367,7 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
                 write_delta(df, location, "overwrite", [], {**opts, "replaceWhere": condition})  # a Column or SQL text
             else:  # overwritePartitions
                 write_delta(df, location, "overwrite", [], {**opts, "partitionOverwriteMode": "dynamic"})
+            _refresh(df.sparkSession, name)  # mergeSchema / autoMerge: the catalog's columns follow
             return True
 
     def wrap(name: str) -> None:
@@ -518,12 +519,15 @@ def _refresh(spark: Any, name: str) -> None:
 
 def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], options: dict[str, Any]) -> None:
     """``saveAsTable(name)``: write at the registered location, the ``path`` option, or the warehouse; then register."""
-    from dvlake.spark.catalog import default_table_location, register_table
+    from dvlake.spark.catalog import default_table_location, location_for_create, path_of_identifier, register_table
 
     spark = df.sparkSession
     opts = dict(options)
-    location = _registered(spark, name)
     key = mode.strip().lower()
+    if path_of_identifier(name) is None and key == "ignore" and spark.catalog.tableExists(name):
+        return  # mode ignore: whatever the name is, nothing is written (as Spark does)
+    # a name taken by something that is not a Delta table is refused before anything is written
+    location = path_of_identifier(name) or location_for_create(spark, name)
     if location is not None:
         if key in ("error", "errorifexists", "default"):
             raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {location}); "

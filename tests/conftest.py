@@ -5,9 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,3 +60,21 @@ def copy_table(src: Path, dst: Path) -> Path:
         p.chmod(0o755 if p.is_dir() else 0o644)
     dst.chmod(0o755)
     return dst
+
+
+@pytest.fixture(params=["native", "python"])
+def scan_path(request: pytest.FixtureRequest, spark: SparkSession) -> Iterator[str]:
+    """Run a test on both read paths: the native scan (jvm/, DVs applied in Spark's Parquet reader) and the
+    pure-Python path (Spark's reader and an anti join). The native jar must be built (``make jar``): CI fails
+    without it, a local run skips."""
+    from dvlake.spark import native
+
+    if request.param == "native" and not native.jar_for(spark.version).is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the native scan's jar is missing ({native.jar_for(spark.version)}): run make jar")
+        pytest.skip("the native scan's jar is not built (make jar)")
+    spark.conf.set(native.SETTING, "true" if request.param == "native" else "false")
+    try:
+        yield request.param
+    finally:
+        spark.conf.unset(native.SETTING)

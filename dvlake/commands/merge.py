@@ -105,9 +105,11 @@ class DeltaMergeBuilder:
     """delta-spark's DeltaMergeBuilder: ``dt.alias("t").merge(src.alias("s"), "t.id = s.id")…execute()``."""
 
     def __init__(self, spark: SparkSession, path: str, target_alias: str | None, source: DataFrame,
-                 condition: str | Column, source_alias: str | None = None) -> None:
+                 condition: str | Column, source_alias: str | None = None, *,
+                 on_schema_evolution: Callable[[], None] | None = None) -> None:
         self._spark = spark
         self._path = path
+        self._on_schema_evolution = on_schema_evolution  # after an evolving MERGE (a name's catalog columns follow)
         self._spec = MergeSpec(source, condition, [], target_alias, source_alias)
 
     def _add(self, clause: MergeClause) -> DeltaMergeBuilder:
@@ -152,6 +154,8 @@ class DeltaMergeBuilder:
     def execute(self) -> DataFrame:
         """Run the MERGE; returns delta-spark's one-row result (affected, updated, deleted, inserted)."""
         metrics = merge(self._spark, self._path, self._spec)
+        if self._on_schema_evolution is not None and self._spec.schema_evolution:
+            self._on_schema_evolution()
         return result_frame(self._spark, metrics)
 
 

@@ -213,3 +213,26 @@ def display_text(condition: str | Any | None) -> str | None:
         return condition
     c = condition if isinstance(condition, Condition) else Condition(text=None, column=condition)
     return c.display()
+
+
+def conjunction(texts: list[str]) -> str:
+    """Several condition texts as one that holds where all of them hold.
+
+    Each part goes in its own parentheses and ends its own line, so a ``--`` comment in one cannot
+    swallow the next; a part must be one whole expression whose parentheses balance, or
+    ``p = 1) OR (true`` would turn the conjunction into a disjunction.
+    """
+    for text in texts:
+        Condition.parse(text)  # empty text or several statements are refused as they are everywhere
+        try:
+            tokens = list(SparkSQL().tokenize(text))
+        except TokenError as e:
+            raise InvalidArgumentError(f"cannot read the condition {text!r}: {e}") from e
+        depth = 0
+        for tok in tokens:
+            depth += (tok.token_type == TokenType.L_PAREN) - (tok.token_type == TokenType.R_PAREN)
+            if depth < 0:
+                break
+        if depth != 0:
+            raise InvalidArgumentError(f"the parentheses of the condition {text!r} do not balance; give one whole expression")
+    return texts[0] if len(texts) == 1 else " AND ".join(f"({text}\n)" for text in texts)

@@ -87,13 +87,34 @@ def table_location(spark: SparkSession, name: str) -> str:
     return location
 
 
+def location_for_create(spark: SparkSession, name: str) -> str | None:
+    """The Delta location already registered under ``name``, or None when the catalog has no ``name``: what a
+    create by name (CREATE TABLE, CTAS, ``saveAsTable``, ``writeTo``, the table builder) may use.
+
+    Called before any data is written, so a refused create leaves no files behind (a managed Parquet table's
+    directory is exactly where a new managed Delta table of that name would go).
+
+    Raises:
+        TableAlreadyExistsError: ``name`` is taken by something that is not a Delta table (a Parquet or Hive
+            table, a view), with Spark's error class ``TABLE_OR_VIEW_ALREADY_EXISTS``.
+    """
+    location = registered_location(spark, name)
+    if location is None and spark.catalog.tableExists(name):
+        raise TableAlreadyExistsError(
+            f"{name} already exists in the session catalog and is not a Delta table; dvlake does not write a Delta "
+            "table over it (nothing was written): drop it first or choose another name",
+            error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+    return location
+
+
 def register_table(spark: SparkSession, name: str, path: str, if_not_exists: bool = False, *,
                    managed: bool = False) -> None:
     """Register the Delta table at ``path`` (existing or about to be created) under ``name`` in the session catalog.
 
     The catalog entry's columns are the table's current columns (none but a marker when the table does
-    not exist yet); readers always take the schema from the Delta log, so later schema changes need no
-    re-registration.
+    not exist yet). When ``name`` exists and ``if_not_exists`` is True (CREATE OR REPLACE, createOrReplace,
+    a second saveAsTable) the entry's columns are brought up to date instead (:func:`refresh_registration`),
+    since the table behind the name may have a new schema.
 
     Raises:
         TableAlreadyExistsError: ``name`` exists and ``if_not_exists`` is False.
@@ -101,6 +122,7 @@ def register_table(spark: SparkSession, name: str, path: str, if_not_exists: boo
     root = normalize_table_root(path)
     if spark.catalog.tableExists(name):
         if if_not_exists:
+            refresh_registration(spark, name)
             return
         raise TableAlreadyExistsError(f"a table or view named {name} already exists in the session catalog",
                                       error_class="DELTA_TABLE_ALREADY_EXISTS")
@@ -127,9 +149,16 @@ def is_managed(spark: SparkSession, name: str) -> bool:
 
 
 def refresh_registration(spark: SparkSession, name: str) -> None:
-    """Re-create dvlake's catalog entry for ``name`` with the table's current columns (after a schema change made by
-    name: ALTER TABLE … ADD COLUMNS, a mergeSchema write), so DESCRIBE and listColumns through plain Spark stay true.
-    Names dvlake did not register (delta-spark's) are left alone."""
+    """Re-create dvlake's catalog entry for ``name`` with the table's current columns, so DESCRIBE and listColumns
+    through plain Spark (or another client of the metastore) stay true.
+
+    The one place that keeps a name's columns in step with its table: every change made through a name that can
+    change the schema calls it (ALTER TABLE … ADD COLUMNS, CREATE OR REPLACE, mergeSchema / autoMerge writes, MERGE
+    with schema evolution, RESTORE, ``DeltaTable.forName(…)`` merges and restores, the table builder's
+    createOrReplace). Cheap when nothing changed (the entry is compared first). Names dvlake did not register
+    (delta-spark's, Spark's own tables) are left alone."""
+    if path_of_identifier(name) is not None:
+        return
     props = {str(r[0]): str(r[1]) for r in native_sql(spark, f"SHOW TBLPROPERTIES {_quoted(name)}").collect()}
     root = props.get(LOCATION_PROPERTY)
     if root is None:

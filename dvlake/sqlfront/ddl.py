@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.sqlfront.parse import DIALECT, sql_error
+from dvlake.sqlfront.parse import DIALECT, sql_error, written
 from dvlake.sqlfront.refs import (
     catalog_function,
-    has_delta_tables,
     maybe_catalog_location,
     name_of,
     offset_of,
+    reads_delta_tables,
+    refresh_catalog_columns,
     run_query,
     table_ref,
 )
@@ -120,7 +121,7 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         return None
     ref = table_ref(target)
     if ref is None and parts.using != "delta":
-        if query is not None and has_delta_tables(query):
+        if query is not None and reads_delta_tables(spark, query):
             raise sql_error(text, offset_of(node), "CREATE TABLE … AS SELECT from a Delta table needs USING delta (dvlake "
                                                    "writes Delta tables only); or read it with dvlake.read and save it")
         return None
@@ -130,29 +131,19 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
     path = ref.path if ref is not None else parts.location
     if ref is not None and parts.location is not None and parts.location != ref.path:
         raise sql_error(text, offset_of(node), "LOCATION differs from the delta.`<path>` of the table; give one of them")
+    replace = bool(node.args.get("replace"))
+    if_not_exists = bool(node.args.get("exists"))
     managed = False
-    if path is None:  # a managed table: under the database's location, as delta-spark places it
-        assert name is not None
-        existing = maybe_catalog_location(spark, name)
-        if existing is not None and node.args.get("exists"):
-            return empty(spark)  # IF NOT EXISTS and the catalog has it
-        if existing is not None and not node.args.get("replace"):
-            from dvlake.errors import TableAlreadyExistsError
-
-            raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {existing})",
-                                          error_class="DELTA_TABLE_ALREADY_EXISTS")
-        default_location = catalog_function("default_table_location")
-        if default_location is None:
-            raise sql_error(text, offset_of(target), f"dvlake tables live at a path: add LOCATION '<path>' to create {name}")
-        managed = existing is None
-        path = existing or str(default_location(spark, name))
+    if name is not None:
+        if if_not_exists and spark.catalog.tableExists(name):
+            return empty(spark)  # whatever the name is, IF NOT EXISTS writes nothing (as Spark does)
+        path, managed = _placement(spark, name, path, replace, text, offset_of(target))
+    assert path is not None
     from dvlake.api import _session_defaults
     from dvlake.api import write as write_df
     from dvlake.commands.write import create_table
     from dvlake.commands.write import load as load_snapshot
 
-    replace = bool(node.args.get("replace"))
-    if_not_exists = bool(node.args.get("exists"))
     if query is not None:
         if columns:
             raise sql_error(text, offset_of(columns[0]), "CREATE TABLE … AS SELECT takes its columns from the query; "
@@ -174,6 +165,33 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
     if name is not None:
         _register(spark, name, path, if_not_exists or replace, text, offset_of(target), managed)
     return empty(spark)
+
+
+def _placement(spark: SparkSession, name: str, location: str | None, replace: bool, text: str,
+               offset: int) -> tuple[str, bool]:
+    """Where CREATE [OR REPLACE] TABLE name … puts the table, and whether it is managed: the LOCATION given, the
+    location the name already has (OR REPLACE), or ``<database location>/<table>`` as delta-spark places a managed
+    table. Every refusal happens here, before any data is written."""
+    from dvlake.errors import TableAlreadyExistsError
+    from dvlake.storage.paths import normalize_table_root
+
+    location_for_create = catalog_function("location_for_create")
+    default_location = catalog_function("default_table_location")
+    if location_for_create is None or default_location is None:
+        raise sql_error(text, offset, f"table names need dvlake.spark.catalog, which this build lacks; create {name} as "
+                                      "delta.`<path>` instead")
+    existing = location_for_create(spark, name)  # a name that is not a Delta table is refused here
+    if existing is not None and not replace:
+        raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {existing})",
+                                      error_class="DELTA_TABLE_ALREADY_EXISTS")
+    if existing is not None and location is not None and normalize_table_root(location) != normalize_table_root(existing):
+        raise sql_error(text, offset, f"{name} is a Delta table at {existing}, not at {location}; CREATE OR REPLACE "
+                                      "keeps the location: remove LOCATION, or DROP TABLE first")
+    if location is not None:
+        return location, False
+    if existing is not None:
+        return str(existing), False
+    return str(default_location(spark, name)), True
 
 
 def _register(spark: SparkSession, name: str, path: str, if_not_exists: bool, text: str, offset: int,
@@ -213,7 +231,7 @@ def drop(spark: SparkSession, node: exp.Drop, text: str) -> DataFrame | None:
 
 def _create_view(spark: SparkSession, node: exp.Create, target: exp.Expr, columns: list[exp.Expr],
                  parts: _CreateParts, query: exp.Expr | None, text: str) -> DataFrame | None:
-    if query is None or not has_delta_tables(query):
+    if query is None or not reads_delta_tables(spark, query):
         return None
     if not parts.temporary:
         raise sql_error(text, offset_of(node), "a permanent view cannot read Delta tables through dvlake (Spark stores "
@@ -260,8 +278,9 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
 
     target, columns = _split_target(node.this)
     path = delta_target(spark, target, text)
-    if path is None:
-        return None
+    if path is None:  # not a Delta target: Spark writes it, from the Delta tables the source reads through dvlake
+        source = node.args.get("expression")
+        return run_query(spark, node, text, whole=True) if source is not None and reads_delta_tables(spark, source) else None
     replace_where = node.args.get("where")
     if replace_where is not None and _replace_where_writer() is None:
         raise sql_error(text, offset_of(replace_where), "INSERT … REPLACE WHERE is not supported by this dvlake build "
@@ -298,7 +317,7 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
         names = named
         df = df.toDF(*names)
     for col, value in static.items():
-        df = df.withColumn(col, F.expr(value.sql(DIALECT)))
+        df = df.withColumn(col, F.expr(written(text, value)))
     present = {c.lower() for c in df.columns}
     unknown = [c for c in df.columns if c.lower() not in by_name]
     if unknown:
@@ -308,8 +327,8 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     rows = df.select(*cols)
     if replace_where is not None or (static and overwrite):
         # only the rows the condition (or the static partition) selects are replaced, atomically
-        condition = (replace_where.sql(DIALECT) if replace_where is not None else
-                     " AND ".join(f"`{c}` = {v.sql(DIALECT)}" for c, v in static.items()))
+        condition = (written(text, replace_where) if replace_where is not None else
+                     " AND ".join(f"`{c}` = ({written(text, v)})" for c, v in static.items()))
         writer = _replace_where_writer()
         assert writer is not None
         writer(rows, path, condition)
@@ -354,16 +373,8 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
             raise sql_error(text, offset_of(action) or offset_of(node),
                             f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
                             "TBLPROPERTIES, ADD COLUMNS, DROP FEATURE")
-    _refresh_name(spark, node.this)
+    refresh_catalog_columns(spark, node.this)
     return empty(spark)
-
-
-def _refresh_name(spark: SparkSession, node: exp.Expr) -> None:
-    """A catalog name's columns follow the table's schema after a change made through the name."""
-    if isinstance(node, exp.Table) and table_ref(node) is None:
-        refresh = catalog_function("refresh_registration")
-        if refresh is not None:
-            refresh(spark, name_of(node))
 
 
 def describe(spark: SparkSession, node: exp.Describe, text: str) -> DataFrame | None:

@@ -1,8 +1,8 @@
 """DELETE, UPDATE and MERGE INTO from sqlglot's AST to dvlake's commands.
 
-Conditions and assignment values are handed to the commands as Spark SQL text generated from the
-AST; sources of MERGE (a table, a Delta path at any version, or a subquery that may itself read
-Delta tables) become DataFrames first.
+Conditions and assignment values are handed to the commands as the user's own text, sliced from the
+statement (``parse.written``), never regenerated from the AST; sources of MERGE (a table, a Delta path
+at any version, or a subquery that may itself read Delta tables) become DataFrames first.
 """
 
 from __future__ import annotations
@@ -11,9 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.sqlfront.parse import DIALECT, assignment_texts, sql_error, where_text
+from dvlake.sqlfront.parse import DIALECT, sql_error, written
 from dvlake.sqlfront.passthrough import passthrough
-from dvlake.sqlfront.refs import catalog_location, delta_frame, has_delta_tables, name_of, offset_of, run_query, table_ref
+from dvlake.sqlfront.refs import (
+    catalog_location,
+    delta_frame,
+    delta_tables_as_views,
+    has_delta_tables,
+    name_of,
+    offset_of,
+    reads_delta_tables,
+    refresh_catalog_columns,
+    run_query,
+    table_ref,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,13 +72,13 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
     condition = None
     if where is not None:
         _no_delta_subqueries(where, text, "DELETE condition")
-        condition = where_text(text) or _sql(where.this)  # the user's own text reaches Spark
+        condition = written(text, where.this)
     metrics = run_delete(spark, path, condition, alias=_alias(node.this))
     return _affected(spark, metrics.get("numDeletedRows", 0))
 
 
 def assignments(pairs: list[exp.Expr], text: str) -> dict[str, Any]:
-    """``SET a = 1, t.b.c = s.x`` → {"a": "1", "t.b.c": "s.x"} (names as written, values as Spark SQL)."""
+    """``SET a = 1, t.b.c = s.x`` → {"a": "1", "t.b.c": "s.x"} (names as parsed, values as written)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         if not isinstance(pair, exp.EQ) or not isinstance(pair.this, exp.Column | exp.Dot):
@@ -79,7 +90,7 @@ def assignments(pairs: list[exp.Expr], text: str) -> dict[str, Any]:
             raise UnresolvedAssignmentError(
                 f"[DELTA_CONFLICT_SET_COLUMN] {sql_error(text, offset_of(pair), '').args[0]}there is a conflict from "
                 f"these SET columns: {name!r} is assigned more than once", error_class="DELTA_CONFLICT_SET_COLUMN")
-        out[name] = _sql(pair.expression)
+        out[name] = written(text, pair.expression)
     return out
 
 
@@ -91,14 +102,15 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     path = target_path(spark, node.this, text, "UPDATE")
     where = node.args.get("where")
     _no_delta_subqueries(where, text, "UPDATE condition")
-    for pair in node.expressions:
-        _no_delta_subqueries(pair, text, "UPDATE assignments")
     pairs = assignments(node.expressions, text)
-    written = assignment_texts(text)
-    if written is not None and len(written) == len(pairs):  # values as the user wrote them, names as parsed
-        pairs = {name: value for name, (_, value) in zip(pairs, written, strict=True)}
-    condition = (where_text(text) or _sql(where.this)) if where is not None else None
-    metrics = run_update(spark, path, pairs, condition, alias=_alias(node.this))
+    condition = written(text, where.this) if where is not None else None
+    # SET b = (SELECT … FROM <Delta table>): scalar subqueries in values run, as in delta-spark (only the condition
+    # refuses subqueries); the tables they read are dvlake's reads, never what plain Spark sees of a name
+    reading = {name: pair.expression for name, pair in zip(pairs, node.expressions, strict=True)
+               if reads_delta_tables(spark, pair.expression)}
+    with delta_tables_as_views(spark, list(reading.values()), text) as values:
+        pairs.update(zip(reading, values, strict=True))
+        metrics = run_update(spark, path, pairs, condition, alias=_alias(node.this))
     return _affected(spark, metrics.get("numUpdatedRows", 0))
 
 
@@ -120,7 +132,7 @@ def _clause(when: exp.When, text: str) -> Any:
     kind = MATCHED if when.args.get("matched") else (NOT_MATCHED_BY_SOURCE if when.args.get("source") else NOT_MATCHED)
     cond = when.args.get("condition")
     _no_delta_subqueries(cond, text, "MERGE clause condition")
-    condition = _sql(cond) if cond is not None else None
+    condition = written(text, cond) if cond is not None else None
     then = when.args.get("then")
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
         return MergeClause(kind, "delete", condition)
@@ -138,7 +150,7 @@ def _clause(when: exp.When, text: str) -> Any:
             raise sql_error(text, offset_of(then), f"INSERT names {len(cols.expressions)} columns but gives "
                                                    f"{len(vals.expressions)} values")
         return MergeClause(kind, "insert", condition,
-                           {_sql(c): _sql(v) for c, v in zip(cols.expressions, vals.expressions, strict=True)})
+                           {_sql(c): written(text, v) for c, v in zip(cols.expressions, vals.expressions, strict=True)})
     raise sql_error(text, offset_of(when), f"cannot read the MERGE action {then.sql(DIALECT) if then else ''!r}")
 
 
@@ -158,5 +170,8 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     _no_delta_subqueries(on, text, "MERGE ON condition")
     whens = node.args.get("whens")
     clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
-    spec = MergeSpec(source, _sql(on), clauses, _alias(node.this), source_alias, schema_evolution)
-    return result_frame(spark, run_merge(spark, path, spec))
+    spec = MergeSpec(source, written(text, on), clauses, _alias(node.this), source_alias, schema_evolution)
+    metrics = run_merge(spark, path, spec)
+    if schema_evolution:
+        refresh_catalog_columns(spark, node.this)  # the catalog's columns follow the added ones
+    return result_frame(spark, metrics)

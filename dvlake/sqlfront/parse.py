@@ -11,6 +11,7 @@ expression parser. Positions are kept as character offsets into the statement so
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -310,51 +311,57 @@ def column_name(text: str, piece: str, base: int) -> str:
     return ".".join(p.name for p in tree.parts) if isinstance(tree, exp.Column) else tree.sql(DIALECT)
 
 
-def top_level_tokens(tokens: list[Token]) -> list[tuple[int, Token]]:
-    """(index, token) of the tokens outside any parentheses."""
-    out, depth = [], 0
-    for i, tok in enumerate(tokens):
-        if tok.token_type == TokenType.L_PAREN:
-            depth += 1
-        elif tok.token_type == TokenType.R_PAREN:
-            depth -= 1
-        elif depth == 0:
-            out.append((i, tok))
-    return out
+def written(text: str, node: exp.Expr) -> str:
+    """The user's own text of an expression node of ``text``'s AST: the slice of ``text`` it was parsed from.
+
+    Regenerating an expression from sqlglot's tree changes what Spark reads (the double-quoted literal
+    ``"say ""hi"" "`` becomes ``CONCAT('say ', 'hi', ' ')``, ``x::int`` a TRY_CAST, a ``--`` comment a block
+    comment), so every condition, value and query dvlake hands to Spark is the original slice. A node without
+    names or literals (``NULL``, ``TRUE``, ``current_date()``) has no spelling to lose and is regenerated.
+    """
+    span = written_span(text, node)
+    return node.sql(DIALECT) if span is None else text[span[0]:span[1]]
 
 
-def where_text(text: str) -> str | None:
-    """The user's own text after a statement's top-level WHERE (DELETE, UPDATE), as written."""
-    tokens = tokenize(text)
-    for _, tok in top_level_tokens(tokens):
-        if tok.token_type == TokenType.WHERE:
-            return text[tok.end + 1:].strip().rstrip(";").strip() or None
-    return None
+def written_span(text: str, node: exp.Expr, tokens: list[Token] | None = None) -> tuple[int, int] | None:
+    """The character span [start, end) of ``text`` that ``node`` was parsed from; None when the node has no
+    names or literals (sqlglot records positions only for those), a typed error when no span parses back to it."""
+    into = None if isinstance(node, exp.Query | exp.Values) else exp.Condition
+
+    def same(piece: str) -> bool:
+        return sqlglot.parse_one(piece, read=DIALECT, into=into) == node
+
+    return grown_span(text, node, same, tokens)
 
 
-def assignment_texts(text: str) -> list[tuple[str, str]] | None:
-    """``UPDATE … SET a = <expr>, b = <expr> [WHERE …]`` → [(a, <expr>), …] as written, or None when not that shape."""
-    tokens = tokenize(text)
-    top = top_level_tokens(tokens)
-    starts = [k for k, (_, tok) in enumerate(top) if tok.token_type == TokenType.SET]
-    if not starts:
+def grown_span(text: str, node: exp.Expr, same: Callable[[str], bool], tokens: list[Token] | None = None,
+               ) -> tuple[int, int] | None:
+    """The shortest run of whole, bracket-balanced tokens around the positions sqlglot recorded within ``node``
+    (its names and literals) whose text ``same`` accepts, as a character span [start, end); None when the node
+    records no position; a typed error when no run within reach is accepted (dvlake then never guesses)."""
+    spans = [(int(n.meta["start"]), int(n.meta["end"])) for n in node.walk() if n.meta and n.meta.get("start") is not None]
+    if not spans:
         return None
-    pieces: list[tuple[int, int]] = []
-    begin = top[starts[0]][1].end + 1
-    end_of_sets = len(text)
-    for _, tok in top[starts[0] + 1:]:
-        if tok.token_type == TokenType.WHERE:
-            end_of_sets = tok.start
-            break
-        if tok.token_type == TokenType.COMMA:
-            pieces.append((begin, tok.start))
-            begin = tok.end + 1
-    pieces.append((begin, end_of_sets))
-    out = []
-    for a, b in pieces:
-        piece = text[a:b]
-        eq = [tok for _, tok in top_level_tokens(tokenize(piece)) if tok.token_type == TokenType.EQ]
-        if not eq:
-            return None
-        out.append((piece[:eq[0].start].strip(), piece[eq[0].end + 1:].strip().rstrip(";").strip()))
-    return out
+    tokens = tokenize(text) if tokens is None else tokens
+    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    i = next((k for k, t in enumerate(tokens) if t.start <= first <= t.end), None)
+    j = next((k for k, t in enumerate(tokens) if t.start <= last <= t.end), None)
+    if i is not None and j is not None:
+        depth = [0]
+        for t in tokens:
+            depth.append(depth[-1] + (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN))
+        for grow in range(_MAX_GROW + 1):
+            for left in range(grow + 1):
+                s, e = i - left, j + grow - left
+                if s < 0 or e >= len(tokens) or depth[s] != depth[e + 1] or min(depth[s:e + 2]) < depth[s]:
+                    continue
+                try:
+                    if same(text[tokens[s].start:tokens[e].end + 1]):
+                        return tokens[s].start, tokens[e].end + 1
+                except (ParseError, TokenError):
+                    continue
+    raise sql_error(text, first, f"cannot find the text of the expression {node.sql(DIALECT)[:60]!r} in the statement; "
+                                 "write it more plainly", parse=True)
+
+
+_MAX_GROW = 24  # tokens around a node's names and literals (CAST(… AS type), CASE … END, function names)

@@ -9,14 +9,26 @@ Spark Connect, so no name of ours ever lands in the user's catalog.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import Token
 
-from dvlake.sqlfront.parse import DIALECT, TableRef, split_time_suffix, sql_error
+from dvlake.sqlfront.parse import (
+    DIALECT,
+    TableRef,
+    grown_span,
+    split_time_suffix,
+    sql_error,
+    tokenize,
+    written,
+    written_span,
+)
 from dvlake.sqlfront.passthrough import passthrough
 
 if TYPE_CHECKING:
@@ -72,6 +84,20 @@ def maybe_catalog_location(spark: SparkSession, name: str) -> str | None:
         return str(table_location(spark, name))
     except Exception:  # noqa: BLE001 - not a Delta table of the catalog: Spark handles the statement
         return None
+
+
+def refresh_catalog_columns(spark: SparkSession, node: exp.Expr | TableRef) -> None:
+    """After a statement changed a table through a catalog name: the name's catalog columns follow the table's schema
+    (``dvlake.spark.catalog.refresh_registration``, the one place that keeps them in step). Paths have no entry."""
+    if isinstance(node, TableRef):
+        name = node.name
+    elif isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and table_ref(node) is None:
+        name = name_of(node)
+    else:
+        name = None
+    refresh = catalog_function("refresh_registration")
+    if name is not None and refresh is not None:
+        refresh(spark, name)
 
 
 def resolve(spark: SparkSession, ref: TableRef, text: str) -> str:
@@ -194,31 +220,120 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
     if kwargs:
         raise sql_error(text, 0, "DataFrame or value parameters (spark.sql(query, **kwargs)) cannot be combined with "
                                  "Delta tables in one statement; read the Delta table with dvlake.read and pass it as one")
-    tree = tree.copy()
+    spliced, frames = _splice(spark, tree, text, whole=whole, placeholder=lambda key: "{" + key + "}")
+    return passthrough(spark, spliced, args, **frames) if frames else passthrough(spark, spliced, args)
+
+
+def _splice(spark: SparkSession, tree: exp.Expr, text: str, *, whole: bool,
+            placeholder: Callable[[str], str] | None) -> tuple[str, dict[str, DataFrame]]:
+    """The user's own text of ``tree`` (all of ``text`` when ``whole``) with each Delta table reference it reads
+    (path, catalog name, ``table_changes``, with its time travel) replaced by a collision-proof key, and the
+    DataFrames (read by dvlake's scan) those keys stand for.
+
+    Only the references' characters change: sqlglot's regenerated Spark text means something else (``""`` inside
+    a double-quoted literal, ``::`` casts, comments, escapes), so every other character stays the user's. With a
+    ``placeholder`` (``spark.sql``'s ``{key}`` DataFrame parameters) the user's own braces are doubled for its
+    formatter; without one the key is a name (a temporary view) and the text is left as it is.
+    """
+    tokens = tokenize(text)
     frames: dict[str, DataFrame] = {}
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in ``text``
     qualified: dict[tuple[str, str], str] = {}
     stem = "dvlake_" + uuid.uuid4().hex[:12]
-    for node in list(tree.find_all(exp.Table)):
+    for node in tree.find_all(exp.Table):
         frame = delta_frame(spark, node, text)
         if frame is None:
             continue
         key = f"{stem}_{len(frames)}"
         frames[key] = frame
-        alias = node.args.get("alias")
-        if alias is None and table_ref(node) is None and isinstance(node.this, exp.Identifier):
-            alias = exp.TableAlias(this=exp.to_identifier(node.name))  # ``events.id`` still names its columns
+        replacement = placeholder(key) if placeholder is not None else key
+        if node.args.get("alias") is None and table_ref(node) is None and isinstance(node.this, exp.Identifier):
+            replacement += f" AS {node.this.sql(DIALECT)}"  # ``events.id`` still names its columns
             if node.args.get("db") is not None:  # ``db.events.id`` too
                 qualified[(node.args["db"].name.lower(), node.name.lower())] = node.name
-        node.replace(exp.Table(this=exp.to_identifier(key), alias=alias))
-    for column in list(tree.find_all(exp.Column)):
+        start, end = _reference_span(text, tokens, node)
+        edits.append((start, end, replacement))
+    if not frames:  # no Delta table: the user's text as it is
+        return (text if whole else written(text, tree)), {}
+    span = (0, len(text)) if whole else written_span(text, tree, tokens)
+    if span is None:
+        raise sql_error(text, 0, "cannot find the text of the query in the statement; write it more plainly", parse=True)
+    low, high = span
+    for column in tree.find_all(exp.Column):
         db, table = column.args.get("db"), column.args.get("table")
         if db is not None and table is not None and (db.name.lower(), table.name.lower()) in qualified:
-            column.replace(exp.Column(this=column.this, table=exp.to_identifier(qualified[(db.name.lower(),
-                                                                                          table.name.lower())])))
-    rewritten = tree.sql(DIALECT)
-    if not frames:
-        return passthrough(spark, text if whole else rewritten, args)
-    rewritten = rewritten.replace("{", "{{").replace("}", "}}")
-    for key in frames:
-        rewritten = rewritten.replace(key, "{" + key + "}")
-    return passthrough(spark, rewritten, args, **frames)
+            edits.append(_qualifier_span(text, column))
+    return _spliced(text, low, high, sorted(edits), escape=placeholder is not None), frames
+
+
+def _reference_span(text: str, tokens: list[Token], node: exp.Table) -> tuple[int, int]:
+    """The characters of a table reference with its time travel, without its alias: the shortest run of tokens
+    that reads back as the same table."""
+    bare = exp.Table(**{k: v.copy() for k, v in node.args.items() if k in ("this", "db", "catalog", "version") and v})
+
+    def same(piece: str) -> bool:
+        query = sqlglot.parse_one(f"SELECT * FROM {piece}", read=DIALECT)
+        source = query.args.get("from_") or query.args.get("from")
+        return isinstance(query, exp.Select) and source is not None and not query.args.get("joins") and source.this == bare
+
+    span = grown_span(text, bare, same, tokens)
+    if span is None:
+        raise sql_error(text, 0, f"cannot find the text of the table {name_of(node)!r} in the statement; write it more plainly",
+                        parse=True)
+    return span
+
+
+def _qualifier_span(text: str, column: exp.Column) -> tuple[int, int, str]:
+    """The ``db.`` (or ``catalog.db.``) of a column ``db.events.id`` as an edit that removes it: the table's
+    reference now carries the alias ``events``, which is all Spark needs to resolve the column."""
+    parts = [p for p in (column.args.get("catalog"), column.args.get("db")) if p is not None]
+    starts = [p.meta.get("start") for p in parts]
+    table_start = column.args["table"].meta.get("start")
+    if table_start is None or any(s is None for s in starts):
+        raise sql_error(text, 0, f"cannot find the text of the column {column.sql(DIALECT)!r} in the statement; "
+                                 "qualify it with the table's alias", parse=True)
+    return min(int(s) for s in starts), int(table_start), ""
+
+
+def _spliced(text: str, low: int, high: int, edits: list[tuple[int, int, str]], *, escape: bool) -> str:
+    """``text[low:high]`` with the edits applied; the user's braces doubled when ``escape``. Edits that overlap or
+    fall outside the slice mean the positions are not what they seem: a typed error, never a guess."""
+    out: list[str] = []
+    at = low
+    for start, end, replacement in edits:
+        if start < at or end > high:
+            raise sql_error(text, start, "cannot find the text of a table reference in the statement unambiguously; "
+                                         "write it more plainly", parse=True)
+        kept = text[at:start]
+        out.append(kept.replace("{", "{{").replace("}", "}}") if escape else kept)
+        out.append(replacement)
+        at = end
+    kept = text[at:high]
+    out.append(kept.replace("{", "{{").replace("}", "}}") if escape else kept)
+    return "".join(out)
+
+
+@contextlib.contextmanager
+def delta_tables_as_views(spark: SparkSession, trees: list[exp.Expr], text: str) -> Iterator[list[str]]:
+    """Spark SQL texts of ``trees`` whose Delta tables dvlake reads, for a command that takes expression text (the
+    values of UPDATE … SET b = (SELECT … FROM name)): unlike a query, such text has no way to carry DataFrame
+    arguments, so each table is a temporary view under a collision-proof name while the command runs, dropped after.
+    The texts are the user's own, with only the table references replaced (as in :func:`run_query`)."""
+    views: list[str] = []
+    try:
+        texts = []
+        for tree in trees:
+            spliced, frames = _splice(spark, tree, text, whole=False, placeholder=None)
+            for key, frame in frames.items():
+                frame.createOrReplaceTempView(key)
+                views.append(key)
+            texts.append(spliced)
+        yield texts
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view)
+
+
+def reads_delta_tables(spark: SparkSession, tree: exp.Expr) -> bool:
+    """Whether ``tree`` reads any Delta table: a path, a time-travelled name, ``table_changes`` or a catalog name."""
+    return tree.find(exp.Table) is not None and (has_delta_tables(tree) or reads_catalog_delta_tables(spark, tree))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from dvlake.errors import DeltaSqlError
 from dvlake.sqlfront.parse import Cursor, TableRef, column_name, parse_expression, sql_error
-from dvlake.sqlfront.refs import literal_value, maybe_catalog_location, resolve
+from dvlake.sqlfront.refs import literal_value, maybe_catalog_location, refresh_catalog_columns, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -24,10 +24,14 @@ def _empty(spark: SparkSession) -> DataFrame:
 
 
 def _target(spark: SparkSession, cur: Cursor, statement: str) -> str:
+    return _target_ref(spark, cur, statement)[0]
+
+
+def _target_ref(spark: SparkSession, cur: Cursor, statement: str) -> tuple[str, TableRef]:
     ref = cur.table()
     if ref.version is not None or ref.timestamp is not None:
         raise sql_error(cur.text, ref.offset, f"{statement} works on the current table: remove the @ suffix")
-    return resolve(spark, ref, cur.text)
+    return resolve(spark, ref, cur.text), ref
 
 
 def optimize(spark: SparkSession, cur: Cursor) -> DataFrame:
@@ -102,19 +106,22 @@ def restore(spark: SparkSession, cur: Cursor) -> DataFrame:
     form = "RESTORE [TABLE] delta.`<path>` [TO] VERSION AS OF <n> | TIMESTAMP AS OF <timestamp>"
     cur.expect("RESTORE")
     cur.accept("TABLE")
-    path = _target(spark, cur, "RESTORE")
+    path, ref = _target_ref(spark, cur, "RESTORE")
     cur.accept("TO")
     if cur.accept("VERSION", "AS", "OF"):
         version = cur.integer("VERSION AS OF")
         cur.expect_end(form)
-        return _restore_frame(spark, run(spark, path, version=version))
-    if cur.accept("TIMESTAMP", "AS", "OF"):
+        metrics = run(spark, path, version=version)
+    elif cur.accept("TIMESTAMP", "AS", "OF"):
         text, start = cur.span_until()
         if not text.strip():
             raise cur.error("TIMESTAMP AS OF needs a timestamp", parse=True)
         value = literal_value(spark, parse_expression(cur.text, text, start))
-        return _restore_frame(spark, run(spark, path, timestamp=value))
-    raise cur.error(f"expected VERSION AS OF or TIMESTAMP AS OF; the form is {form}", parse=True)
+        metrics = run(spark, path, timestamp=value)
+    else:
+        raise cur.error(f"expected VERSION AS OF or TIMESTAMP AS OF; the form is {form}", parse=True)
+    refresh_catalog_columns(spark, ref)  # the restored version may have other columns
+    return _restore_frame(spark, metrics)
 
 
 def describe(spark: SparkSession, cur: Cursor) -> DataFrame:

@@ -75,6 +75,18 @@ def oracle(deletes: int, end: int = 2500) -> list[Any]:
     return sorted(out, key=lambda r: json.dumps(r))
 
 
+def plan_text(df: Any) -> str:
+    """``df.explain(True)`` as text, on classic and Connect sessions alike (both print it), plan ids blanked."""
+    import contextlib
+    import io
+    import re
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain(True)
+    return re.sub(r"#\d+L?|plan_id=\d+", "#", buf.getvalue())
+
+
 def _history(spark: Any, path: str) -> list[Any]:
     from dvlake import DeltaTable
 
@@ -118,6 +130,10 @@ def scenario_table(spark: Any, root: Path) -> dict[str, Any]:
         if how == "sql" and "detail_with_dvs" not in out:
             out["detail_with_dvs"] = _detail(spark, path)  # after the two DV DELETEs
     out["latest"] = {"rows": rows(dvlake.read(spark, path)), "oracle": oracle(len(DELETES))}
+    # the read went through the jar (dvlake adds it to the session): a silent fallback to the pure-Python path would
+    # give the same rows, so the plan must name the native scan. Version 3: the table after the two DV DELETEs (the
+    # copy-on-write one then rewrote every file without a DV, and files without a DV need no native scan)
+    out["native_scan"] = "DvlakeParquet" in plan_text(dvlake.read(spark, path, version=3))
     out["filtered"] = {"rows": rows(dvlake.read(spark, path, condition="id >= 1000 AND v % 2 = 0")),
                        "oracle": [r for r in oracle(len(DELETES)) if r[0] >= 1000 and r[1] % 2 == 0]}
     # versions 0 (create), 1 (append), 2.. (one per DELETE)

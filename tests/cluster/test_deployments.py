@@ -39,6 +39,11 @@ def test_rows_after_dv_cow_and_partition_deletes(results, local_results):
     assert got["rows"] == got["oracle"] == local["rows"]
 
 
+def test_reads_go_through_the_native_scan(results):
+    """The jar reached the cluster's executors (standalone) and the Connect session: reads used it."""
+    assert _table(results)["native_scan"] is True
+
+
 def test_filtered_read(results, local_results):
     got, local = _table(results)["filtered"], _table(local_results)["filtered"]
     assert got["rows"] and got["rows"] == got["oracle"] == local["rows"]

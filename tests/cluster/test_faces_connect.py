@@ -43,6 +43,7 @@ def test_format_delta_over_connect(connect_faces: dict[str, Any]) -> None:
     assert _ok(connect_faces, "write_and_read") == [1, 2, 4, 5, 7, 8, 10, 11]
     assert _ok(connect_faces, "version_as_of") == list(range(10))
     assert _ok(connect_faces, "same_plan") is True
+    assert _ok(connect_faces, "native_scan") is True  # read through the jar, not the pure-Python fallback
     assert _ok(connect_faces, "user_metadata") == "m"
 
 

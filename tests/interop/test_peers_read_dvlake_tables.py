@@ -17,7 +17,8 @@ from dvlake.log.stats import with_loose_bounds
 from dvlake.txn.transaction import OptimisticTransaction
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+# every test here compares dvlake's own read with the peers': run each on both of dvlake's read paths
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.usefixtures("scan_path")]
 
 
 def _data(spark, n=200):

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 import dvlake
 from dvlake import DeltaTable, faces
+from tests.spark.catalog_helpers import rows
 
 SHAPES = [
     "SELECT count(*) FROM {t}",
@@ -45,10 +46,6 @@ SHAPES = [
 ]
 
 
-def _rows(df: object) -> list[tuple[object, ...]]:
-    return sorted((tuple(r) for r in df.collect()), key=repr)  # type: ignore[attr-defined]
-
-
 @pytest.fixture(scope="module")
 def events(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``answers.events``: a managed Delta table with DVs (some rows deleted), and a plain table ``other``."""
@@ -71,10 +68,10 @@ def events(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_with_configure_spark_every_shape_answers_right(spark: SparkSession, events: str, shape: str) -> None:
-    expected = _rows(spark.sql(shape.format(t="truth_events")))
+    expected = rows(spark.sql(shape.format(t="truth_events")))
     dvlake.configure_spark(spark)
     try:
-        got = _rows(spark.sql(shape.format(t="answers.events")))
+        got = rows(spark.sql(shape.format(t="answers.events")))
     finally:
         faces.disable(spark)
     assert got == expected, shape
@@ -82,9 +79,9 @@ def test_with_configure_spark_every_shape_answers_right(spark: SparkSession, eve
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_without_dvlake_every_shape_is_right_or_an_error(spark: SparkSession, events: str, shape: str) -> None:
-    expected = _rows(spark.sql(shape.format(t="truth_events")))
+    expected = rows(spark.sql(shape.format(t="truth_events")))
     try:
-        got = _rows(spark.sql(shape.format(t="answers.events")))
+        got = rows(spark.sql(shape.format(t="answers.events")))
     except Exception as exc:  # noqa: BLE001 - any error is acceptable; a wrong answer is not
         assert "configure_spark" in str(exc) or "USER_RAISED_EXCEPTION" in str(exc) or "collectToPython" in str(exc)
         return

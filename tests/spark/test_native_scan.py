@@ -14,6 +14,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
@@ -57,13 +58,15 @@ def _both(spark: SparkSession, read: object) -> tuple[list[tuple[object, ...]], 
 
 
 def _converted(spark: SparkSession, path: str, rows: int, row_group: int, files: int = 2) -> str:
-    """A table of ``files`` Parquet files with small row groups (pyarrow), converted in place, DVs on."""
+    """A table of ``files`` Parquet files with small row groups (pyarrow), converted in place, DVs on. Ids are
+    sorted and pages small (no dictionary, a page checked every 128 values) with a column index: filters on ``id``
+    skip row groups and pages inside them."""
     os.makedirs(path)
     for f in range(files):
         ids = pa.array(range(f * rows, (f + 1) * rows), pa.int64())
         table = pa.table({"id": ids, "v": pa.compute.multiply(ids, 3), "s": pa.array([f"s{i}" for i in ids.to_pylist()])})
         pq.write_table(table, os.path.join(path, f"part-{f}.parquet"), row_group_size=row_group, write_page_index=True,
-                       data_page_size=1024)
+                       data_page_size=1024, write_batch_size=128, use_dictionary=False)
     DeltaTable.convertToDelta(spark, f"parquet.`{path}`")
     dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     return path
@@ -83,6 +86,99 @@ def test_many_row_groups_splits_and_pushed_filters(spark: SparkSession, tmp_path
             assert "DvlakeParquet" in plan
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+
+def _row_index_counts(spark: SparkSession) -> dict[str, int]:
+    """How this JVM's native reads found row indexes so far (``RowGroups.counts()``; local mode: one JVM)."""
+    text = spark._jvm.io.dvlake.spark.RowGroups.counts()  # type: ignore[union-attr]
+    return {k: int(v == "true") if v in ("true", "false") else int(v) for k, v in (kv.split("=") for kv in text.split())}
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in before}
+
+
+# row groups of 3,000 rows in two files of 20,000 (ids 0..39,999 in order): rows at every row group's edges, each
+# file's first and last rows, a run inside one group, one row group entirely
+_EDGES = sorted({0, 19_999, 20_000, 39_999} | {f * 20_000 + g * 3_000 + d for f in (0, 1) for g in range(1, 7)
+                                                 for d in (-1, 0, 1)})
+_DELETE = (f"id IN ({', '.join(map(str, _EDGES))}) OR id % 13 = 0 OR (id > 5000 AND id < 5300)"
+           " OR (id >= 30000 AND id < 33000)")
+_FILTERS = [None, "id > 26100 AND id < 26500",                       # inside one row group: its other pages skipped
+            "id BETWEEN 2990 AND 3010 OR id BETWEEN 20990 AND 21010",  # across row group edges, pages skipped around
+            "(id BETWEEN 1000 AND 1100) OR (id BETWEEN 2500 AND 3500) OR id > 39900",  # gaps inside row groups
+            "id >= 29990 AND id < 33010"]                              # around the row group that is all deleted
+
+
+def _live(condition: str | None) -> list[int]:
+    """The ids the table keeps, computed in Python (the DELETE and the filter above, evaluated by hand)."""
+    edges = set(_EDGES)
+    keep = [i for i in range(40_000) if not (i in edges or i % 13 == 0 or 5000 < i < 5300 or 30000 <= i < 33000)]
+    ranges = {None: lambda i: True, _FILTERS[1]: lambda i: 26100 < i < 26500,
+              _FILTERS[2]: lambda i: 2990 <= i <= 3010 or 20990 <= i <= 21010,
+              _FILTERS[3]: lambda i: 1000 <= i <= 1100 or 2500 <= i <= 3500 or i > 39900,
+              _FILTERS[4]: lambda i: 29990 <= i < 33010}
+    return [i for i in keep if ranges[condition](i)]
+
+
+@pytest.mark.parametrize("batch", [64, 777, 4096])
+def test_row_group_tracking_equals_the_python_path(spark: SparkSession, tmp_path: Path, batch: int) -> None:
+    """Row indexes from each batch's row group (RowGroups.java), not Spark's row-index column: several row groups,
+    batch sizes that do and do not divide them, splits across row groups, pushed filters that skip row groups and
+    pages (the column index), DVs at every row group's edges. A wrong row index would be a wrong row, silently."""
+    path = _converted(spark, str(tmp_path / "rgt"), rows=20_000, row_group=3_000)
+    DeltaTable.forPath(spark, path).delete(_DELETE)
+    spark.conf.set("spark.sql.parquet.columnarReaderBatchSize", str(batch))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "65536")  # several splits per file, across row groups
+    try:
+        before = _row_index_counts(spark)
+        for condition in _FILTERS:
+            def query(condition: str | None = condition) -> DataFrame:
+                df = dvlake.read(spark, path)
+                return df if condition is None else df.filter(condition)
+            fast, slow, plan = _both(spark, query)
+            assert fast == slow, condition
+            assert sorted(r[0] for r in fast) == _live(condition), condition  # type: ignore[type-var]
+            assert "DvlakeParquet" in plan and (condition is None or "PushedFilters: [" in plan)
+            assert condition is None or "PushedFilters: []" not in plan  # the filter reached the Parquet reader
+        summed = _both(spark, lambda: dvlake.read(spark, path).selectExpr("sum(v)", "count(*)"))
+        assert summed[0] == summed[1] == [(3 * sum(_live(None)), len(_live(None)))]
+        used = _delta(before, _row_index_counts(spark))
+    finally:
+        spark.conf.unset("spark.sql.parquet.columnarReaderBatchSize")
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert _row_index_counts(spark)["unavailable"] == 0  # this Spark passed the version gate and the field checks
+    assert used["files_spark_column"] == 0  # every native read tracked row groups
+    assert used["files_tracked"] > 2 * (len(_FILTERS) + 1)  # splits: more reads than files
+    assert used["groups_pages_skipped"] > 0 and used["groups_whole"] > 0  # both kinds of row group were met
+
+
+def test_which_row_index_source_each_read_shape_uses(spark: SparkSession, tmp_path: Path) -> None:
+    """Batches of flat columns track row groups; the query's own ``_metadata.row_index`` and row mode (nested
+    columns) read Spark's row-index column; files without a DV read no row index at all."""
+    path = _converted(spark, str(tmp_path / "src"), rows=5_000, row_group=1_000)
+    plain = _converted(spark, str(tmp_path / "plain"), rows=5_000, row_group=1_000)
+    DeltaTable.forPath(spark, path).delete("id % 3 = 0")
+    nested = str(tmp_path / "nested")
+    dvlake.write(spark.range(3000).selectExpr("id", "named_struct('a', id) AS st").coalesce(1), nested,
+                 properties=DV_PROPS)
+    DeltaTable.forPath(spark, nested).delete("id % 4 = 1")
+    spark.conf.set(native.SETTING, "true")
+    cases = {"batches": (lambda: dvlake.read(spark, path), 6_666),
+             "user_row_index": (lambda: dvlake.read(spark, path).select("id", "_metadata.row_index"), 6_666),
+             "rows": (lambda: dvlake.read(spark, nested), 2_250),
+             # dvlake's planning reads files without a DV with Spark's plain scan; the format itself reads them too
+             "no_dv": (lambda: spark.read.format(native.FORMAT).schema(dvlake.read(spark, plain).schema)
+                       .option(native.FILES_OPTION, native.listing([SimpleNamespace(path=f, dv=None)
+                                                                    for f in data_files(plain)], plain, True))
+                       .load(data_files(plain)), 10_000)}
+    used = {}
+    for name, (read, count) in cases.items():
+        before = _row_index_counts(spark)
+        assert len(read().collect()) == count, name  # collect: count() would prune the query's own row index
+        used[name] = {k: v for k, v in _delta(before, _row_index_counts(spark)).items() if k.startswith("files_") and v}
+    assert used == {"batches": {"files_tracked": 2}, "user_row_index": {"files_spark_column": 2},
+                    "rows": {"files_spark_column": 1}, "no_dv": {"files_without_dv": 2}}
 
 
 def test_partitions_odd_paths_and_every_row_deleted_in_a_file(spark: SparkSession, tmp_path: Path) -> None:

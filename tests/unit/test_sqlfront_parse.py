@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dvlake.errors import DeltaSqlParseError
-from dvlake.sqlfront.parse import Cursor, looks_like_delta, parse_statement, position, split_time_suffix, tokenize
+from dvlake.sqlfront.parse import (
+    Cursor,
+    looks_like_delta,
+    parse_statement,
+    position,
+    split_time_suffix,
+    tokenize,
+    written,
+)
 
 
 def test_positions_are_one_based_lines_and_columns():
@@ -58,3 +66,25 @@ def test_delta_references_are_found_in_tokens_not_in_strings():
     assert looks_like_delta(tokenize("SELECT * FROM cat.delta.`/x`")) is None
     assert looks_like_delta(tokenize("SELECT * FROM x JOIN delta.`/y` USING (id)")) == len("SELECT * FROM x JOIN ")
     assert looks_like_delta(tokenize("SELECT * FROM table_changes('t', 1)")) == len("SELECT * FROM ")
+
+
+def test_expressions_reach_spark_as_written_not_regenerated():
+    """Each condition, value and query of a statement is its own slice of the text; sqlglot's regeneration
+    would turn the double-quoted literal into CONCAT('say ', 'hi', ''), ``x::int`` into a TRY_CAST, ``--`` into a block."""
+    text = ("MERGE INTO delta.`/t` t USING (SELECT 1 AS id, 'it''s' AS note -- why\n) s\n"
+            "ON t.id = s.id AND t.note = 'it''s' -- a */ comment\n"
+            "WHEN MATCHED AND t.note <> \"say \"\"hi\"\"\" THEN UPDATE SET note = 'it''s', v = x.y::int, "
+            "w = CASE WHEN s.a THEN NULL ELSE 1 END\n"
+            "WHEN NOT MATCHED THEN INSERT (id, note, ts) VALUES (s.id, NULL, current_timestamp() + INTERVAL 1 DAY)")
+    tree = parse_statement(text)
+    whens = tree.args["whens"].expressions
+    update, insert = whens[0].args["then"], whens[1].args["then"]
+    assert written(text, tree.args["using"].this) == "SELECT 1 AS id, 'it''s' AS note"
+    assert written(text, tree.args["on"]) == "t.id = s.id AND t.note = 'it''s'"
+    assert written(text, whens[0].args["condition"]) == 't.note <> "say ""hi"""'
+    assert [written(text, pair.expression) for pair in update.expressions] == [
+        "'it''s'", "x.y::int", "CASE WHEN s.a THEN NULL ELSE 1 END"]
+    assert [written(text, v) for v in insert.expression.expressions] == [
+        "s.id", "NULL", "current_timestamp() + INTERVAL 1 DAY"]
+    delete = "DELETE FROM delta.`/t` WHERE (note = 'it''s') OR p = 1 -- AND p = 2"
+    assert written(delete, parse_statement(delete).args["where"].this) == "(note = 'it''s') OR p = 1"

@@ -36,9 +36,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code dvlake.scan.files} option (one line per planned file; a file the option does not list fails the task, so
  * a planning mistake cannot silently return deleted rows).
  *
- * Row indexes come from Spark's own row-index column (the one behind {@code _metadata.row_index}), requested
- * from the reader as one more nullable long column and dropped from what the format returns; when the query itself
- * selects {@code _metadata.row_index}, Spark already asks for that column and the format uses it as it is.
+ * Row indexes come from the row group each batch was read from ({@link RowGroups}) where Spark's reader is as
+ * checked; otherwise from Spark's own row-index column (the one behind {@code _metadata.row_index}), requested from
+ * the reader as one more nullable long column and dropped from what the format returns. When the query itself selects
+ * {@code _metadata.row_index}, Spark already asks for that column and the format uses it as it is. Files without a DV
+ * are read without any row index.
  */
 public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public static final String SHORT_NAME = "dvlake_parquet";
@@ -87,10 +89,14 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     boolean batches = supportBatch(session, withIndex.merge(partitionSchema, true));
     Function1<PartitionedFile, Iterator<InternalRow>> parent = super.buildReaderWithPartitionValues(
         session, dataSchema, partitionSchema, withIndex, filters, options, conf);
+    // the same reader without the row-index column: for files without a DV, and for row-group tracking. A conf of
+    // its own: Spark writes the requested schema into the conf it is given, and a local broadcast keeps the object
+    Function1<PartitionedFile, Iterator<InternalRow>> plain = !dropIndex ? null : super.buildReaderWithPartitionValues(
+        session, dataSchema, partitionSchema, requiredSchema, filters, options, withoutListing(hadoopConf));
     // broadcast once (as text: JDK classes only, whatever class loader reads it), not shipped in every task's
     // closure: the listing grows with the number of files read
     Broadcast<String> files = session.sparkContext().broadcast(listing, scala.reflect.ClassTag$.MODULE$.apply(String.class));
-    return new FilteringReader(parent, files, requiredSchema, partitionSchema, indexAt, dropIndex, batches,
+    return new FilteringReader(parent, plain, files, requiredSchema, partitionSchema, indexAt, dropIndex, batches,
         new SerializableConfiguration(conf));
   }
 

@@ -28,6 +28,8 @@ import scala.runtime.AbstractFunction1;
 final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>> implements Serializable {
   private static final long serialVersionUID = 1L;
   private final Function1<PartitionedFile, Iterator<InternalRow>> parent;
+  /** The same reader without the row-index column (null when the query asked for that column itself). */
+  private final Function1<PartitionedFile, Iterator<InternalRow>> plain;
   private final Broadcast<String> files;
   /** Parsed listings per broadcast, shared by the tasks of one executor JVM (a few scans at a time). */
   private static final java.util.Map<Long, HashMap<String, DeletionVectors.FileDv>> PARSED =
@@ -45,11 +47,15 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   private final SerializableConfiguration conf;
 
   /** {@code indexAt}: where the row-index column is among the reader's columns; {@code dropIndex}: the format
-   *  added it (the query did not ask for {@code _metadata.row_index}), so it is not returned. */
+   *  added it (the query did not ask for {@code _metadata.row_index}), so it is not returned. A file with a DV is
+   *  read by {@code plain} with its row groups tracked where {@link RowGroups#attach} allows, else by {@code parent}
+   *  (Spark's row-index column); a file without a DV by {@code plain}, no row index needed. */
   FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent,
-                  Broadcast<String> files, StructType required, StructType partitions, int indexAt, boolean dropIndex,
-                  boolean batches, SerializableConfiguration conf) {
+                  Function1<PartitionedFile, Iterator<InternalRow>> plain, Broadcast<String> files,
+                  StructType required, StructType partitions, int indexAt, boolean dropIndex, boolean batches,
+                  SerializableConfiguration conf) {
     this.parent = parent;
+    this.plain = plain;
     this.files = files;
     this.required = required;
     this.partitions = partitions;
@@ -75,15 +81,40 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     } catch (IOException e) {
       throw new UncheckedIOException(e.getMessage() + " (data file " + key + ")", e);
     }
-    Iterator<?> rows = parent.apply(file);
+    Filtered filtered = null;
+    if (plain != null && deleted == null) {
+      RowGroups.FILES_WITHOUT_DV.incrementAndGet();
+      filtered = new Filtered(plain.apply(file), null, null, -1, false, required, partitions);
+    } else if (plain != null && batches && RowGroups.UNAVAILABLE == null) {
+      Iterator<?> rows = plain.apply(file);
+      RowGroups.Tracker tracker = RowGroups.attach(rows);
+      if (tracker != null) {
+        RowGroups.FILES_TRACKED.incrementAndGet();
+        filtered = new Filtered(rows, deleted, tracker, -1, false, required, partitions);
+      } else if (rows instanceof AutoCloseable) {
+        close((AutoCloseable) rows);
+      }
+    }
+    if (filtered == null) {
+      if (deleted != null) RowGroups.FILES_SPARK_COLUMN.incrementAndGet();
+      filtered = new Filtered(parent.apply(file), deleted, null, indexAt, dropIndex, required, partitions);
+    }
     @SuppressWarnings("unchecked")  // batches travel as InternalRow (erased), Spark's own convention for columnar scans
-    Iterator<InternalRow> filtered = (Iterator<InternalRow>) (Iterator<?>) new Filtered(rows, deleted, indexAt,
-        dropIndex, required, partitions, batches);
-    return filtered;
+    Iterator<InternalRow> out = (Iterator<InternalRow>) (Iterator<?>) filtered;
+    return out;
+  }
+
+  private static void close(AutoCloseable rows) {
+    try {
+      rows.close();
+    } catch (Exception e) {
+      throw new IllegalStateException("closing a Parquet reader dvlake did not use", e);
+    }
   }
 
   /** Batches keep their vectors (seen through a row mapping); rows are projected without the index column when the
-   *  format added it. */
+   *  format added it. Row indexes come from {@code tracker} when there is one, else from the column at
+   *  {@code indexAt}; no DV ({@code deleted} null): every row is kept. */
   private static final class Filtered extends AbstractIterator<Object> {
     private final Iterator<?> in;
     private final DeletionVectors.Deleted deleted;
@@ -91,21 +122,22 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     private final boolean dropIndex;
     private final StructType required;
     private final StructType partitions;
-    private final boolean batches;
+    private final RowGroups.Tracker tracker;
     private MappedColumnVector[] vectors;
     private ColumnarBatch out;
     private UnsafeProjection projection;
+    private int[] scratch;  // the kept rows' positions when rows come from the tracker (reused: one batch at a time)
     private Object pending;
 
-    Filtered(Iterator<?> in, DeletionVectors.Deleted deleted, int indexAt, boolean dropIndex, StructType required,
-             StructType partitions, boolean batches) {
+    Filtered(Iterator<?> in, DeletionVectors.Deleted deleted, RowGroups.Tracker tracker, int indexAt,
+             boolean dropIndex, StructType required, StructType partitions) {
       this.in = in;
       this.deleted = deleted;
+      this.tracker = tracker;
       this.indexAt = indexAt;
       this.dropIndex = dropIndex;
       this.required = required;
       this.partitions = partitions;
-      this.batches = batches;
     }
 
     @Override public boolean hasNext() {
@@ -113,6 +145,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
         Object next = in.next();
         pending = next instanceof ColumnarBatch ? filterBatch((ColumnarBatch) next) : filterRow((InternalRow) next);
       }
+      if (pending == null && tracker != null) tracker.finish();
       return pending != null;
     }
 
@@ -133,7 +166,12 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
       }
       int[] rows = null;
       int kept = n;
-      if (deleted != null && n > 0) {
+      if (deleted != null && tracker != null) {
+        if (scratch == null || scratch.length < n) scratch = new int[n];
+        kept = tracker.keep(n, deleted, scratch);
+        if (kept == 0) return null;
+        if (kept < 0) kept = n; else rows = scratch;
+      } else if (deleted != null && n > 0) {
         ColumnVector index = batch.column(indexAt);
         if (anyDeleted(index, n)) {
           rows = new int[n];
@@ -166,6 +204,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     }
 
     private Object filterRow(InternalRow row) {
+      if (tracker != null) throw new IllegalStateException("dvlake row-group tracking got a row, not a batch");
       if (deleted != null) {
         if (row.isNullAt(indexAt)) throw new IllegalStateException("the Parquet reader gave no row index");
         if (deleted.contains(row.getLong(indexAt))) return null;
