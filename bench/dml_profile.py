@@ -126,9 +126,9 @@ def _summary(names: list[str]) -> str:
 
 def _ts(text: str) -> float:
     """Spark's REST timestamps (``2026-11-25T05:01:02.345GMT``) as seconds."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
-    return datetime.strptime(text.replace("GMT", ""), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(text.replace("GMT", ""), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
 
 
 def _merged_length(spans: list[tuple[float, float]]) -> float:
@@ -219,7 +219,7 @@ def main() -> None:
 
     cmds = commands(spark, total, args.step)
     monitor = Monitor(spark)
-    for name, command in cmds.items():  # warm-up: JVM, Python workers, code generation
+    for command in cmds.values():  # warm-up: JVM, Python workers, code generation
         once(command, "DV", monitor)
     results: list[tuple[str, str, Profile]] = []
     for name, command in cmds.items():
