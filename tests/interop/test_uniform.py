@@ -189,18 +189,23 @@ def test_enabling_rules(spark, tmp_path):
 
 def test_vacuum_keeps_the_iceberg_metadata(spark, tmp_path):
     """VACUUM hides ``metadata/`` as delta-spark does for UniForm: the latest snapshot stays readable."""
-    from dvlake.commands.vacuum import vacuum
-    from dvlake.log.actions import now_ms
+    from dvlake.commands.vacuum import RETENTION_CHECK
 
     path = str(tmp_path / "t")
     dvlake.write(_data(spark, 0, 60), path, properties={**CM, **DVS})
     dt = DeltaTable.forPath(spark, path)
     dt.delete("id < 5")
-    dt.delete("id < 9")  # the first DV file is now stale, so VACUUM has something to delete
+    dt.delete("id < 40")  # every file gets a new DV: the first DV file is stale, so VACUUM has something to delete
     version = sync(path)
     before = sorted(p.name for p in (tmp_path / "t" / METADATA_DIR).iterdir())
-    deleted = vacuum(spark, path, now=now_ms() + 30 * 24 * 3600 * 1000)
-    assert deleted.num_deleted >= 1
+    spark.conf.set(RETENTION_CHECK, "false")
+    try:
+        gone = [r.path for r in dvlake.sql(spark, f"VACUUM delta.`{path}` DRY RUN RETAIN 0 HOURS").collect()]
+        dvlake.sql(spark, f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset(RETENTION_CHECK)
+    assert gone and all(p.endswith(".bin") for p in gone)  # the stale DV file, and nothing under metadata/
+    assert not any((tmp_path / "t" / p.rsplit("/", 1)[1]).exists() for p in gone)
     assert sorted(p.name for p in (tmp_path / "t" / METADATA_DIR).iterdir()) == before
     expected = _expected(spark, path, version)
     assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected
