@@ -210,3 +210,32 @@ def test_vacuum_keeps_the_iceberg_metadata(spark, tmp_path):
     expected = _expected(spark, path, version)
     assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected
     assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected
+
+
+def test_inline_dvs_are_written_out_as_puffin_blobs(spark, tmp_path):
+    """An inline DV (storageType 'i', in the log itself) becomes a blob of the step's Puffin file, same bytes."""
+    import pyroaring
+
+    from dvlake.dv import roaring
+    from dvlake.dv.descriptor import DeletionVectorDescriptor
+    from dvlake.log.actions import AddFile
+    from dvlake.log.stats import with_loose_bounds
+    from dvlake.txn.transaction import OptimisticTransaction
+
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 60), path, partitionBy="p", properties={**CM, **DVS})
+    sync(path)
+    snap = Snapshot.load(path)
+    txn = OptimisticTransaction(path, snap)
+    actions = []
+    for a in snap.add_files():
+        n = json.loads(a.stats)["numRecords"]
+        bitmap = pyroaring.BitMap64(range(1, n, 4))
+        desc = DeletionVectorDescriptor.inline(roaring.serialize(bitmap), len(bitmap))
+        actions += [a.remove(), AddFile(**{**a.__dict__, "deletion_vector": desc, "stats": with_loose_bounds(a.stats)})]
+    version = txn.commit(actions, "DELETE", {"predicate": "[]"})
+    assert sync(path) == version
+    expected = _expected(spark, path, version)
+    assert 0 < len(expected) < 60
+    assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected
