@@ -239,3 +239,21 @@ def test_inline_dvs_are_written_out_as_puffin_blobs(spark, tmp_path):
     assert 0 < len(expected) < 60
     assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected
     assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected
+
+
+def test_added_column_gets_a_new_schema(spark, tmp_path):
+    """ALTER TABLE ADD COLUMNS on a UniForm table: a new Iceberg schema with the column-mapping id; old files read null."""
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 20), path, partitionBy="p", properties=UNIFORM_V2)
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` ADD COLUMNS (w string)")
+    more = _data(spark, 20, 30).withColumn("w", F.concat(F.lit("w"), F.col("id").cast("string")))
+    dvlake.write(more, path, mode="append")
+    version = Snapshot.load(path).version
+    meta = json.loads(open(metadata_location(path, version)).read())
+    assert len(meta["schemas"]) == 2 and meta["current-schema-id"] == 1
+    cols = [*COLS, "w"]
+    expected = sorted((tuple(r[c] for c in cols) for r in dvlake.read(spark, path).collect()), key=repr)
+    assert sum(r[3] is None for r in expected) == 20
+    assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), cols) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), cols) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, 0)), COLS) == _expected(spark, path, 0)
