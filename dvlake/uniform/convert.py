@@ -32,6 +32,8 @@ from dvlake.storage.paths import absolute_file_location, join, normalize_table_r
 from dvlake.uniform import avro
 from dvlake.uniform.puffin import PuffinBuilder
 from dvlake.uniform.schema import (
+    bound_columns,
+    bounds,
     iceberg_fields,
     max_field_id,
     name_mapping,
@@ -299,12 +301,15 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
             live_data.extend(e["data_file"]["file_path"] for e in survivors)
     if added:
         entries = []
+        bound_cols = bound_columns(snapshot.metadata)
         for loc in sorted(added):
             f = cur[loc]
+            lower, upper = bounds(parse_stats(f.stats), bound_cols)
             entries.append({"status": avro.STATUS_ADDED, "snapshot_id": snapshot_id, "sequence_number": seq,
                             "file_sequence_number": seq,
                             "data_file": _data_file(avro.CONTENT_DATA, loc, "PARQUET", partition_record(spec, f.partition),
-                                                    _record_count(f, storage), f.size)})
+                                                    _record_count(f, storage), f.size, lower_bounds=lower,
+                                                    upper_bounds=upper)})
         new_data.insert(0, step.write_manifest(entries, avro.MANIFEST_CONTENT_DATA))
         live_data.extend(sorted(added))
 

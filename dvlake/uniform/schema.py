@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import struct
 from typing import Any
 
 from dvlake.errors import IcebergCompatViolationError, UniformConversionError
@@ -151,3 +152,42 @@ def _parse(value: str | None, iceberg_type: str) -> Any:
     if iceberg_type == "date":
         return (dt.date.fromisoformat(value[:10]) - _EPOCH).days
     return value
+
+
+#: Iceberg's single-value binary form of the types whose Delta min/max are exact values (little endian)
+_BOUND_FORMATS = {"int": "<i", "long": "<q", "date": "<i"}
+
+
+def bound_columns(metadata: Metadata) -> dict[str, tuple[int, str]]:
+    """Top-level columns whose Delta min/max become Iceberg lower/upper bounds: physical name -> (field id, type).
+
+    Only integer and date columns: their Delta statistics are exact values (a file with a DV keeps
+    bounds that are still valid for the whole physical file, which is what Iceberg bounds describe).
+    Strings (Delta truncates them) and timestamps (Delta keeps milliseconds) are left without bounds,
+    since a wrong bound would let a reader skip a file it needs.
+    """
+    mode = column_mapping_mode(metadata)
+    out = {}
+    for f in metadata.schema.get("fields", []):
+        t = f["type"]
+        iceberg = _PRIMITIVES.get(t) if isinstance(t, str) else None
+        if iceberg in _BOUND_FORMATS and FIELD_ID_KEY in f.get("metadata", {}):
+            out[physical_name(f, mode)] = (int(f["metadata"][FIELD_ID_KEY]), iceberg)
+    return out
+
+
+def bounds(stats: dict[str, Any] | None, columns: dict[str, tuple[int, str]]) -> tuple[list[dict[str, Any]] | None, ...]:
+    """(lower_bounds, upper_bounds) of a data file as manifest map entries, from its Delta stats."""
+    if not stats or not columns:
+        return None, None
+    out: list[list[dict[str, Any]]] = [[], []]
+    for i, key in enumerate(("minValues", "maxValues")):
+        values = stats.get(key) or {}
+        for name, (field_id, iceberg) in columns.items():
+            value = values.get(name)
+            if value is None or isinstance(value, (dict, list, bool)):
+                continue
+            if iceberg == "date":
+                value = (dt.date.fromisoformat(str(value)[:10]) - _EPOCH).days
+            out[i].append({"key": field_id, "value": struct.pack(_BOUND_FORMATS[iceberg], int(value))})
+    return out[0] or None, out[1] or None

@@ -18,7 +18,14 @@ from dvlake.log.schema import assign_column_mapping, schema_json
 from dvlake.storage.base import storage_for
 from dvlake.uniform import avro, compat
 from dvlake.uniform.puffin import MAGIC, PuffinBuilder, dv_blob
-from dvlake.uniform.schema import iceberg_fields, partition_avro_fields, partition_record, partition_spec
+from dvlake.uniform.schema import (
+    bound_columns,
+    bounds,
+    iceberg_fields,
+    partition_avro_fields,
+    partition_record,
+    partition_spec,
+)
 
 SCHEMA = {"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": False, "metadata": {}},
@@ -126,3 +133,24 @@ def test_v2_rules_pass_and_catch_live_dvs_and_missing_feature():
         compat.check_metadata(_metadata(conf), {"columnMapping"}, 0, "t")
     with pytest.raises(IcebergCompatViolationError, match="WRONG_REQUIRED_TABLE_PROPERTY"):
         compat.check_metadata(_metadata(conf, mapped=False), {"icebergCompatV2"}, 0, "t")
+
+
+def test_bounds_only_for_exact_integer_and_date_stats():
+    schema = {"type": "struct", "fields": [
+        {"name": "i", "type": "integer", "nullable": True, "metadata": {}},
+        {"name": "l", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "d", "type": "date", "nullable": True, "metadata": {}},
+        {"name": "s", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "t", "type": "timestamp", "nullable": True, "metadata": {}}]}
+    mapped = assign_column_mapping(schema)[0]
+    md = Metadata(id="t", schema_string=schema_json(mapped), configuration={"delta.columnMapping.mode": "name"})
+    cols = bound_columns(md)
+    phys = {f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in mapped["fields"]}
+    assert sorted(i for i, _ in cols.values()) == [1, 2, 3]
+    stats = {"minValues": {phys["i"]: -2, phys["l"]: 2**40, phys["d"]: "1970-01-03", phys["s"]: "a"},
+             "maxValues": {phys["i"]: 7, phys["d"]: "1970-02-01", phys["t"]: "2024-01-01T00:00:00.000Z"}}
+    lower, upper = bounds(stats, cols)
+    assert {e["key"]: e["value"] for e in lower} == {1: struct.pack("<i", -2), 2: struct.pack("<q", 2**40),
+                                                      3: struct.pack("<i", 2)}
+    assert {e["key"]: e["value"] for e in upper} == {1: struct.pack("<i", 7), 3: struct.pack("<i", 31)}
+    assert bounds(None, cols) == (None, None)
