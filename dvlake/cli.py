@@ -450,6 +450,36 @@ def _print_health(report: Any, top: int) -> None:
         console.print(f"    {r.command}", soft_wrap=True, markup=False)
 
 
+@cli.group()
+def uniform() -> None:
+    """UniForm: Iceberg metadata (format version 3, DVs as Puffin blobs) under PATH/metadata/."""
+
+
+@uniform.command("sync")
+@path_argument
+@click.option("--version", "-v", "version", type=click.IntRange(min=0), default=None,
+              help="Convert up to this Delta version instead of the latest.")
+@click.option("--full", is_flag=True, help="Start a fresh Iceberg history at the target version instead of continuing.")
+@json_option
+def uniform_sync(path: str, version: int | None, full: bool, as_json: bool) -> None:
+    """Publish Iceberg metadata for every Delta version not converted yet (no Spark).
+
+    Tables with delta.universalFormat.enabledFormats = 'iceberg' convert after every commit; this
+    command catches up after a failed conversion, or publishes any column-mapped table on demand
+    (deletion vectors included). Iceberg readers open PATH/metadata/v<version>.metadata.json.
+    """
+    from dvlake.storage.paths import normalize_table_root
+    from dvlake.uniform.convert import metadata_location, sync
+
+    root = normalize_table_root(path)
+    converted = sync(root, version=version, full=full)
+    location = metadata_location(root, converted)
+    if as_json:
+        _print_json({"deltaVersion": converted, "metadataLocation": location})
+        return
+    _console().print(f"Iceberg metadata of Delta version {converted}: {location}", soft_wrap=True, markup=False)
+
+
 # --- Spark-backed commands ---------------------------------------------------------------------------
 
 

@@ -535,3 +535,22 @@ class ReservedCdcColumnsOnWriteError(DeltaErrorClassMixin, InvalidArgumentError)
     """Data written to a change-feed table must not carry the feed's own columns (``_change_type`` …)."""
 
     error_class = "RESERVED_CDC_COLUMNS_ON_WRITE"
+
+
+# --- UniForm (Iceberg metadata over Delta tables) ------------------------------------------------
+
+
+class IcebergCompatViolationError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A table property or feature IcebergCompatV2/V3 requires is missing or conflicting (SQLSTATE KD00E)."""
+
+    error_class = "DELTA_ICEBERG_COMPAT_VIOLATION"
+
+
+class UniversalFormatViolationError(DeltaErrorClassMixin, InvalidArgumentError):
+    """``delta.universalFormat.enabledFormats`` names iceberg without the IcebergCompat it needs (SQLSTATE KD00E)."""
+
+    error_class = "DELTA_UNIVERSAL_FORMAT_VIOLATION"
+
+
+class UniformConversionError(DvlakeError):
+    """The Delta table (or this version of it) cannot be published as Iceberg metadata by dvlake yet."""

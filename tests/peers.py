@@ -1,4 +1,4 @@
-"""Independent readers for interop tests: delta-rs (deltalake) and DuckDB's delta extension."""
+"""Independent readers for interop tests: delta-rs (deltalake), DuckDB's delta and iceberg extensions, pyiceberg."""
 
 from __future__ import annotations
 
@@ -21,18 +21,37 @@ def read_with_deltalake(path: str, version: int | None = None) -> pa.Table:
 _DUCK = None
 
 
+def _extension(name: str) -> Path:
+    """A DuckDB extension binary shipped by its PyPI package (``duckdb-extension-<name>``), loaded offline."""
+    import duckdb
+
+    return (Path(importlib.util.find_spec(f"duckdb_extension_{name}").origin).parent / "extensions"
+            / f"v{duckdb.__version__}" / f"{name}.duckdb_extension")
+
+
 def duckdb_connection():
-    """One DuckDB connection with the delta extension loaded offline from its PyPI package."""
+    """One DuckDB connection with the delta, avro and iceberg extensions loaded offline from their PyPI packages."""
     global _DUCK
     if _DUCK is None:
         import duckdb
 
-        ext = (Path(importlib.util.find_spec("duckdb_extension_delta").origin).parent / "extensions"
-               / f"v{duckdb.__version__}" / "delta.duckdb_extension")
         con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
-        con.execute(f"LOAD '{ext}'")
+        for name in ("delta", "avro", "iceberg"):
+            con.execute(f"LOAD '{_extension(name)}'")
         _DUCK = con
     return _DUCK
+
+
+def read_iceberg_with_duckdb(metadata_location: str) -> pa.Table:
+    """DuckDB's iceberg extension reading one ``vN.metadata.json`` (its current snapshot)."""
+    return _table(duckdb_connection().execute("SELECT * FROM iceberg_scan(?)", [metadata_location]).arrow())
+
+
+def read_iceberg_with_pyiceberg(metadata_location: str) -> pa.Table:
+    """pyiceberg's StaticTable over one metadata file (no catalog), scanned to Arrow with its DVs applied."""
+    from pyiceberg.table import StaticTable
+
+    return StaticTable.from_metadata(metadata_location).scan().to_arrow()
 
 
 def read_with_duckdb(path: str, version: int | None = None) -> pa.Table:

@@ -26,6 +26,7 @@ from dvlake.txn.transaction import OptimisticTransaction
 _AUTO_FEATURES = {
     "delta.enableDeletionVectors": ({features.DELETION_VECTORS}, set()),
     "delta.appendOnly": (set(), {"appendOnly"}),
+    "delta.enableIcebergCompatV2": (set(), {"icebergCompatV2"}),
 }
 #: Properties whose feature is a legacy one: the protocol is merged with the legacy versions that
 #: imply it, as delta-spark's Protocol.merge does ((1,2) → (1,4); a table-features protocol gains the

@@ -163,11 +163,18 @@ def live_set(snapshot: Snapshot, delete_before: int) -> tuple[pa.Array, set[str]
 # --- candidates ------------------------------------------------------------------------------------
 
 
-def hidden_rule(partition_columns: Iterable[str]) -> Callable[[str], bool]:
-    """delta-spark's hidden-name rule for VACUUM's listing."""
+def hidden_rule(partition_columns: Iterable[str], iceberg_metadata: bool = False) -> Callable[[str], bool]:
+    """delta-spark's hidden-name rule for VACUUM's listing.
+
+    With Iceberg metadata (UniForm, or published by ``dvlake uniform sync``) a folder named
+    ``metadata`` is hidden too, as delta-spark hides it for UniForm tables: its manifests and Puffin
+    files are referenced by Iceberg snapshots, not by the Delta log.
+    """
     prefixes = tuple(f"{c}=" for c in partition_columns)
 
     def hidden(name: str) -> bool:
+        if iceberg_metadata and name == "metadata":
+            return True
         if not name.startswith(("_", ".")):
             return False
         if name.startswith(("_delta_index", "_change_data")):
@@ -175,6 +182,13 @@ def hidden_rule(partition_columns: Iterable[str]) -> Callable[[str], bool]:
         return not (prefixes and name.startswith(prefixes))
 
     return hidden
+
+
+def _has_iceberg_metadata(snapshot: Snapshot) -> bool:
+    from dvlake.uniform.convert import METADATA_DIR, VERSION_HINT, iceberg_enabled
+
+    return iceberg_enabled(snapshot.configuration) or snapshot.storage.exists(
+        f"{snapshot.table_root}/{METADATA_DIR}/{VERSION_HINT}")
 
 
 @dataclass
@@ -234,7 +248,7 @@ def _full_candidates(snapshot: Snapshot, live: pa.Array, live_dirs: set[str], de
     sizes: list[int] = []
     mtimes: list[int] = []
     try:
-        for e in walk_tree(snapshot.storage, snapshot.table_root, hidden_rule(parts)):
+        for e in walk_tree(snapshot.storage, snapshot.table_root, hidden_rule(parts, _has_iceberg_metadata(snapshot))):
             if e.is_dir:
                 cands.dirs_listed += 1
                 if e.mtime_ms < delete_before and e.relative not in live_dirs:

@@ -50,6 +50,8 @@ def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], prop
     conf = dict(session_defaults or {})
     conf.update(normalize_properties(properties))
     _check_columns(schema, partition_by)
+    if MODE_KEY not in conf and any(conf.get(f"delta.enableIcebergCompatV{v}", "").lower() == "true" for v in (2, 3)):
+        conf[MODE_KEY] = "name"  # delta-spark turns column mapping on for a new IcebergCompat table
     mode = conf.get(MODE_KEY, "none").lower()
     if mode not in ("none", "name", "id"):
         raise InvalidArgumentError(f"{MODE_KEY} must be none, name or id; got {mode!r}")

@@ -28,6 +28,8 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     # log cleanup never removes versions below delta.requireCheckpointProtectionBeforeVersion piecemeal
     # (log/cleanup.py), which is all checkpointProtection asks of a writer; DROP FEATURE adds it
     "checkpointProtection",
+    # its rules (column mapping, no DVs, numRecords stats, allowed types) are checked on every commit (uniform/compat.py)
+    "icebergCompatV2",
 })
 
 #: Features a legacy writer version implies (delta-spark's LEGACY table features).
@@ -158,6 +160,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("changeDataFeed")
     if configuration.get("delta.appendOnly", "").lower() == "true":
         writer.add("appendOnly")
+    if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
+        writer.add("icebergCompatV2")
     if not reader and not writer:
         return Protocol(1, 2)
     if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly"}:

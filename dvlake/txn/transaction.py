@@ -218,6 +218,13 @@ class OptimisticTransaction:
             from dvlake.log.symlink_manifest import check_manifest_property
 
             check_manifest_property(metadata, protocol, self.snapshot.dv_count() if self.snapshot else 0)
+        from dvlake.uniform import compat
+
+        if compat.relevant(metadata):
+            if self.new_metadata is not None:
+                live_dvs = self.snapshot.dv_count() if self.snapshot and features.dvs_supported(self.snapshot.protocol) else 0
+                compat.check_metadata(metadata, features.writer_features(protocol), live_dvs, self.table_root)
+            compat.check_actions(metadata, actions, self.table_root)
         if metadata.format_provider != "parquet" and any(isinstance(a, AddFile) and a.deletion_vector for a in actions):
             raise DeltaProtocolError("deletion vectors are only allowed in Parquet tables")
         seen_adds: set[str] = set()
@@ -255,6 +262,7 @@ class OptimisticTransaction:
     def _post_commit(self, version: int) -> None:
         """Write a checkpoint every ``delta.checkpointInterval`` commits; never fail the commit over it."""
         self._auto_manifest(version)
+        self._uniform(version)
         interval = checkpoint_interval(self.metadata.configuration)
         if interval <= 0 or version == 0 or version % interval != 0:
             return
@@ -275,6 +283,16 @@ class OptimisticTransaction:
             cleanup_expired_logs(self.storage, self.table_root, self.metadata.configuration)
         except Exception as exc:  # noqa: BLE001 - cleanup is housekeeping; the commit stands
             log.warning("log cleanup of %s failed: %s", self.table_root, exc)
+
+    def _uniform(self, version: int) -> None:
+        """UniForm (``delta.universalFormat.enabledFormats`` has iceberg): Iceberg metadata for this version.
+
+        Conversion failures are logged inside ``after_commit``: the Delta commit has landed and stands.
+        """
+        from dvlake.uniform.convert import after_commit, iceberg_enabled
+
+        if iceberg_enabled(self.metadata.configuration):
+            after_commit(self.table_root, version, self.storage)
 
     def _auto_manifest(self, version: int) -> None:
         """Auto manifests (``delta.compatibility.symlinkFormatManifest.enabled``): rewritten after every commit."""

@@ -14,7 +14,7 @@ def test_spark_free_layers_import_without_pyspark(testdata) -> None:
         import sys
         sys.modules["pyspark"] = None  # any 'import pyspark…' now raises ImportError
         import dvlake, dvlake.dv.store, dvlake.storage, dvlake.log.snapshot, dvlake.log.predicates
-        import dvlake.log.checkpoint, dvlake.txn.transaction
+        import dvlake.log.checkpoint, dvlake.txn.transaction, dvlake.uniform.convert, dvlake.uniform.compat
         from dvlake.dv.descriptor import DeletionVectorDescriptor
         from dvlake.dv.store import load_bitmap
         from dvlake.log.snapshot import Snapshot

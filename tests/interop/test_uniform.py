@@ -1,0 +1,281 @@
+"""UniForm: every version of dvlake tables read as Iceberg v3 by pyiceberg and by DuckDB's iceberg extension.
+
+The tables go through DELETE, UPDATE and MERGE with deletion vectors (published as Puffin blobs
+copied from the Delta DV files), an append, OPTIMIZE, a DELETE after it, RESTORE (which brings back
+older DVs, so the converter must retire the Puffin files holding the newer ones) and PURGE. For
+each Delta version V, both readers open ``metadata/vV.metadata.json`` and must return exactly
+``dvlake.read(version=V)``'s rows. A second family of tables has UniForm enabled the delta-spark
+way (IcebergCompatV2, no DVs) and converts by itself after every commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+import dvlake
+from dvlake import DeltaTable
+from dvlake.errors import IcebergCompatViolationError, UniversalFormatViolationError
+from dvlake.log.snapshot import Snapshot
+from dvlake.storage.base import storage_for
+from dvlake.uniform import avro
+from dvlake.uniform.convert import METADATA_DIR, VERSION_HINT, metadata_location, sync
+from tests.peers import read_iceberg_with_duckdb, read_iceberg_with_pyiceberg, rows
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+COLS = ["id", "v", "p"]
+CM = {"delta.columnMapping.mode": "name"}
+DVS = {"delta.enableDeletionVectors": "true"}
+UNIFORM_V2 = {"delta.enableIcebergCompatV2": "true", "delta.universalFormat.enabledFormats": "iceberg",
+              "delta.enableDeletionVectors": "false"}
+
+
+def _data(spark: Any, lo: int, hi: int) -> Any:
+    return spark.range(lo, hi).select(F.col("id"), (F.col("id") % 7).cast("int").alias("v"),
+                                      (F.col("id") % 3).cast("string").alias("p")).repartition(3, "id")
+
+
+def _history(spark: Any, path: str, partitioned: bool, after_each: Any) -> None:
+    """The commands every table goes through; ``after_each()`` runs after each commit."""
+    dt = DeltaTable.forPath(spark, path)
+    dt.delete("id < 6")
+    after_each()                                                              # DELETE (DVs where enabled)
+    dt.update("id between 10 and 14", {"v": "v + 100"})
+    after_each()                                                              # UPDATE
+    dt.delete("id between 20 and 22")
+    after_each()                                                              # DV1 -> DV2
+    src = spark.createDataFrame([(30, 1, "0"), (31, 2, "1"), (500, 3, "2"), (40, -1, "1")], "id long, v int, p string")
+    (dt.alias("t").merge(src.alias("s"), "t.id = s.id")
+       .whenMatchedUpdate(condition="s.v >= 0", set={"v": "s.v"}).whenMatchedDelete()
+       .whenNotMatchedInsertAll().execute())
+    after_each()                                                              # MERGE
+    dvlake.write(_data(spark, 600, 610), path, mode="append")
+    after_each()                                                              # append
+    dt.optimize().executeCompaction()
+    after_each()                                                              # OPTIMIZE
+    dt.delete("id > 100 and id < 110")
+    after_each()                                                              # DELETE after compaction
+    dt.restoreToVersion(3)
+    after_each()                                                              # RESTORE: older DVs come back
+    dt.delete("p = '2'" if partitioned else "id >= 115")
+    after_each()
+    dvlake.sql(spark, f"REORG TABLE delta.`{path}` APPLY (PURGE)")
+    after_each()                                                              # PURGE
+
+
+def _expected(spark: Any, path: str, version: int) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r[c] for c in COLS) for r in dvlake.read(spark, path, version=version).collect()), key=repr)
+
+
+def _check_every_version(spark: Any, path: str) -> int:
+    """Both Iceberg readers return dvlake's rows at every converted version; returns how many had DVs."""
+    latest = Snapshot.load(path).version
+    with_dvs = 0
+    for v in range(latest + 1):
+        location = metadata_location(path, v)
+        expected = _expected(spark, path, v)
+        assert rows(read_iceberg_with_pyiceberg(location), COLS) == expected, f"pyiceberg, version {v}"
+        assert rows(read_iceberg_with_duckdb(location), COLS) == expected, f"DuckDB, version {v}"
+        with_dvs += Snapshot.load(path, version=v).dv_count() > 0
+    return with_dvs
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitioned"])
+def test_dv_table_every_version_synced(spark, tmp_path, partitioned):
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 120), path, partitionBy="p" if partitioned else None, properties={**CM, **DVS})
+    sync(path)
+    _history(spark, path, partitioned, lambda: sync(path))
+    assert _check_every_version(spark, path) >= 4  # the DV versions are really exercised
+    meta = json.loads(open(metadata_location(path, Snapshot.load(path).version)).read())
+    assert meta["format-version"] == 3
+    assert len(meta["snapshots"]) == Snapshot.load(path).version + 1
+    assert meta["next-row-id"] >= sum(int(s["added-rows"]) for s in meta["snapshots"]) > 0
+
+
+def test_puffin_entries_point_at_dv_blobs(spark, tmp_path):
+    """Delete entries name the data file, offset and length of a blob whose bytes are the Delta DV record."""
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 60), path, properties={**CM, **DVS})
+    DeltaTable.forPath(spark, path).delete("id % 5 = 0")
+    version = sync(path)
+    meta = json.loads(open(metadata_location(path, version)).read())
+    storage = storage_for(path)
+    manifests, _ = avro.read(storage, meta["snapshots"][-1]["manifest-list"])
+    deletes = [m for m in manifests if m["content"] == avro.MANIFEST_CONTENT_DELETES]
+    entries = [e for m in deletes for e in avro.read(storage, m["manifest_path"])[0]]
+    snap = Snapshot.load(path)
+    cards = {f"{path}/{r['path']}": r["deletionVector"]["cardinality"]
+             for r in snap.files.select(["path", "deletionVector"]).to_pylist() if r["deletionVector"]}
+    assert len(entries) == len(cards) > 0
+    for e in entries:
+        f = e["data_file"]
+        assert f["file_format"] == "PUFFIN" and f["content"] == avro.CONTENT_POSITION_DELETES
+        assert f["record_count"] == cards[f["referenced_data_file"]]
+        blob = storage.read_range(f["file_path"], f["content_offset"], f["content_size_in_bytes"])
+        assert blob[4:8] == bytes([0xD1, 0xD3, 0x39, 0x64])
+        assert int.from_bytes(blob[:4], "big") == f["content_size_in_bytes"] - 8
+
+
+def test_full_resync_equals_incremental(spark, tmp_path):
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 90), path, partitionBy="p", properties={**CM, **DVS})
+    dt = DeltaTable.forPath(spark, path)
+    dt.delete("id < 10")
+    dt.update("id > 80", {"v": "0"})
+    version = sync(path, full=True)
+    expected = _expected(spark, path, version)
+    assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitioned"])
+def test_uniform_v2_converts_after_every_commit(spark, tmp_path, partitioned):
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 120), path, partitionBy="p" if partitioned else None, properties=UNIFORM_V2)
+    snap = Snapshot.load(path)
+    assert snap.column_mapping_mode == "name" and "icebergCompatV2" in snap.protocol.writer_features
+    _history(spark, path, partitioned, lambda: None)  # no sync: the commits convert
+    assert Snapshot.load(path).dv_count() == 0
+    _check_every_version(spark, path)
+
+
+def test_failed_conversion_leaves_the_commit(spark, tmp_path, caplog):
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 30), path, properties=UNIFORM_V2)
+    hint = f"{path}/{METADATA_DIR}/{VERSION_HINT}"
+    with open(hint, "w") as f:
+        f.write("not a version")
+    with caplog.at_level(logging.WARNING):
+        dvlake.write(_data(spark, 30, 40), path, mode="append")
+    assert Snapshot.load(path).version == 1
+    assert len(dvlake.read(spark, path).collect()) == 40
+    assert "Iceberg metadata was not written" in caplog.text
+    assert not storage_for(path).exists(metadata_location(path, 1))
+    from click.testing import CliRunner
+
+    from dvlake.cli import cli
+
+    out = CliRunner().invoke(cli, ["uniform", "sync", path, "--full", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output) == {"deltaVersion": 1, "metadataLocation": metadata_location(path, 1)}
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, 1)), COLS) == _expected(spark, path, 1)
+
+
+def test_enabling_rules(spark, tmp_path):
+    data = _data(spark, 0, 5)
+    with pytest.raises(UniversalFormatViolationError, match="ICEBERG_COMPAT_REQUIRED"):
+        dvlake.write(data, str(tmp_path / "a"), properties={"delta.universalFormat.enabledFormats": "iceberg", **CM})
+    with pytest.raises(IcebergCompatViolationError, match="MISSING_REQUIRED_TABLE_FEATURE.*rowTracking"):
+        dvlake.write(data, str(tmp_path / "b"), properties={"delta.enableIcebergCompatV3": "true", **CM})
+    with pytest.raises(IcebergCompatViolationError, match="DELETION_VECTORS_SHOULD_BE_DISABLED"):
+        dvlake.write(data, str(tmp_path / "c"), properties={**UNIFORM_V2, **DVS})
+    path = str(tmp_path / "d")
+    dvlake.write(data, path, properties=UNIFORM_V2)
+    with pytest.raises(IcebergCompatViolationError, match="DELETION_VECTORS_SHOULD_BE_DISABLED"):
+        dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    plain = str(tmp_path / "e")
+    dvlake.write(data, plain)
+    with pytest.raises(IcebergCompatViolationError, match="WRONG_REQUIRED_TABLE_PROPERTY"):
+        dvlake.sql(spark, f"ALTER TABLE delta.`{plain}` SET TBLPROPERTIES ('delta.enableIcebergCompatV2' = 'true')")
+    with pytest.raises(IcebergCompatViolationError, match="WRONG_REQUIRED_TABLE_PROPERTY"):
+        sync(plain)
+
+
+def test_vacuum_keeps_the_iceberg_metadata(spark, tmp_path):
+    """VACUUM hides ``metadata/`` as delta-spark does for UniForm: the latest snapshot stays readable."""
+    from dvlake.commands.vacuum import RETENTION_CHECK
+
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 60), path, properties={**CM, **DVS})
+    dt = DeltaTable.forPath(spark, path)
+    dt.delete("id < 5")
+    dt.delete("id < 40")  # every file gets a new DV: the first DV file is stale, so VACUUM has something to delete
+    version = sync(path)
+    before = sorted(p.name for p in (tmp_path / "t" / METADATA_DIR).iterdir())
+    spark.conf.set(RETENTION_CHECK, "false")
+    try:
+        gone = [r.path for r in dvlake.sql(spark, f"VACUUM delta.`{path}` DRY RUN RETAIN 0 HOURS").collect()]
+        dvlake.sql(spark, f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset(RETENTION_CHECK)
+    assert gone and all(p.endswith(".bin") for p in gone)  # the stale DV file, and nothing under metadata/
+    assert not any((tmp_path / "t" / p.rsplit("/", 1)[1]).exists() for p in gone)
+    assert sorted(p.name for p in (tmp_path / "t" / METADATA_DIR).iterdir()) == before
+    expected = _expected(spark, path, version)
+    assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected
+
+
+def test_inline_dvs_are_written_out_as_puffin_blobs(spark, tmp_path):
+    """An inline DV (storageType 'i', in the log itself) becomes a blob of the step's Puffin file, same bytes."""
+    import pyroaring
+
+    from dvlake.dv import roaring
+    from dvlake.dv.descriptor import DeletionVectorDescriptor
+    from dvlake.log.actions import AddFile
+    from dvlake.log.stats import with_loose_bounds
+    from dvlake.txn.transaction import OptimisticTransaction
+
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 60), path, partitionBy="p", properties={**CM, **DVS})
+    sync(path)
+    snap = Snapshot.load(path)
+    txn = OptimisticTransaction(path, snap)
+    actions = []
+    for a in snap.add_files():
+        n = json.loads(a.stats)["numRecords"]
+        bitmap = pyroaring.BitMap64(range(1, n, 4))
+        desc = DeletionVectorDescriptor.inline(roaring.serialize(bitmap), len(bitmap))
+        actions += [a.remove(), AddFile(**{**a.__dict__, "deletion_vector": desc, "stats": with_loose_bounds(a.stats)})]
+    version = txn.commit(actions, "DELETE", {"predicate": "[]"})
+    assert sync(path) == version
+    expected = _expected(spark, path, version)
+    assert 0 < len(expected) < 60
+    assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected
+
+
+def test_added_column_gets_a_new_schema(spark, tmp_path):
+    """ALTER TABLE ADD COLUMNS on a UniForm table: a new Iceberg schema with the column-mapping id; old files read null."""
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 20), path, partitionBy="p", properties=UNIFORM_V2)
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` ADD COLUMNS (w string)")
+    more = _data(spark, 20, 30).withColumn("w", F.concat(F.lit("w"), F.col("id").cast("string")))
+    dvlake.write(more, path, mode="append")
+    version = Snapshot.load(path).version
+    meta = json.loads(open(metadata_location(path, version)).read())
+    assert len(meta["schemas"]) == 2 and meta["current-schema-id"] == 1
+    cols = [*COLS, "w"]
+    expected = sorted((tuple(r[c] for c in cols) for r in dvlake.read(spark, path).collect()), key=repr)
+    assert sum(r[3] is None for r in expected) == 20
+    assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), cols) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), cols) == expected
+    assert rows(read_iceberg_with_duckdb(metadata_location(path, 0)), COLS) == _expected(spark, path, 0)
+
+
+def test_filtered_reads_prune_by_the_published_bounds(spark, tmp_path):
+    """Integer bounds from Delta stats let readers skip files; the filtered rows still equal dvlake's."""
+    from pyiceberg.table import StaticTable
+
+    from tests.peers import duckdb_connection
+
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 300).orderBy("id").coalesce(1), path, properties={**CM, **DVS})
+    for lo in (300, 400, 500):
+        dvlake.write(_data(spark, lo, lo + 100).coalesce(1), path, mode="append")
+    DeltaTable.forPath(spark, path).delete("id % 10 = 3")
+    version = sync(path)
+    location = metadata_location(path, version)
+    table = StaticTable.from_metadata(location)
+    assert len(list(table.scan(row_filter="id >= 550").plan_files())) == 1  # three of the four files skipped
+    for where in ("id >= 450", "id < 7", "v = 3 and id > 320", "id = 13"):
+        expected = sorted((tuple(r[c] for c in COLS) for r in dvlake.read(spark, path).where(where).collect()), key=repr)
+        assert rows(table.scan(row_filter=where).to_arrow(), COLS) == expected, where
+        duck = duckdb_connection().execute(f"SELECT * FROM iceberg_scan(?) WHERE {where}", [location]).arrow()
+        assert rows(duck if hasattr(duck, "select") else duck.read_all(), COLS) == expected, where
