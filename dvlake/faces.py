@@ -453,8 +453,19 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
     _recording(cls, "outputMode", _set("mode"))
     _recording(cls, "option", _record_option)
     _recording(cls, "options", _record_options)
-    _recording(cls, "partitionBy", _record_partition_by)
-    start, to_table = cls.start, cls.toTable  # type: ignore[attr-defined]
+    start, to_table, partition_by = cls.start, cls.toTable, cls.partitionBy  # type: ignore[attr-defined]
+
+    @functools.wraps(partition_by)
+    def partition_by_wrapper(self: Any, *cols: Any) -> Any:
+        # kept here, not handed to Spark yet: Spark's foreachBatch (the Delta sink) refuses partitioning, so
+        # start/toTable pass it on only for other formats
+        _record_partition_by(_state(self), *cols)
+        return self
+
+    cls.partitionBy = partition_by_wrapper  # type: ignore[attr-defined]
+
+    def recorded_parts(self: Any, partitionBy: Any) -> Any:
+        return partitionBy if partitionBy is not None else (_state(self)["partition_by"] or None)
 
     def delta_start(self: Any, path: str | None, name: str | None, outputMode: str | None, partitionBy: Any,
                     queryName: str | None, options: dict[str, Any]) -> Any:
@@ -477,7 +488,7 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
         if _is_delta(format or _state(self)["format"]) and enabled(spark):
             with _native_sql():
                 return delta_start(self, path, None, outputMode, partitionBy, queryName, options)
-        return start(self, path, format, outputMode, partitionBy, queryName, **options)
+        return start(self, path, format, outputMode, recorded_parts(self, partitionBy), queryName, **options)
 
     @functools.wraps(to_table)
     def to_table_wrapper(self: Any, tableName: str, format: str | None = None,  # noqa: A002
@@ -489,7 +500,7 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
             with _native_sql():
                 if _is_delta(fmt) or (fmt is None and _registered(spark, tableName) is not None):
                     return delta_start(self, None, tableName, outputMode, partitionBy, queryName, options)
-        return to_table(self, tableName, format, outputMode, partitionBy, queryName, **options)
+        return to_table(self, tableName, format, outputMode, recorded_parts(self, partitionBy), queryName, **options)
 
     cls.start, cls.toTable = start_wrapper, to_table_wrapper  # type: ignore[attr-defined]
 
@@ -508,7 +519,7 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
 
     output_mode = stream_sink.check_output_mode(mode)
     opts = dict(options)
-    location = path or opts.pop("path", None)
+    location = None if name is not None else path or opts.pop("path", None)
     on_commit: Callable[[Any], None] | None = None
     if name is not None:
         location = _registered(spark, name)

@@ -227,3 +227,17 @@ def test_change_feed_stream_emits_exactly_the_changed_rows(dspark: SparkSession,
     expected = sorted(tuple(r) for r in dvlake.read_changes(dspark, path, startingVersion=1).select(*cols).collect())
     assert sorted(got) == expected
     assert {(1, "delete"), (2, "update_preimage"), (20, "update_postimage"), (6, "insert")} == {r[:2] for r in got}
+
+
+def test_sink_to_table_with_partitions(dspark: SparkSession, tmp_path: Path) -> None:
+    src, location, name = tmp_path / "in", str(tmp_path / "tbl"), "dvlake_stream_sink_t"
+    _append_parquet(dspark, src, 0, 4)
+    q = (dspark.readStream.schema("id long").parquet(str(src)).selectExpr("id", "id % 2 AS p")
+         .writeStream.format("delta").partitionBy("p").option("checkpointLocation", str(tmp_path / "c"))
+         .option("path", location).trigger(availableNow=True).toTable(name))
+    q.awaitTermination()
+    try:
+        assert _ids(dspark.table(name)) == [0, 1, 2, 3]
+        assert Snapshot.load(location).partition_columns == ["p"]
+    finally:
+        dspark.sql(f"DROP TABLE IF EXISTS {name}")
