@@ -241,3 +241,57 @@ def test_sink_to_table_with_partitions(dspark: SparkSession, tmp_path: Path) -> 
         assert Snapshot.load(location).partition_columns == ["p"]
     finally:
         dspark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+_KILLED_CHILD = """
+import sys, time
+import dvlake
+from dvlake.commands import write as write_cmd
+from dvlake.spark.session import local_session
+
+src, out, chk = sys.argv[1:4]
+commit = write_cmd.write
+
+def stalled_after_batch_1(*args, **kwargs):
+    version = commit(*args, **kwargs)
+    if kwargs["options"].txn_version == 1:
+        time.sleep(600)  # SIGKILLed here: batch 1 is in the table, not yet in Spark's commit log
+    return version
+
+write_cmd.write = stalled_after_batch_1
+spark = dvlake.configure_spark(local_session("killed-sink", cores=1, shuffle_partitions=1, driver_memory="1g"))
+(spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(src)
+ .writeStream.format("delta").option("checkpointLocation", chk).start(out).awaitTermination())
+"""
+
+
+@pytest.mark.slow
+def test_sink_sigkilled_mid_batch_then_restarted_keeps_every_row_once(dspark: SparkSession, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
+    for start in (0, 3, 6, 9):
+        _append_parquet(dspark, src, start, start + 3)
+    script = tmp_path / "child.py"
+    script.write_text(_KILLED_CHILD)
+    child = subprocess.Popen([sys.executable, str(script), str(src), out, str(chk)], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and child.poll() is None:
+            if (Path(out) / "_delta_log").exists() and any(t.version == 1 for t in Snapshot.load(out).txns.values()):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the child query never committed batch 1 (exit code {child.poll()})")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert not (chk / "commits" / "1").exists(), "the kill must land between the table commit and Spark's"
+    _sink(dspark, src, out, chk)  # restart from the checkpoint: batch 1 is replayed (and skipped), then the rest
+    assert _ids(dvlake.read(dspark, out)) == list(range(12))
+    assert Snapshot.load(out).version == 3  # one commit per batch 0..3, none for the replay
