@@ -6,8 +6,8 @@ driver half (``initialOffset``/``latestOffset``/``partitions``) runs in the Pyth
 for the query and reads only the log. Its executor half (``read``) reads each planned Parquet file
 with pyarrow in a Python worker, drops the rows the add's deletion vector marks (the DV is loaded
 there: deleted row indexes never reach the driver), and hands Arrow batches to Spark. The cost
-against a batch read is that decode: pyarrow in Python workers instead of Spark's vectorized reader
-(``bench/streaming.py`` measures it).
+against a batch read is that decode: pyarrow in Python workers plus the Arrow hand-over to the JVM,
+instead of Spark's vectorized reader (and the native DV scan) that ``dvlake.read`` uses.
 
 Errors raised by either half carry dvlake's marker (``task_errors.encode``), so the user's
 ``awaitTermination()`` raises the dvlake class (``DELTA_SOURCE_TABLE_IGNORE_CHANGES`` …).

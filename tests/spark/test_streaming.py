@@ -295,3 +295,12 @@ def test_sink_sigkilled_mid_batch_then_restarted_keeps_every_row_once(dspark: Sp
     _sink(dspark, src, out, chk)  # restart from the checkpoint: batch 1 is replayed (and skipped), then the rest
     assert _ids(dvlake.read(dspark, out)) == list(range(12))
     assert Snapshot.load(out).version == 3  # one commit per batch 0..3, none for the replay
+
+
+def test_read_stream_of_a_table_name(dspark: SparkSession, tmp_path: Path) -> None:
+    name = "dvlake_stream_source_t"
+    dspark.range(0, 3).write.format("delta").option("path", str(tmp_path / "t")).saveAsTable(name)
+    try:
+        assert [b for _, b in _collect(dspark.readStream.table(name), tmp_path / "c")] == [[0, 1, 2]]
+    finally:
+        dspark.sql(f"DROP TABLE IF EXISTS {name}")

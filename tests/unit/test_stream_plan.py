@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -207,3 +208,16 @@ def test_option_values() -> None:
     o = parse_options({"MAXBYTESPERTRIGGER": "10m", "startingversion": "latest"})
     assert (o.max_bytes, o.files_limit, o.starting_version) == (10 << 20, None, "latest")
     assert parse_options({}).files_limit == 1000
+
+
+def test_starting_timestamp(table: str) -> None:
+    commit(table, [add("d.parquet")])  # v2
+    snap = Snapshot.load(table)
+    def iso(ms: int) -> str:  # options reach the source as strings
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat()
+
+    at_v2 = snap.commit_timestamp(2)
+    p = planner(table, startingTimestamp=iso(at_v2))
+    assert p.initial_offset(snap) == SourceOffset(snap.metadata.id, 2, -1, False)
+    later = planner(table, startingTimestamp=iso(at_v2 + 60_000))  # after the last commit: only what comes next
+    assert later.initial_offset(snap) == SourceOffset(snap.metadata.id, 3, -1, False)
