@@ -304,3 +304,18 @@ def test_read_stream_of_a_table_name(dspark: SparkSession, tmp_path: Path) -> No
         assert [b for _, b in _collect(dspark.readStream.table(name), tmp_path / "c")] == [[0, 1, 2]]
     finally:
         dspark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_source_with_column_mapping_partitions_and_nested_columns(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    cols = ["id", "s", "p", "d", "ts"]
+    df = dspark.range(0, 6).selectExpr(
+        "id", "named_struct('a', id, 'b', array(cast(id AS string))) AS s", "cast(id % 2 AS string) AS p",
+        "date_add(date'2024-01-01', cast(id % 2 AS int)) AS d",
+        "timestamp'2024-01-01 10:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS ts")
+    dvlake.write(df, path, "append", partitionBy=["p", "d"],
+                 properties={**DV_PROPS, "delta.columnMapping.mode": "name"})
+    DeltaTable.forPath(dspark, path).delete("id = 3")
+    got = [r for _, b in _collect(dvlake.read_stream(dspark, path), tmp_path / "c", cols) for r in b]
+    expected = sorted(tuple(r) for r in dvlake.read(dspark, path).select(*cols).collect())
+    assert sorted(got) == expected and len(expected) == 5
