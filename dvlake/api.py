@@ -658,3 +658,31 @@ def read_changes(spark: SparkSession, path: str, startingVersion: int | None = N
     from dvlake.commands.read_changes import read_changes as run
 
     return run(spark, path, startingVersion, endingVersion, startingTimestamp, endingTimestamp)
+
+
+# --- Structured Streaming ----------------------------------------------------------------------------
+
+
+def read_stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
+    """A streaming DataFrame of the Delta table at ``path``, as ``spark.readStream.format("delta").load(path)``.
+
+    The stream starts with the table's rows at the latest version (deletion vectors applied), then emits
+    each later commit's added rows. Options are delta-spark's: ``startingVersion`` (a version or
+    ``"latest"``: no initial snapshot, commits from there), ``startingTimestamp``, ``maxFilesPerTrigger``
+    (default 1000), ``maxBytesPerTrigger``, ``ignoreDeletes``, ``ignoreChanges``, ``skipChangeCommits``,
+    ``excludeRegex``. Commits with ``dataChange=false`` (OPTIMIZE) emit nothing.
+
+    Raises:
+        TableNotFoundError: no Delta table at ``path``.
+        DeltaOptionError: a malformed option.
+        DeltaSourceIgnoreChangesError: (when the query runs) a commit rewrote data, e.g. a DELETE with
+            deletion vectors, and neither ``skipChangeCommits`` nor ``ignoreChanges`` is set.
+        DeltaSourceIgnoreDeleteError: (when the query runs) a commit only removed files and no option allows it.
+
+    Example:
+        >>> q = (read_stream(spark, "/data/bronze", maxFilesPerTrigger=10).writeStream.format("delta")
+        ...      .option("checkpointLocation", "/chk/silver").trigger(availableNow=True).start("/data/silver"))
+    """
+    from dvlake.spark.stream_source import open_stream
+
+    return open_stream(spark, path, options)

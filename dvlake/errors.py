@@ -554,3 +554,37 @@ class UniversalFormatViolationError(DeltaErrorClassMixin, InvalidArgumentError):
 
 class UniformConversionError(DvlakeError):
     """The Delta table (or this version of it) cannot be published as Iceberg metadata by dvlake yet."""
+
+
+# --- Structured Streaming (delta-spark's DeltaSource / DeltaSink errors) --------------------------
+
+
+class DeltaSourceIgnoreChangesError(DeltaErrorClassMixin, DvlakeError):
+    """A streaming source met a commit that rewrote data (UPDATE, MERGE, a DELETE with deletion vectors):
+    re-emitting the rewritten files would duplicate rows, so the query stops unless an option says what to do."""
+
+    error_class = "DELTA_SOURCE_TABLE_IGNORE_CHANGES"
+
+
+class DeltaSourceIgnoreDeleteError(DeltaErrorClassMixin, DvlakeError):
+    """A streaming source met a commit that only removed data files (a whole-file DELETE, an overwrite)."""
+
+    error_class = "DELTA_SOURCE_IGNORE_DELETE"
+
+
+class StreamingSchemaChangedError(DeltaErrorClassMixin, DvlakeError):
+    """The source table's schema changed at a version the stream reads; restart the query to take the new schema."""
+
+    error_class = "DELTA_SCHEMA_CHANGED_WITH_VERSION"
+
+
+class DifferentTableReadByStreamError(DeltaErrorClassMixin, DvlakeError):
+    """The checkpoint's offsets belong to another table (another table id) than the one at the path."""
+
+    error_class = "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE"
+
+
+class UnsupportedOutputModeError(DeltaErrorClassMixin, InvalidArgumentError):
+    """The Delta sink writes ``append`` and ``complete`` output only."""
+
+    error_class = "DELTA_UNSUPPORTED_OUTPUT_MODE"

@@ -134,9 +134,14 @@ def install() -> None:
     _wrap_writer(readwriter.DataFrameWriter, lambda w: w._df)
     _wrap_writer_v2(readwriter.DataFrameWriterV2, lambda w: w._df)
     _wrap_session(classic_session.SparkSession)
+    from pyspark.sql.streaming import readwriter as stream_readwriter
+
+    _wrap_stream_reader(stream_readwriter.DataStreamReader, lambda r: r._spark)
+    _wrap_stream_writer(stream_readwriter.DataStreamWriter, lambda w: w._spark)
     try:
         from pyspark.sql.connect import readwriter as connect_readwriter
         from pyspark.sql.connect import session as connect_session
+        from pyspark.sql.connect.streaming import readwriter as connect_stream_readwriter
     except ImportError:  # the Connect client's dependencies (grpcio, ...) are not installed
         pass
     else:
@@ -144,6 +149,8 @@ def install() -> None:
         _wrap_writer(connect_readwriter.DataFrameWriter, _connect_writer_frame)
         _wrap_writer_v2(connect_readwriter.DataFrameWriterV2, _connect_writer_frame)
         _wrap_session(connect_session.SparkSession)
+        _wrap_stream_reader(connect_stream_readwriter.DataStreamReader, lambda r: r._client)
+        _wrap_stream_writer(connect_stream_readwriter.DataStreamWriter, lambda w: w._session)
     _installed.append(True)
 
 
@@ -389,6 +396,157 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
 
     for method in ("create", "createOrReplace", "replace", "append", "overwrite", "overwritePartitions"):
         wrap(method)
+
+
+def _wrap_stream_reader(cls: type, session_of: Callable[[Any], Any]) -> None:
+    """``spark.readStream.format("delta")…load(path)`` / ``.table(name)``: ``dvlake.read_stream``."""
+    _recording(cls, "format", _set("format"))
+    _recording(cls, "schema", _set("schema"))
+    _recording(cls, "option", _record_option)
+    _recording(cls, "options", _record_options)
+    load, table = cls.load, cls.table  # type: ignore[attr-defined]
+
+    @functools.wraps(load)
+    def load_wrapper(self: Any, path: Any = None, format: str | None = None, schema: Any = None,  # noqa: A002
+                     **options: Any) -> Any:
+        state = _state(self)
+        spark = session_of(self)
+        if _is_delta(format or state["format"]) and enabled(spark):
+            with _native_sql():
+                return read_delta_stream(spark, path, {**state["options"], **options}, schema or state["schema"])
+        return load(self, path, format, schema, **options)
+
+    @functools.wraps(table)
+    def table_wrapper(self: Any, tableName: str) -> Any:
+        spark = session_of(self)
+        if enabled(spark):
+            with _native_sql():
+                location = _registered(spark, tableName)
+                if location is not None:
+                    state = _state(self)
+                    return read_delta_stream(spark, location, dict(state["options"]), state["schema"])
+        return table(self, tableName)
+
+    cls.load, cls.table = load_wrapper, table_wrapper  # type: ignore[attr-defined]
+
+
+def read_delta_stream(spark: Any, path: Any, options: dict[str, Any], schema: Any) -> Any:
+    """``spark.readStream.format("delta")…load(path)``: ``dvlake.read_stream``.
+
+    Raises:
+        DeltaOptionError: a user schema (the stream takes the table's), or no path.
+    """
+    from dvlake.spark.stream_source import open_stream
+
+    if schema is not None and schema != "":
+        raise DeltaOptionError("Delta does not support specifying the schema at read time: drop .schema(...)",
+                               error_class="DELTA_UNSUPPORTED_SCHEMA_DURING_READ")
+    path = path if path is not None else {str(k).lower(): v for k, v in options.items()}.get("path")
+    if not path:
+        raise InvalidArgumentError("spark.readStream.format('delta').load() needs the table path: load('<path>')")
+    return open_stream(spark, str(path), options)
+
+
+def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
+    """``df.writeStream.format("delta")…start(path)`` / ``.toTable(name)``: dvlake's sink under ``foreachBatch``."""
+    _recording(cls, "format", _set("format"))
+    _recording(cls, "outputMode", _set("mode"))
+    _recording(cls, "option", _record_option)
+    _recording(cls, "options", _record_options)
+    start, to_table, partition_by = cls.start, cls.toTable, cls.partitionBy  # type: ignore[attr-defined]
+
+    @functools.wraps(partition_by)
+    def partition_by_wrapper(self: Any, *cols: Any) -> Any:
+        # kept here, not handed to Spark yet: Spark's foreachBatch (the Delta sink) refuses partitioning, so
+        # start/toTable pass it on only for other formats
+        _record_partition_by(_state(self), *cols)
+        return self
+
+    cls.partitionBy = partition_by_wrapper  # type: ignore[attr-defined]
+
+    def recorded_parts(self: Any, partitionBy: Any) -> Any:
+        return partitionBy if partitionBy is not None else (_state(self)["partition_by"] or None)
+
+    def delta_start(self: Any, path: str | None, name: str | None, outputMode: str | None, partitionBy: Any,
+                    queryName: str | None, options: dict[str, Any]) -> Any:
+        if options:
+            self.options(**options)
+        if outputMode is not None:
+            self.outputMode(outputMode)
+        if queryName is not None:
+            self.queryName(queryName)
+        state = _state(self)
+        parts = _columns(partitionBy) if partitionBy is not None else list(state["partition_by"] or [])
+        return start_delta_sink(self, session_of(self), path, name, state["mode"], parts, dict(state["options"]),
+                                start)
+
+    @functools.wraps(start)
+    def start_wrapper(self: Any, path: str | None = None, format: str | None = None,  # noqa: A002
+                      outputMode: str | None = None, partitionBy: Any = None, queryName: str | None = None,
+                      **options: Any) -> Any:
+        spark = session_of(self)
+        if _is_delta(format or _state(self)["format"]) and enabled(spark):
+            with _native_sql():
+                return delta_start(self, path, None, outputMode, partitionBy, queryName, options)
+        return start(self, path, format, outputMode, recorded_parts(self, partitionBy), queryName, **options)
+
+    @functools.wraps(to_table)
+    def to_table_wrapper(self: Any, tableName: str, format: str | None = None,  # noqa: A002
+                         outputMode: str | None = None, partitionBy: Any = None, queryName: str | None = None,
+                         **options: Any) -> Any:
+        spark = session_of(self)
+        if enabled(spark):
+            fmt = format or _state(self)["format"]
+            with _native_sql():
+                if _is_delta(fmt) or (fmt is None and _registered(spark, tableName) is not None):
+                    return delta_start(self, None, tableName, outputMode, partitionBy, queryName, options)
+        return to_table(self, tableName, format, outputMode, recorded_parts(self, partitionBy), queryName, **options)
+
+    cls.start, cls.toTable = start_wrapper, to_table_wrapper  # type: ignore[attr-defined]
+
+
+def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None, mode: str | None,
+                     partition_by: list[str], options: dict[str, Any], original_start: Callable[..., Any]) -> Any:
+    """Start ``writer`` as a Delta sink: ``foreachBatch`` with one txn-stamped dvlake commit per micro-batch.
+
+    Raises:
+        UnsupportedOutputModeError: the ``update`` output mode.
+        InvalidArgumentError: no path (``start(path)``) and no table name.
+    """
+    from dvlake import api
+    from dvlake.commands import stream_sink, write_options
+    from dvlake.spark.catalog import default_table_location, register_table
+
+    output_mode = stream_sink.check_output_mode(mode)
+    opts = dict(options)
+    location = None if name is not None else path or opts.pop("path", None)
+    on_commit: Callable[[Any], None] | None = None
+    if name is not None:
+        location = _registered(spark, name)
+        if location is None:  # a new table: created by the first batch, then registered under the name
+            given = opts.pop("path", None)
+            target = str(given or default_table_location(spark, name))
+            location = target
+
+            registered: list[bool] = []
+
+            def register(batch: Any) -> None:
+                if not registered:  # once per run: the first batch created the table
+                    register_table(batch.sparkSession, name, target, if_not_exists=True, managed=given is None)
+                    registered.append(True)
+
+            on_commit = register
+    if not location:
+        raise InvalidArgumentError("df.writeStream.format('delta').start() needs the table path: start('<path>')")
+    checkpoint = next((str(v) for k, v in opts.items() if str(k).lower() == "checkpointlocation"), None)
+    parsed = write_options.parse(opts, lambda key: spark.conf.get(key, None))
+    query_id = stream_sink.QueryId(checkpoint)
+    fn = stream_sink.batch_writer(str(location), output_mode, partition_by, parsed, api._session_defaults(spark),
+                                  query_id.get, on_commit)
+    writer.foreachBatch(fn)
+    query = original_start(writer)
+    query_id.set(str(query.id))
+    return query
 
 
 def _wrap_session(cls: type) -> None:

@@ -250,6 +250,9 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     if snapshot is None:
         params = {"isManaged": "false", "partitionBy": params["partitionBy"],
                   "properties": json.dumps(metadata.configuration)}  # delta-spark's description is null: left out
+    if opts.streaming is not None:  # delta-spark's sink: one STREAMING UPDATE per micro-batch, creating the table too
+        output_mode, query_id, epoch = opts.streaming
+        operation, params = "STREAMING UPDATE", {"outputMode": output_mode, "queryId": query_id, "epochId": str(epoch)}
     return txn.commit(actions, operation, params, metrics, user_metadata=opts.user_metadata)
 
 

@@ -43,6 +43,8 @@ class WriteOptions:
     data_change: bool = True
     #: ``delta.*`` options: table properties, applied when the write creates (or replaces) the table.
     table_properties: dict[str, str] = field(default_factory=dict)
+    #: A streaming sink's micro-batch: (output mode, query id, batch id); the commit is a STREAMING UPDATE.
+    streaming: tuple[str, str, int] | None = None
 
 
 def _bool(name: str, value: Any) -> bool:

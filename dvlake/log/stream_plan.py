@@ -1,0 +1,440 @@
+"""Streaming source planning: which files each micro-batch of a Delta stream reads, from the log alone.
+
+A stream's position is an offset ``(version, index, initial)``, the shape of delta-spark's
+``DeltaSourceOffset``: everything up to and including file ``index`` of ``version`` has been read.
+``index = -1`` means nothing of ``version`` yet. ``initial`` says ``version`` is the snapshot the stream
+started from (its live files, ordered by modification time then path), rather than one commit's
+added files (in the order of the commit). After the last file of a version the offset moves to
+``(version + 1, -1, False)``, so a restarted query resumes exactly at the next commit.
+
+Commits are judged as delta-spark's source judges them (``validateCommitAndDecideSkipping``):
+
+- ``add`` actions with ``dataChange=true`` are the data; ``dataChange=false`` ones (OPTIMIZE, PURGE,
+  auto-compaction) emit nothing;
+- a commit with a ``dataChange`` ``remove`` rewrote data. With ``add``s too (UPDATE, MERGE, a DELETE
+  with deletion vectors: the file comes back with a DV) it fails the query with
+  ``DELTA_SOURCE_TABLE_IGNORE_CHANGES`` unless ``ignoreChanges`` (its adds are emitted again: the
+  rewritten files' live rows, duplicates included) or ``skipChangeCommits`` (the commit is skipped);
+  with removes only it fails with ``DELTA_SOURCE_IGNORE_DELETE`` unless ``ignoreDeletes`` (or either
+  option above) skips it;
+- a ``metaData`` action whose schema differs from the stream's fails it with
+  ``DELTA_SCHEMA_CHANGED_WITH_VERSION`` (a restarted query reads the new schema).
+
+Pure apart from reading the log through ``Storage``; no Spark (the source runs it in a Python worker).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dvlake.errors import (
+    DeltaOptionError,
+    DeltaSourceIgnoreChangesError,
+    DeltaSourceIgnoreDeleteError,
+    DifferentTableReadByStreamError,
+    DvlakeError,
+    MissingChangeDataError,
+    StreamingSchemaChangedError,
+)
+from dvlake.log.cdf_plan import VersionChanges, cdf_enabled, plan_version
+from dvlake.log.replay import read_commit
+from dvlake.log.schema import strip_column_mapping
+from dvlake.log.segment import LogListing, commit_file_name, commit_timestamps, list_log
+from dvlake.log.snapshot import Snapshot, to_epoch_ms
+from dvlake.storage.base import Storage
+
+#: delta-spark's default ``maxFilesPerTrigger`` when neither rate option is given.
+DEFAULT_MAX_FILES = 1000
+BASE_INDEX = -1
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """A stream position (see the module docstring); ``table_id`` is the table's metadata id."""
+
+    table_id: str
+    version: int
+    index: int
+    initial: bool
+
+    def key(self) -> tuple[int, int]:
+        return self.version, self.index
+
+    def to_json(self) -> dict[str, Any]:
+        """The checkpoint form: delta-spark's field names, so the offsets log reads the same."""
+        return {"sourceVersion": 1, "reservoirId": self.table_id, "reservoirVersion": self.version,
+                "index": self.index, "isStartingVersion": self.initial}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SourceOffset:
+        return cls(str(d["reservoirId"]), int(d["reservoirVersion"]), int(d["index"]), bool(d["isStartingVersion"]))
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """delta-spark's source options, parsed once (keys are case-insensitive)."""
+
+    max_files: int | None = None
+    max_bytes: int | None = None
+    ignore_deletes: bool = False
+    ignore_changes: bool = False
+    skip_change_commits: bool = False
+    exclude_regex: str | None = None
+    starting_version: int | str | None = None  # a version, "latest", or None
+    starting_timestamp: Any = None
+    read_change_feed: bool = False
+
+    @property
+    def files_limit(self) -> int | None:
+        """Files per micro-batch: the option, else 1000 unless only a byte limit was given."""
+        if self.max_files is not None:
+            return self.max_files
+        return None if self.max_bytes is not None else DEFAULT_MAX_FILES
+
+
+def _flag(name: str, value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise DeltaOptionError(f"option {name} must be true or false; got {value!r}")
+    return text == "true"
+
+
+def _positive(name: str, value: Any, parse: Any = int) -> int:
+    try:
+        number = int(parse(str(value).strip()))
+    except (TypeError, ValueError):
+        number = 0
+    if number <= 0:
+        raise DeltaOptionError(f"option {name} must be a positive number; got {value!r}",
+                               error_class="DELTA_ILLEGAL_OPTION")
+    return number
+
+
+_BYTE_UNITS = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
+               "t": 1 << 40, "tb": 1 << 40}
+
+
+def _bytes(text: str) -> int:
+    """``maxBytesPerTrigger`` as Spark's byte strings: ``1048576``, ``10m``, ``1g``."""
+    m = re.fullmatch(r"(\d+)\s*([a-zA-Z]*)", text)
+    if m is None or m.group(2).lower() not in ("", *_BYTE_UNITS):
+        raise ValueError(text)
+    return int(m.group(1)) * _BYTE_UNITS.get(m.group(2).lower(), 1)
+
+
+def parse_options(options: Mapping[str, Any]) -> StreamOptions:
+    """The source's options as given to ``readStream`` (any key case).
+
+    Raises:
+        DeltaOptionError: a malformed value, or both ``startingVersion`` and ``startingTimestamp``.
+    """
+    lower = {str(k).lower(): v for k, v in options.items() if v is not None}
+    starting: int | str | None = None
+    if "startingversion" in lower:
+        text = str(lower["startingversion"]).strip().lower()
+        if text == "latest":
+            starting = "latest"
+        else:
+            try:
+                starting = int(text)
+            except ValueError:
+                starting = -1
+            if starting < 0:
+                raise DeltaOptionError(f"startingVersion must be a version (>= 0) or 'latest'; got "
+                                       f"{lower['startingversion']!r}", error_class="DELTA_ILLEGAL_OPTION")
+    if starting is not None and "startingtimestamp" in lower:
+        raise DeltaOptionError("give startingVersion or startingTimestamp, not both",
+                               error_class="DELTA_STARTING_VERSION_AND_TIMESTAMP_BOTH_SET")
+    return StreamOptions(
+        max_files=_positive("maxFilesPerTrigger", lower["maxfilespertrigger"]) if "maxfilespertrigger" in lower else None,
+        max_bytes=_positive("maxBytesPerTrigger", lower["maxbytespertrigger"], _bytes)
+        if "maxbytespertrigger" in lower else None,
+        ignore_deletes=_flag("ignoreDeletes", lower.get("ignoredeletes", "false")),
+        ignore_changes=_flag("ignoreChanges", lower.get("ignorechanges", "false")),
+        skip_change_commits=_flag("skipChangeCommits", lower.get("skipchangecommits", "false")),
+        exclude_regex=str(lower["excluderegex"]) if "excluderegex" in lower else None,
+        starting_version=starting,
+        starting_timestamp=lower.get("startingtimestamp"),
+        read_change_feed=_flag("readChangeFeed", lower.get("readchangefeed", "false")),
+    )
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    """One position of the stream: an ``add`` to read, a commit's changes (``readChangeFeed``: one position per
+    commit, read whole), or neither (a version that emits nothing)."""
+
+    version: int
+    index: int
+    initial: bool
+    add: dict[str, Any] | None
+    is_last: bool
+    error: DvlakeError | None = None  # a commit the options do not allow: raised when the stream reaches it
+    changes: VersionChanges | None = None
+    timestamp_ms: int = 0  # the commit's timestamp (readChangeFeed's _commit_timestamp)
+
+    @property
+    def has_data(self) -> bool:
+        return self.add is not None or self.changes is not None
+
+    @property
+    def num_files(self) -> int:
+        if self.changes is not None:
+            c = self.changes
+            return len(c.cdc_files) + len(c.inserted) + len(c.deleted) + len(c.dv_changes)
+        return 1 if self.add is not None else 0
+
+    @property
+    def num_bytes(self) -> int:
+        if self.changes is not None:
+            c = self.changes
+            return sum(int(f.size or 0) for f in c.cdc_files) + sum(f.size for f in c.inserted + c.deleted) + \
+                sum(ch.file.size for ch in c.dv_changes)
+        return int((self.add or {}).get("size") or 0)
+
+    def offset_after(self, table_id: str) -> SourceOffset:
+        """Where the stream stands once this position is read."""
+        if self.is_last:
+            return SourceOffset(table_id, self.version + 1, BASE_INDEX, False)
+        return SourceOffset(table_id, self.version, self.index, self.initial)
+
+
+def _logical_fields(schema: dict[str, Any]) -> Any:
+    """The schema as names and types only (column mapping ids, comments and other metadata dropped)."""
+
+    def clean(t: Any) -> Any:
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                return [(f["name"], clean(f["type"]), bool(f.get("nullable", True))) for f in t["fields"]]
+            return {k: clean(v) for k, v in t.items() if k not in ("metadata",)}
+        return t
+
+    return clean(strip_column_mapping(schema))
+
+
+class StreamPlanner:
+    """Enumerates a table's stream positions after an offset (one per source; re-lists the log per call)."""
+
+    def __init__(self, table_root: str, storage: Storage, options: StreamOptions, schema: dict[str, Any],
+                 table_id: str) -> None:
+        self.root = table_root
+        self.storage = storage
+        self.options = options
+        self.table_id = table_id
+        self._fields = _logical_fields(schema)
+        self._exclude = re.compile(options.exclude_regex) if options.exclude_regex else None
+        # the initial snapshot's files in stream order, kept while the stream reads them (one log replay)
+        self._snapshot_files: tuple[int, list[dict[str, Any]]] | None = None
+        self._cdf_on = False  # readChangeFeed: the change feed is on at the commit being walked
+        self._cdf_known: dict[int, bool] = {}  # version -> the feed was on just before it
+
+    # -- where a new stream starts -------------------------------------------------------------------
+    def initial_offset(self, latest: Snapshot) -> SourceOffset:
+        """A new query's start: the latest snapshot, or the commits from ``startingVersion``/``startingTimestamp``."""
+        o = self.options
+        if o.starting_version == "latest":
+            return SourceOffset(self.table_id, latest.version + 1, BASE_INDEX, False)
+        if isinstance(o.starting_version, int):
+            if o.starting_version > latest.version:
+                from dvlake.errors import VersionNotFoundError
+
+                raise VersionNotFoundError(
+                    f"startingVersion {o.starting_version} of the stream on {self.root} is after the latest version "
+                    f"{latest.version}; give a version up to {latest.version}, or 'latest'",
+                    error_class="DELTA_VERSION_NOT_FOUND")
+            return SourceOffset(self.table_id, o.starting_version, BASE_INDEX, False)
+        if o.starting_timestamp is not None:
+            ts = to_epoch_ms(o.starting_timestamp)
+            after = [v for v in sorted(latest.listing.commits) if v <= latest.version and latest.commit_timestamp(v) >= ts]
+            return SourceOffset(self.table_id, after[0] if after else latest.version + 1, BASE_INDEX, False)
+        return SourceOffset(self.table_id, latest.version, BASE_INDEX, True)
+
+    def check_offset(self, offset: SourceOffset) -> None:
+        if offset.table_id != self.table_id:
+            raise DifferentTableReadByStreamError(
+                f"the query's checkpoint was written for Delta table id {offset.table_id}, but the table at {self.root} "
+                f"has id {self.table_id} (it was re-created); start the query with a new checkpoint location")
+
+    # -- positions after an offset ---------------------------------------------------------------------
+    def positions(self, start: SourceOffset, until: SourceOffset | None = None,
+                  max_version: int | None = None) -> Iterator[IndexedFile]:
+        """The positions after ``start``, lazily, up to the latest commit (or ``max_version``, or ``until`` inclusive)."""
+        self.check_offset(start)
+        listing = list_log(self.storage, self.root)
+        latest = listing.latest_version if max_version is None else min(max_version, listing.latest_version)
+        version = start.version
+        if start.initial:
+            if until is not None and until.key() <= start.key():
+                return
+            for f in self._snapshot_positions(start):
+                if until is not None and f.has_data and (f.version, f.index) > until.key():
+                    return
+                yield f
+            version += 1
+        self._cdf_on = self._cdf_before(version) if self.options.read_change_feed and version <= latest else False
+        while version <= latest:
+            if until is not None and (version > until.version or (version == until.version and until.index == BASE_INDEX)):
+                return
+            for f in self._commit_positions(version, listing):
+                if version == start.version and not start.initial and f.index <= start.index and f.has_data:
+                    continue
+                if until is not None and f.has_data and (f.version, f.index) > until.key():
+                    return
+                yield f
+            version += 1
+
+    def _snapshot_positions(self, start: SourceOffset) -> Iterator[IndexedFile]:
+        if self._snapshot_files is None or self._snapshot_files[0] != start.version:
+            snapshot = Snapshot.load(self.root, version=start.version, storage=self.storage)
+            ordered = sorted(snapshot.files.to_pylist(), key=lambda a: (a.get("modificationTime") or 0, a["path"]))
+            for a in ordered:
+                a["partitionValues"] = dict(a.get("partitionValues") or [])
+            self._snapshot_files = (start.version, [a for a in ordered if self._admitted_path(a)])
+        rows = self._snapshot_files[1]
+        if not rows:
+            yield IndexedFile(start.version, BASE_INDEX, True, None, True)
+            return
+        ts = self._snapshot_timestamp(start.version) if self.options.read_change_feed else 0
+        for i, add in enumerate(rows):
+            if i > start.index:
+                yield IndexedFile(start.version, i, True, add, i == len(rows) - 1, timestamp_ms=ts)
+
+    def _snapshot_timestamp(self, version: int) -> int:
+        return Snapshot.load(self.root, version=version, storage=self.storage).commit_timestamp(version)
+
+    def _cdf_before(self, version: int) -> bool:
+        """readChangeFeed: whether the change feed was on just before ``version`` (commit 0 sets it itself)."""
+        if version <= 0:
+            return False
+        if version not in self._cdf_known:
+            self._cdf_known[version] = cdf_enabled(Snapshot.load(self.root, version=version - 1, storage=self.storage).metadata)
+        return self._cdf_known[version]
+
+    def _admitted_path(self, add: Mapping[str, Any]) -> bool:
+        return self._exclude is None or self._exclude.search(str(add["path"])) is None
+
+    def _commit_positions(self, version: int, listing: LogListing) -> Iterator[IndexedFile]:
+        if version not in listing.commits:
+            from dvlake.errors import VersionNotFoundError
+
+            raise VersionNotFoundError(
+                f"the stream on {self.root} needs commit {commit_file_name(version)}, which is gone (log cleanup after "
+                "delta.logRetentionDuration removed it before the query read it); restart the query from a new "
+                "checkpoint", error_class="DELTA_VERSION_NOT_FOUND")
+        lines = read_commit(self.storage, listing.commits[version][0])
+        if self.options.read_change_feed:
+            yield self._change_position(version, lines, listing)
+            return
+        error = None
+        try:
+            skip = self._judge(version, lines)
+        except DvlakeError as exc:
+            error, skip = exc, True
+        adds = [] if skip else [ln["add"] for ln in lines if "add" in ln and ln["add"].get("dataChange", True)
+                                and self._admitted_path(ln["add"])]
+        if not adds:
+            yield IndexedFile(version, BASE_INDEX, False, None, True, error)
+            return
+        for i, add in enumerate(adds):
+            yield IndexedFile(version, i, False, add, i == len(adds) - 1)
+
+    def _change_position(self, version: int, lines: list[dict[str, Any]], listing: LogListing) -> IndexedFile:
+        """readChangeFeed: the whole commit is one position (its changes are read together, as delta-spark admits them)."""
+        try:
+            for ln in lines:
+                if "metaData" in ln:
+                    self._check_schema(version, ln["metaData"])
+                    from dvlake.log.actions import Metadata
+
+                    self._cdf_on = cdf_enabled(Metadata.from_json(ln["metaData"]))
+            if not self._cdf_on:
+                raise MissingChangeDataError(
+                    f"the change data feed stream on {self.root} reached version {version}, where change data was not "
+                    "recorded (delta.enableChangeDataFeed is not true there); restart the query with startingVersion "
+                    "after the version that enabled it")
+        except DvlakeError as exc:
+            return IndexedFile(version, BASE_INDEX, False, None, True, exc)
+        info: dict[str, Any] = next((ln["commitInfo"] for ln in lines if "commitInfo" in ln), {})
+        ts = int(info.get("inCommitTimestamp") or commit_timestamps(listing).get(version, 0))
+        changes = plan_version(version, ts, lines)
+        if changes.empty:
+            return IndexedFile(version, BASE_INDEX, False, None, True)
+        return IndexedFile(version, 0, False, None, True, changes=changes, timestamp_ms=ts)
+
+    def _check_schema(self, version: int, metadata: dict[str, Any]) -> None:
+        if _logical_fields(json.loads(metadata["schemaString"])) != self._fields:
+            raise StreamingSchemaChangedError(
+                f"the schema of {self.root} changed at version {version}; the stream reads the schema it started "
+                "with. Restart the query to read the new schema (from the same checkpoint)")
+
+    def _judge(self, version: int, lines: list[dict[str, Any]]) -> bool:
+        """Whether the commit is skipped; raises when the options do not allow what it did."""
+        o = self.options
+        seen_add = False
+        removed: str | None = None
+        operation: str | None = None
+        for ln in lines:
+            if "add" in ln and ln["add"].get("dataChange", True):
+                seen_add = True
+            elif "remove" in ln and ln["remove"].get("dataChange", True):
+                removed = removed or str(ln["remove"].get("path"))
+            elif "metaData" in ln:
+                self._check_schema(version, ln["metaData"])
+            elif "commitInfo" in ln:
+                info = ln["commitInfo"]
+                operation = f"{info.get('operation')} {json.dumps(info.get('operationParameters') or {})}"
+        if removed is None:
+            return False
+        allow_changes = o.ignore_changes or o.skip_change_commits
+        if seen_add and not allow_changes:
+            raise DeltaSourceIgnoreChangesError(
+                f"detected a data update ({operation or removed}) in the source table {self.root} at version {version}. "
+                "This is currently not supported. If this is going to happen regularly and you are okay to skip "
+                "changes, set the option 'skipChangeCommits' to 'true'. If you would like the data update to be "
+                "reflected, please restart this query with a fresh checkpoint directory, or do a full refresh")
+        if not seen_add and not (allow_changes or o.ignore_deletes):
+            raise DeltaSourceIgnoreDeleteError(
+                f"detected deleted data (for example {removed}) from the streaming source {self.root} at version "
+                f"{version}. This is currently not supported. If you'd like to ignore deletes, set the option "
+                "'ignoreDeletes' to 'true'")
+        return o.skip_change_commits or not seen_add
+
+    # -- admission -------------------------------------------------------------------------------------
+    def latest_offset(self, start: SourceOffset, max_files: int | None, max_bytes: int | None,
+                      max_version: int | None = None) -> SourceOffset:
+        """The end of the next micro-batch: as many positions as the limits admit (at least one file).
+
+        A commit the options refuse ends the batch before it; it is raised once it is the first thing
+        left to read, so the rows committed before it are delivered.
+        """
+        files_left = max_files if max_files is not None else 1 << 62
+        bytes_left = max_bytes if max_bytes is not None else 1 << 62
+        end = start
+        for f in self.positions(start, max_version=max_version):
+            if f.error is not None:
+                if end != start:
+                    break
+                raise f.error
+            if f.has_data:
+                if files_left <= 0 or bytes_left <= 0:
+                    break
+                files_left -= f.num_files
+                bytes_left -= f.num_bytes
+            end = f.offset_after(self.table_id)
+        return end
+
+    def files_between(self, start: SourceOffset, end: SourceOffset) -> list[IndexedFile]:
+        """The files of the micro-batch ``(start, end]`` (the same positions ``latest_offset`` walked)."""
+        if end.key() <= start.key():
+            return []
+        out = []
+        for f in self.positions(start, until=end):
+            if f.error is not None:
+                raise f.error
+            if f.has_data:
+                out.append(f)
+        return out

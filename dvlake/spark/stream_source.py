@@ -1,0 +1,404 @@
+"""The Delta streaming source: PySpark's Python streaming data source over ``log/stream_plan.py``.
+
+Why this shape: a micro-batch source has to be a Spark source (JVM or PySpark's Python data source
+API); dvlake plans from the Delta log in Python, so the source is a ``DataSourceStreamReader``. Its
+driver half (``initialOffset``/``latestOffset``/``partitions``) runs in the Python worker Spark starts
+for the query and reads only the log. Its executor half (``read``) reads each planned Parquet file
+with pyarrow in a Python worker, drops the rows the add's deletion vector marks (the DV is loaded
+there: deleted row indexes never reach the driver), and hands Arrow batches to Spark. The cost
+against a batch read is that decode: pyarrow in Python workers plus the Arrow hand-over to the JVM,
+instead of Spark's vectorized reader (and the native DV scan) that ``dvlake.read`` uses.
+
+Errors raised by either half carry dvlake's marker (``task_errors.encode``), so the user's
+``awaitTermination()`` raises the dvlake class (``DELTA_SOURCE_TABLE_IGNORE_CHANGES`` …).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from dvlake.errors import CorruptDeletionVectorError, DvlakeError
+from dvlake.log.cdf_plan import CHANGE_TYPE_COL
+from dvlake.log.partitions import parse_partition_value
+from dvlake.log.stream_plan import IndexedFile, SourceOffset, StreamPlanner, parse_options
+from dvlake.spark.task_errors import encode
+
+#: The name the source is registered under (``readStream.format("delta")`` reaches it through the faces).
+SOURCE_NAME = "dvlake_delta_stream"
+#: Options dvlake passes from ``read_stream`` to the source (the rest are the user's).
+LAYOUT_OPTION = "dvlake.layout"
+#: Bytes of Parquet one read task takes (files are packed up to it; a larger file is a task of its own).
+TASK_BYTES = 128 * 1024 * 1024
+#: Rows per Arrow batch handed to Spark.
+BATCH_ROWS = 65536
+
+T = TypeVar("T")
+
+
+def _marked(fn: Callable[[], T]) -> T:
+    """Run ``fn``; a dvlake error leaves with its class in the text, so the user's side can rebuild it."""
+    try:
+        return fn()
+    except DvlakeError as exc:
+        if "[DVLAKE_TASK_ERROR " in str(exc):
+            raise
+        raise DvlakeError(encode(exc)) from exc
+
+
+class FilesPartition(InputPartition):
+    """One read task: its files, each a dict with ``kind`` (``file``: live rows of a data file, ``cdc``: a change
+    data file, ``dv``: the rows whose DV bit flipped), ``location``, ``dv``/``old_dv`` (descriptor JSON or None),
+    ``pv`` (partition values by physical key), and for the change feed ``change``, ``version``, ``ts``."""
+
+    def __init__(self, files: list[dict[str, Any]]) -> None:
+        super().__init__(None)
+        self.files = files
+
+
+class DeltaStreamDataSource(DataSource):
+    """Registered as ``dvlake_delta_stream``; ``dvlake.read_stream`` fills in its options and schema."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return StructType.fromJson(json.loads(self.options[LAYOUT_OPTION])["sparkSchema"])
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return DeltaStreamReader(dict(self.options), schema)
+
+
+class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets from the Delta log (driver side), files read with their DVs applied (executor side)."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        layout = json.loads(options[LAYOUT_OPTION])
+        self.root: str = layout["root"]
+        self.layout = layout
+        self.stream_options = parse_options(options)
+        self._planner: StreamPlanner | None = None
+        self._max_version: int | None = None  # Trigger.AvailableNow: the latest version when the query started
+
+    # -- driver half ---------------------------------------------------------------------------------
+    def planner(self) -> StreamPlanner:
+        if self._planner is None:
+            from dvlake.storage.base import storage_for
+
+            self._planner = StreamPlanner(self.root, storage_for(self.root), self.stream_options,
+                                          self.layout["deltaSchema"], self.layout["tableId"])
+        return self._planner
+
+    def initialOffset(self) -> dict:
+        def run() -> dict:
+            from dvlake.log.snapshot import Snapshot
+
+            planner = self.planner()
+            return planner.initial_offset(Snapshot.load(self.root, storage=planner.storage)).to_json()
+
+        return _marked(run)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        o = self.stream_options
+        if o.files_limit is not None:
+            return ReadMaxFiles(o.files_limit)
+        return ReadMaxBytes(o.max_bytes) if o.max_bytes is not None else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        def run() -> None:
+            from dvlake.log.segment import list_log
+
+            planner = self.planner()
+            self._max_version = list_log(planner.storage, self.root).latest_version
+
+        _marked(run)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        def run() -> dict:
+            o = self.stream_options
+            if isinstance(limit, ReadAllAvailable):
+                files, size = None, None
+            else:  # the engine's limit is the default one: both rate options apply, as delta-spark's composite limit
+                files, size = o.files_limit, o.max_bytes
+            begin = SourceOffset.from_json(start)
+            return self.planner().latest_offset(begin, files, size, self._max_version).to_json()
+
+        return _marked(run)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        def run() -> list[InputPartition]:
+            from dvlake.storage.confine import check_local_files
+
+            planner = self.planner()
+            entries = [e for f in planner.files_between(SourceOffset.from_json(start), SourceOffset.from_json(end))
+                       for e in self._entries(f)]
+            check_local_files(self.root, [e["location"] for e in entries], bool(self.layout["confine"]))
+            tasks: list[InputPartition] = []
+            current: list[dict[str, Any]] = []
+            size = 0
+            for e in entries:
+                if current and size + e["size"] > TASK_BYTES:
+                    tasks.append(FilesPartition(current))
+                    current, size = [], 0
+                current.append(e)
+                size += e["size"]
+            if current:
+                tasks.append(FilesPartition(current))
+            return tasks
+
+        return _marked(run)
+
+    def _entries(self, f: IndexedFile) -> list[dict[str, Any]]:
+        from dvlake.log.cdf_plan import DELETE, INSERT
+        from dvlake.storage.confine import data_file_location
+
+        confine = bool(self.layout["confine"])
+
+        def entry(kind: str, path: str, dv: Any, pv: Any, size: Any, change: str | None, old_dv: Any = None) -> dict:
+            return {"kind": kind, "location": data_file_location(self.root, path, confine), "dv": _dv_text(dv),
+                    "old_dv": _dv_text(old_dv), "pv": dict(pv or {}), "size": int(size or 0), "change": change,
+                    "version": f.version, "ts": f.timestamp_ms}
+
+        if f.add is not None:
+            a = f.add
+            return [entry("file", str(a["path"]), a.get("deletionVector"), a.get("partitionValues"), a.get("size"),
+                          INSERT)]
+        c = f.changes
+        assert c is not None
+        return ([entry("cdc", x.path, None, x.partition_values, x.size, None) for x in c.cdc_files]
+                + [entry("file", d.path, d.dv, d.partition_values, d.size, INSERT) for d in c.inserted]
+                + [entry("file", d.path, d.dv, d.partition_values, d.size, DELETE) for d in c.deleted]
+                + [entry("dv", ch.file.path, ch.new_dv, ch.file.partition_values, ch.file.size, None, ch.old_dv)
+                   for ch in c.dv_changes])
+
+    # -- executor half -------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilesPartition)
+        reader = FileReader(self.root, self.layout, self.schema)
+        try:
+            for e in partition.files:
+                yield from reader.rows(e)
+        except DvlakeError as exc:
+            if "[DVLAKE_TASK_ERROR " in str(exc):
+                raise
+            raise DvlakeError(encode(exc)) from exc
+
+
+def _dv_text(dv: Any) -> str | None:
+    """A DV descriptor (log JSON dict or descriptor object) as JSON text; None without one."""
+    if dv is None:
+        return None
+    d = dv if isinstance(dv, dict) else dv.to_json()
+    return json.dumps(d) if d.get("storageType") else None
+
+
+class FileReader:
+    """Reads one table's data files as the stream's logical rows: DV applied, column mapping undone."""
+
+    def __init__(self, root: str, layout: dict[str, Any], schema: StructType) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from dvlake.storage.base import storage_for
+
+        self.root = root
+        self.confine = bool(layout["confine"])
+        self.storage = storage_for(root)
+        self.target = to_arrow_schema(schema, timezone="UTC")
+        self.mode: str = layout["mode"]
+        self.fields: list[dict[str, Any]] = layout["deltaSchema"]["fields"]
+        self.partitions: dict[str, str] = {p.lower(): p for p in layout["partitionColumns"]}
+        self.change_feed = len(self.target) > len(self.fields)
+
+    def rows(self, e: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+        """The stream rows of one planned file (see ``FilesPartition``)."""
+        kind = e["kind"]
+        if kind == "dv":
+            yield from self._flipped_rows(e)
+            return
+        extra = [CHANGE_TYPE_COL] if kind == "cdc" else []
+        for batch in self._live(e["location"], e["dv"], extra):
+            change = None
+            if self.change_feed:
+                change = batch.column(CHANGE_TYPE_COL) if kind == "cdc" else pa.array([e["change"]] * batch.num_rows,
+                                                                                      pa.string())
+            yield self._logical(batch, e["pv"], change, e)
+
+    def _live(self, location: str, dv_json: str | None, extra: list[str]) -> Iterator[pa.RecordBatch]:
+        """The file's physical batches (data columns it has, plus ``extra``), the DV's rows dropped."""
+        import pyarrow.parquet as pq
+
+        from dvlake.log.schema import physical_name
+
+        deleted = self._deleted(dv_json)
+        f = self.storage.open_input(location)
+        try:
+            pf = pq.ParquetFile(f)
+            total = pf.metadata.num_rows
+            if deleted.size and int(deleted[-1]) >= total:
+                raise CorruptDeletionVectorError(
+                    f"a deletion vector of {location} names row {int(deleted[-1])}, but the file has {total} rows "
+                    "(DELTA_DELETION_VECTOR_INVALID_ROW_INDEX)")
+            present = set(pf.schema_arrow.names)
+            data = [physical_name(fd, self.mode) for fd in self.fields if fd["name"].lower() not in self.partitions]
+            columns = [c for c in data if c in present] + [c for c in extra if c in present]
+            offset = 0
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=True):
+                n = batch.num_rows
+                lo, hi = np.searchsorted(deleted, [offset, offset + n])
+                if hi > lo:
+                    keep = np.ones(n, dtype=bool)
+                    keep[(deleted[lo:hi] - offset).astype(np.int64)] = False
+                    batch = batch.filter(pa.array(keep))
+                offset += n
+                if batch.num_rows:
+                    yield batch
+        finally:
+            f.close()
+
+    def _flipped_rows(self, e: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+        """A DV change: rows in the new DV only are ``delete``, in the old one only ``insert``; read by row index."""
+        from dvlake.log.cdf_plan import DELETE, INSERT
+        from dvlake.log.schema import physical_name
+        from dvlake.spark.cdf_read import read_rows
+
+        old, new = self._deleted(e["old_dv"]), self._deleted(e["dv"])
+        deleted, inserted = np.setdiff1d(new, old), np.setdiff1d(old, new)
+        if deleted.size == 0 and inserted.size == 0:
+            return
+        rows = np.concatenate([deleted, inserted]).astype(np.int64)
+        is_delete = np.concatenate([np.ones(deleted.size, bool), np.zeros(inserted.size, bool)])
+        order = np.argsort(rows, kind="stable")
+        rows, is_delete = rows[order], is_delete[order]
+        data = [physical_name(fd, self.mode) for fd in self.fields if fd["name"].lower() not in self.partitions]
+        table = read_rows(self.storage, e["location"], rows, data)
+        start = 0
+        for batch in table.combine_chunks().to_batches():
+            n = batch.num_rows
+            change = pa.array(np.where(is_delete[start:start + n], DELETE, INSERT).tolist(), pa.string())
+            start += n
+            yield self._logical(batch, e["pv"], change, e)
+
+    def _deleted(self, dv_json: str | None) -> np.ndarray:
+        if dv_json is None:
+            return np.zeros(0, dtype=np.uint64)
+        from dvlake.dv.descriptor import DeletionVectorDescriptor
+        from dvlake.dv.roaring import to_numpy
+        from dvlake.dv.store import load_bitmap
+
+        bitmap = load_bitmap(DeletionVectorDescriptor.from_json(json.loads(dv_json)), self.root, self.storage,
+                             confine=self.confine)
+        return to_numpy(bitmap)
+
+    def _logical(self, batch: pa.RecordBatch, pv: dict[str, str | None], change: pa.Array | None,
+                 e: dict[str, Any]) -> pa.RecordBatch:
+        from dvlake.log.schema import physical_name
+
+        n = batch.num_rows
+        arrays: list[pa.Array] = []
+        for i, fd in enumerate(self.fields):
+            target = self.target.field(i).type
+            key = physical_name(fd, self.mode)
+            if fd["name"].lower() in self.partitions:
+                value = parse_partition_value(pv.get(key), fd["type"])
+                arrays.append(pa.array([value] * n, type=target) if value is not None else pa.nulls(n, target))
+                continue
+            index = batch.schema.get_field_index(key)
+            if index < 0:  # a column added after this file was written
+                arrays.append(pa.nulls(n, target))
+                continue
+            arrays.append(relabel(batch.column(index), fd["type"], self.mode, target))
+        if self.change_feed and change is not None:  # _change_type, _commit_version, _commit_timestamp
+            arrays.append(change.cast(pa.string()))
+            arrays.append(pa.array(np.full(n, e["version"], np.int64)))
+            micros = pa.array(np.full(n, int(e["ts"]) * 1000, np.int64))
+            arrays.append(micros.cast(self.target.field(len(arrays)).type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.target)
+
+
+def relabel(array: pa.Array, delta_type: Any, mode: str, target: pa.DataType) -> pa.Array:
+    """A Parquet column in the stream's logical type: nested fields found by physical name (absent ones
+    are null), renamed to logical names, then cast (timestamp units, widened numbers) to ``target``."""
+    from dvlake.log.schema import physical_name
+
+    if isinstance(delta_type, dict) and delta_type.get("type") == "struct" and pa.types.is_struct(array.type):
+        children = []
+        for j, fd in enumerate(delta_type["fields"]):
+            child_target = target.field(j).type
+            key = physical_name(fd, mode)
+            k = array.type.get_field_index(key)
+            children.append(relabel(array.field(k), fd["type"], mode, child_target) if k >= 0
+                            else pa.nulls(len(array), child_target))
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
+    if isinstance(delta_type, dict) and delta_type.get("type") == "array" and pa.types.is_list(array.type) \
+            and pa.types.is_list(target):
+        values = relabel(array.values, delta_type["elementType"], mode, target.value_type)
+        return pa.ListArray.from_arrays(array.offsets, values, type=target, mask=array.is_null())
+    return array.cast(target, safe=False)
+
+
+_registered: set[int] = set()
+_register_lock = threading.Lock()
+
+
+def _register(spark: Any) -> None:
+    """Register the source with the session once (Spark Connect ships the class to the server)."""
+    with _register_lock:
+        if id(spark) in _registered:
+            return
+        spark.dataSource.register(DeltaStreamDataSource)
+        _registered.add(id(spark))
+
+
+def open_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
+    """``readStream`` of the Delta table at ``path``: a streaming DataFrame of its rows (schema of the latest version).
+
+    Raises:
+        TableNotFoundError: no Delta table at ``path``.
+        DeltaOptionError: a malformed option (checked here, before the query starts).
+        UnsupportedFeatureError: a table feature dvlake cannot read.
+    """
+    from pyspark.sql.types import StructField
+
+    from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
+    from dvlake.log.schema import strip_column_mapping
+    from dvlake.log.snapshot import Snapshot
+    from dvlake.spark.scan import _nullable
+    from dvlake.spark.task_errors import install as install_typed_errors
+    from dvlake.storage.paths import normalize_table_root
+
+    root = normalize_table_root(path)
+    parsed = parse_options(options)
+    snapshot = Snapshot.load(root)
+    logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+    fields = [StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in logical.fields]
+    if parsed.read_change_feed:
+        from dvlake.spark.cdf_read import CDC_FIELDS
+
+        fields += CDC_FIELDS
+    schema = StructType(fields)
+    confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), snapshot.configuration)
+    layout = {"root": root, "tableId": snapshot.metadata.id, "deltaSchema": snapshot.schema,
+              "mode": snapshot.column_mapping_mode, "partitionColumns": snapshot.partition_columns,
+              "confine": confine, "sparkSchema": json.loads(schema.json())}
+    install_typed_errors()
+    _register(spark)
+    user = {str(k): str(v) for k, v in options.items() if v is not None and str(k).lower() != "path"}
+    return (spark.readStream.format(SOURCE_NAME).schema(schema).options(**user)
+            .option(LAYOUT_OPTION, json.dumps(layout)).load())

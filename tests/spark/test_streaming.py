@@ -1,0 +1,321 @@
+"""Structured Streaming on Delta tables with deletion vectors: the sink (exactly once) and the source.
+
+Every query runs with ``availableNow`` (or ``once``) on tiny tables; a query restarted from its
+checkpoint continues where it stopped. Micro-batches are observed with ``foreachBatch`` collecting
+into a list (classic sessions run it in this process).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+import dvlake
+from dvlake import DeltaTable
+from dvlake.errors import (
+    DeltaOptionError,
+    DeltaSourceIgnoreChangesError,
+    DeltaSourceIgnoreDeleteError,
+    UnsupportedOutputModeError,
+)
+from dvlake.log.snapshot import Snapshot
+
+DV_PROPS = {"delta.enableDeletionVectors": "true"}
+
+
+def _ids(df: DataFrame) -> list[int]:
+    return sorted(r[0] for r in df.collect())
+
+
+def _append_parquet(spark: SparkSession, folder: Path, start: int, end: int) -> None:
+    """One more Parquet file in a folder read by Spark's file stream source."""
+    spark.range(start, end).coalesce(1).write.mode("append").parquet(str(folder))
+
+
+def _sink(spark: SparkSession, folder: Path, out: str, checkpoint: Path, **options: Any) -> None:
+    """Stream the Parquet folder (one file per micro-batch) into the Delta table at ``out``; wait until done."""
+    q = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(str(folder))
+         .writeStream.format("delta").option("checkpointLocation", str(checkpoint)).options(**options)
+         .trigger(availableNow=True).start(out))
+    q.awaitTermination()
+
+
+def _collect(stream: DataFrame, checkpoint: Path, columns: list[str] | None = None, **trigger: Any) -> list[tuple[int, list]]:
+    """Run ``stream`` to the end of the available data: (batch id, sorted first column, or sorted tuples of
+    ``columns``) of each non-empty batch."""
+    got: list[tuple[int, list]] = []
+
+    def keep(df: DataFrame, batch_id: int) -> None:
+        rows = sorted(tuple(r) for r in df.select(*columns).collect()) if columns else _ids(df)
+        if rows:
+            got.append((batch_id, rows))
+
+    q = (stream.writeStream.foreachBatch(keep).option("checkpointLocation", str(checkpoint))
+         .trigger(**(trigger or {"availableNow": True})).start())
+    try:
+        if "processingTime" in trigger:
+            q.processAllAvailable()
+        else:
+            q.awaitTermination()
+    finally:
+        q.stop()
+    return got
+
+
+# -- sink ------------------------------------------------------------------------------------------------
+def test_sink_appends_each_batch_once_and_skips_a_replayed_batch(dspark: SparkSession, tmp_path: Path) -> None:
+    src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
+    _append_parquet(dspark, src, 0, 5)
+    _append_parquet(dspark, src, 5, 10)
+    _sink(dspark, src, out, chk)
+    assert _ids(dvlake.read(dspark, out)) == list(range(10))
+    snap = Snapshot.load(out)
+    history = snap.history()
+    assert [h["operation"] for h in history] == ["STREAMING UPDATE", "STREAMING UPDATE"]
+    query_id = history[0]["operationParameters"]["queryId"]
+    assert snap.txns[query_id].version == 1 and history[0]["operationParameters"]["epochId"] == "1"
+    # a crash after the table commit of batch 1 but before Spark recorded it: Spark runs batch 1 again
+    for name in ("1", ".1.crc"):
+        (chk / "commits" / name).unlink(missing_ok=True)
+    _sink(dspark, src, out, chk)
+    assert Snapshot.load(out).version == snap.version, "the replayed batch must not commit"
+    assert _ids(dvlake.read(dspark, out)) == list(range(10))
+    # the restarted query keeps its id and goes on with new data, exactly once
+    _append_parquet(dspark, src, 10, 12)
+    _sink(dspark, src, out, chk)
+    after = Snapshot.load(out)
+    assert after.version == snap.version + 1 and after.txns[query_id].version == 2
+    assert _ids(dvlake.read(dspark, out)) == list(range(12))
+
+
+def test_sink_complete_mode_replaces_the_rows(dspark: SparkSession, tmp_path: Path) -> None:
+    src, out = tmp_path / "in", str(tmp_path / "out")
+    _append_parquet(dspark, src, 0, 6)
+    _append_parquet(dspark, src, 6, 9)
+    counts = (dspark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(str(src))
+              .selectExpr("id % 3 AS k").groupBy("k").count())
+    q = (counts.writeStream.format("delta").outputMode("complete").option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start(out))
+    q.awaitTermination()
+    got = sorted((r.k, r["count"]) for r in dvlake.read(dspark, out).collect())
+    assert got == [(0, 3), (1, 3), (2, 3)]
+    assert [h["operationParameters"]["outputMode"] for h in Snapshot.load(out).history()] == ["Complete", "Complete"]
+
+
+def test_sink_refuses_update_mode(dspark: SparkSession, tmp_path: Path) -> None:
+    _append_parquet(dspark, tmp_path / "in", 0, 2)
+    stream = dspark.readStream.schema("id long").parquet(str(tmp_path / "in"))
+    with pytest.raises(UnsupportedOutputModeError):
+        stream.writeStream.format("delta").outputMode("update").option("checkpointLocation", str(tmp_path / "c")) \
+            .start(str(tmp_path / "out"))
+
+
+# -- source ----------------------------------------------------------------------------------------------
+def _table(spark: SparkSession, path: str, *ranges: tuple[int, int]) -> None:
+    """A DV-enabled table with one file per range (one commit each)."""
+    for i, (start, end) in enumerate(ranges):
+        dvlake.write(spark.range(start, end).coalesce(1), path, "append", properties=DV_PROPS if i == 0 else None)
+
+
+def test_source_reads_the_snapshot_with_dvs_applied_then_new_commits(dspark: SparkSession, tmp_path: Path) -> None:
+    path, chk = str(tmp_path / "t"), tmp_path / "chk"
+    _table(dspark, path, (0, 10))
+    DeltaTable.forPath(dspark, path).delete("id % 3 = 0")
+    assert Snapshot.load(path).dv_count() == 1
+    stream = dspark.readStream.format("delta").load(path)
+    assert [b for _, b in _collect(stream, chk)] == [[1, 2, 4, 5, 7, 8]]
+    dvlake.write(dspark.range(10, 13).coalesce(1), path, "append")
+    assert [b for _, b in _collect(dvlake.read_stream(dspark, path), chk)] == [[10, 11, 12]]
+
+
+def test_rate_limits_and_triggers(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 2), (2, 4), (4, 6))
+    by_files = _collect(dvlake.read_stream(dspark, path, maxFilesPerTrigger=1), tmp_path / "c1")
+    assert [b for _, b in by_files] == [[0, 1], [2, 3], [4, 5]]
+    by_bytes = _collect(dvlake.read_stream(dspark, path, maxBytesPerTrigger=1), tmp_path / "c2")
+    assert len(by_bytes) == 3
+    once = _collect(dvlake.read_stream(dspark, path, maxFilesPerTrigger=1), tmp_path / "c3", None, once=True)
+    assert [b for _, b in once] == [[0, 1, 2, 3, 4, 5]]  # Trigger.Once reads everything in one batch
+    timed = _collect(dvlake.read_stream(dspark, path, maxFilesPerTrigger=2), tmp_path / "c4", None,
+                     processingTime="1 second")
+    assert [b for _, b in timed] == [[0, 1, 2, 3], [4, 5]]
+
+
+def test_dv_delete_fails_the_stream_unless_skipped(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 4))
+    _collect(dvlake.read_stream(dspark, path), tmp_path / "strict")
+    _collect(dvlake.read_stream(dspark, path, skipChangeCommits="true"), tmp_path / "skip")
+    DeltaTable.forPath(dspark, path).delete("id = 1")  # a DV: remove + add of the same file
+    dvlake.write(dspark.range(4, 6).coalesce(1), path, "append")
+    with pytest.raises(DeltaSourceIgnoreChangesError) as info:
+        _collect(dvlake.read_stream(dspark, path), tmp_path / "strict")
+    assert info.value.error_class == "DELTA_SOURCE_TABLE_IGNORE_CHANGES"
+    assert [b for _, b in _collect(dvlake.read_stream(dspark, path, skipChangeCommits="true"), tmp_path / "skip")] \
+        == [[4, 5]]
+
+
+def test_whole_file_delete_and_optimize(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 2), (2, 4))
+    _collect(dvlake.read_stream(dspark, path), tmp_path / "c")
+    DeltaTable.forPath(dspark, path).optimize().executeCompaction()  # dataChange=false: nothing to emit
+    assert Snapshot.load(path).history(1)[0]["operation"] == "OPTIMIZE"
+    dvlake.write(dspark.range(4, 5).coalesce(1), path, "append")
+    assert [b for _, b in _collect(dvlake.read_stream(dspark, path), tmp_path / "c")] == [[4]]
+    DeltaTable.forPath(dspark, path).delete()  # every file removed, nothing added
+    with pytest.raises(DeltaSourceIgnoreDeleteError):
+        _collect(dvlake.read_stream(dspark, path), tmp_path / "c")
+    assert _collect(dvlake.read_stream(dspark, path, ignoreDeletes="true"), tmp_path / "c") == []
+
+
+def test_starting_version(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 2), (2, 4), (4, 6))
+    assert [b for _, b in _collect(dvlake.read_stream(dspark, path, startingVersion=1), tmp_path / "a")] == [[2, 3, 4, 5]]
+    assert _collect(dvlake.read_stream(dspark, path, startingVersion="latest"), tmp_path / "b") == []
+    with pytest.raises(DeltaOptionError):
+        dvlake.read_stream(dspark, path, startingVersion="soon")
+    with pytest.raises(DeltaOptionError):
+        dspark.readStream.format("delta").schema("id long").load(path)
+
+
+def test_bronze_to_silver_equals_the_batch_result(dspark: SparkSession, tmp_path: Path) -> None:
+    src, bronze, silver = tmp_path / "in", str(tmp_path / "bronze"), str(tmp_path / "silver")
+    for start in (0, 7, 13):
+        _append_parquet(dspark, src, start, start + 6)
+        _sink(dspark, src, bronze, tmp_path / "c_bronze")
+        (dspark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(bronze)
+         .where("id % 2 = 0").selectExpr("id", "id * 10 AS v")
+         .writeStream.format("delta").option("checkpointLocation", str(tmp_path / "c_silver"))
+         .trigger(availableNow=True).start(silver).awaitTermination())
+    expected = sorted(tuple(r) for r in dvlake.read(dspark, bronze).where("id % 2 = 0").selectExpr("id", "id * 10").collect())
+    assert sorted(tuple(r) for r in dvlake.read(dspark, silver).collect()) == expected
+    assert len(expected) == 9
+
+
+def test_checkpoint_of_another_table_is_refused(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 2))
+    _collect(dvlake.read_stream(dspark, path), tmp_path / "c")
+    shutil.rmtree(path)
+    _table(dspark, path, (5, 7))  # re-created: another table id
+    from dvlake.errors import DifferentTableReadByStreamError
+
+    with pytest.raises(DifferentTableReadByStreamError):
+        _collect(dvlake.read_stream(dspark, path), tmp_path / "c")
+
+
+def test_change_feed_stream_emits_exactly_the_changed_rows(dspark: SparkSession, tmp_path: Path) -> None:
+    path, chk = str(tmp_path / "t"), tmp_path / "chk"
+    cols = ["id", "_change_type", "_commit_version"]
+    dvlake.write(dspark.range(0, 6).coalesce(1), path, "append",
+                 properties={**DV_PROPS, "delta.enableChangeDataFeed": "true"})
+    first = _collect(dvlake.read_stream(dspark, path, readChangeFeed="true"), chk, cols)
+    assert [b for _, b in first] == [[(i, "insert", 0) for i in range(6)]]  # the snapshot, as inserts
+    table = DeltaTable.forPath(dspark, path)
+    table.delete("id = 1")  # a DV delete: only row 1 is a change
+    table.update("id = 2", {"id": "20"})
+    dvlake.write(dspark.range(6, 7), path, "append")
+    got = [r for _, b in _collect(dspark.readStream.format("delta").option("readChangeFeed", "true").load(path), chk,
+                                  cols) for r in b]
+    expected = sorted(tuple(r) for r in dvlake.read_changes(dspark, path, startingVersion=1).select(*cols).collect())
+    assert sorted(got) == expected
+    assert {(1, "delete"), (2, "update_preimage"), (20, "update_postimage"), (6, "insert")} == {r[:2] for r in got}
+
+
+def test_sink_to_table_with_partitions(dspark: SparkSession, tmp_path: Path) -> None:
+    src, location, name = tmp_path / "in", str(tmp_path / "tbl"), "dvlake_stream_sink_t"
+    _append_parquet(dspark, src, 0, 4)
+    q = (dspark.readStream.schema("id long").parquet(str(src)).selectExpr("id", "id % 2 AS p")
+         .writeStream.format("delta").partitionBy("p").option("checkpointLocation", str(tmp_path / "c"))
+         .option("path", location).trigger(availableNow=True).toTable(name))
+    q.awaitTermination()
+    try:
+        assert _ids(dspark.table(name)) == [0, 1, 2, 3]
+        assert Snapshot.load(location).partition_columns == ["p"]
+    finally:
+        dspark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+_KILLED_CHILD = """
+import sys, time
+import dvlake
+from dvlake.commands import write as write_cmd
+from dvlake.spark.session import local_session
+
+src, out, chk = sys.argv[1:4]
+commit = write_cmd.write
+
+def stalled_after_batch_1(*args, **kwargs):
+    version = commit(*args, **kwargs)
+    if kwargs["options"].txn_version == 1:
+        time.sleep(600)  # SIGKILLed here: batch 1 is in the table, not yet in Spark's commit log
+    return version
+
+write_cmd.write = stalled_after_batch_1
+spark = dvlake.configure_spark(local_session("killed-sink", cores=1, shuffle_partitions=1, driver_memory="1g"))
+(spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(src)
+ .writeStream.format("delta").option("checkpointLocation", chk).start(out).awaitTermination())
+"""
+
+
+@pytest.mark.slow
+def test_sink_sigkilled_mid_batch_then_restarted_keeps_every_row_once(dspark: SparkSession, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
+    for start in (0, 3, 6, 9):
+        _append_parquet(dspark, src, start, start + 3)
+    script = tmp_path / "child.py"
+    script.write_text(_KILLED_CHILD)
+    child = subprocess.Popen([sys.executable, str(script), str(src), out, str(chk)], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and child.poll() is None:
+            if (Path(out) / "_delta_log").exists() and any(t.version == 1 for t in Snapshot.load(out).txns.values()):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the child query never committed batch 1 (exit code {child.poll()})")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert not (chk / "commits" / "1").exists(), "the kill must land between the table commit and Spark's"
+    _sink(dspark, src, out, chk)  # restart from the checkpoint: batch 1 is replayed (and skipped), then the rest
+    assert _ids(dvlake.read(dspark, out)) == list(range(12))
+    assert Snapshot.load(out).version == 3  # one commit per batch 0..3, none for the replay
+
+
+def test_read_stream_of_a_table_name(dspark: SparkSession, tmp_path: Path) -> None:
+    name = "dvlake_stream_source_t"
+    dspark.range(0, 3).write.format("delta").option("path", str(tmp_path / "t")).saveAsTable(name)
+    try:
+        assert [b for _, b in _collect(dspark.readStream.table(name), tmp_path / "c")] == [[0, 1, 2]]
+    finally:
+        dspark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_source_with_column_mapping_partitions_and_nested_columns(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    cols = ["id", "s", "p", "d", "ts"]
+    df = dspark.range(0, 6).selectExpr(
+        "id", "named_struct('a', id, 'b', array(cast(id AS string))) AS s", "cast(id % 2 AS string) AS p",
+        "date_add(date'2024-01-01', cast(id % 2 AS int)) AS d",
+        "timestamp'2024-01-01 10:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS ts")
+    dvlake.write(df, path, "append", partitionBy=["p", "d"],
+                 properties={**DV_PROPS, "delta.columnMapping.mode": "name"})
+    DeltaTable.forPath(dspark, path).delete("id = 3")
+    got = [r for _, b in _collect(dvlake.read_stream(dspark, path), tmp_path / "c", cols) for r in b]
+    expected = sorted(tuple(r) for r in dvlake.read(dspark, path).select(*cols).collect())
+    assert sorted(got) == expected and len(expected) == 5
