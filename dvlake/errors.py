@@ -315,6 +315,30 @@ class UnsafeAssignmentCastError(SchemaMismatchError):
     error_class = "DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION"
 
 
+class CastOverflowInTableWriteError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A value assigned by UPDATE or MERGE does not fit its numeric column under the ANSI store-assignment policy
+    (delta-spark's ``DeltaArithmeticException``); nothing was committed."""
+
+    error_class = "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"
+    sql_state = "22003"
+
+
+class CastInvalidInputError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A text value assigned by UPDATE or MERGE is not a valid value of its column's type (Spark's ANSI cast);
+    nothing was committed."""
+
+    error_class = "CAST_INVALID_INPUT"
+    sql_state = "22018"
+
+
+class NestedFieldUpdateError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A SET names a field inside a column that is not a struct (a map, an array): only struct fields can be
+    assigned one by one."""
+
+    error_class = "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT"
+    sql_state = "0AKDC"
+
+
 class MergeUnresolvedExpressionError(DeltaErrorClassMixin, InvalidArgumentError):
     """A MERGE expression names a column its clause cannot see (delta-spark: insert clauses see only the source,
     NOT MATCHED BY SOURCE clauses only the target, SET/INSERT column lists only the target). The message names the

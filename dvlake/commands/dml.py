@@ -2,11 +2,10 @@
 assignments under Spark's store-assignment rules, NOT NULL enforcement and writing new rows.
 
 Assignments are resolved against the table's logical schema: a key is a column name, or a dotted
-path into nested structs (``address.city``; backquote a name containing a dot). Values are cast
-to the column's type when Spark's ANSI store-assignment policy allows it (any numeric to numeric,
-any atomic to string, date ↔ timestamp); anything else is refused naming the column, before any
-data is read. NOT NULL columns (nested ones too) are checked on every written row; a violation
-fails the write, and nothing is committed.
+path into nested structs (``address.city``; backquote a name containing a dot). Values are fitted
+to the column's type as delta-spark does (structs by field name, Spark's store-assignment casts:
+``store_assign.py``); a value that cannot be is refused before any data is read. NOT NULL columns
+(nested ones too) are checked on every written row; a violation fails the write, and nothing is committed.
 """
 
 from __future__ import annotations
@@ -18,28 +17,16 @@ from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    AtomicType,
-    DataType,
-    DateType,
-    MapType,
-    NullType,
-    NumericType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import DataType, StructField, StructType
 
 from dvlake.commands.common import mode_of, num_indexed_cols, physical_partition_columns, stats_leaf_paths, tight_bounds_flag
+from dvlake.commands.store_assign import Casting, cast_if_needed
 from dvlake.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     DeltaInvariantViolationException,
+    NestedFieldUpdateError,
     UnresolvedAssignmentError,
-    UnsafeAssignmentCastError,
 )
 from dvlake.log import features
 from dvlake.log.actions import AddFile, Metadata, Protocol
@@ -103,57 +90,12 @@ def split_name(name: str) -> list[str]:
     return [(q.replace("``", "`") if q else p.strip()) for q, p in parts]
 
 
-def can_store_assign(src: DataType, dst: DataType) -> bool:
-    """Spark's ANSI store-assignment rule (``Cast.canANSIStoreAssign``), nullability aside."""
-    if isinstance(src, NullType) or _same(src, dst):
-        return True
-    if isinstance(src, NumericType) and isinstance(dst, NumericType):
-        return True
-    if isinstance(dst, StringType) and isinstance(src, AtomicType):
-        return True
-    dates = (DateType, TimestampType, TimestampNTZType)
-    if isinstance(src, dates) and isinstance(dst, dates):
-        return True
-    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
-        return can_store_assign(src.elementType, dst.elementType)
-    if isinstance(src, MapType) and isinstance(dst, MapType):
-        return can_store_assign(src.keyType, dst.keyType) and can_store_assign(src.valueType, dst.valueType)
-    if isinstance(src, StructType) and isinstance(dst, StructType):
-        return len(src.fields) == len(dst.fields) and all(
-            can_store_assign(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields, strict=True))
-    return False
-
-
-def _same(a: DataType, b: DataType) -> bool:
-    return _strip_nullability(a) == _strip_nullability(b)
-
-
-def _strip_nullability(t: DataType) -> Any:
-    if isinstance(t, StructType):
-        return ("struct", tuple((f.name.lower(), _strip_nullability(f.dataType)) for f in t.fields))
-    if isinstance(t, ArrayType):
-        return ("array", _strip_nullability(t.elementType))
-    if isinstance(t, MapType):
-        return ("map", _strip_nullability(t.keyType), _strip_nullability(t.valueType))
-    return t.simpleString()
-
-
 def _field(struct: StructType, name: str, where: str) -> StructField:
     for f in struct.fields:
         if f.name.lower() == name.lower():
             return f
     raise UnresolvedAssignmentError(
         f"{where}: the table has no column {name!r}; its columns are {[f.name for f in struct.fields]}")
-
-
-def store_cast(value: Column, value_type: DataType, target: DataType, column: str) -> Column:
-    """``value`` cast to ``target`` when store assignment allows it; a clear error naming the column otherwise."""
-    if not can_store_assign(value_type, target):
-        raise UnsafeAssignmentCastError(
-            f"cannot assign a value of type {value_type.simpleString()} to column {column!r} of type "
-            f"{target.simpleString()}: Spark's store assignment does not allow that cast. Cast the value explicitly "
-            "(e.g. CAST(x AS <type>)) if the conversion is intended.")
-    return value if _same(value_type, target) else value.cast(target)
 
 
 def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: str,
@@ -168,8 +110,9 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
         canonical: list[str] = []
         for i, p in enumerate(parts):
             if not isinstance(struct, StructType):
-                raise UnresolvedAssignmentError(
-                    f"{where}: {'.'.join(canonical)!r} is not a struct, so {key!r} cannot be assigned")
+                raise NestedFieldUpdateError(
+                    f"Updating nested fields is only supported for StructType, but you are trying to update a field "
+                    f"of `{'.'.join(canonical)}`, which is of type: {struct.simpleString()} ({where}, {key!r}).")
             f = _field(struct, p, where)
             canonical.append(f.name)
             struct = f.dataType
@@ -186,27 +129,56 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
 
 
 def assigned_columns(frame: DataFrame, schema: StructType, resolved: dict[tuple[str, ...], Column],
-                     current: Callable[[str], Column]) -> list[Column]:
-    """One Column per table column: its assigned value (store-cast), else ``current(name)`` (nested fields merged)."""
+                     current: Callable[[str], Column | None], rules: Casting,
+                     keep_target_fields: bool = False) -> list[Column]:
+    """One Column per table column, in ``schema``'s order: delta-spark's ``generateUpdateExpressions``.
+
+    A column assigned whole gets its value fitted to its type (``store_assign.cast_if_needed``); a column with
+    assigned nested fields is rebuilt as a struct of its fields, the assigned ones replaced (a NULL struct
+    becomes a struct then, as in delta-spark); any other column keeps ``current(name)`` (None: NULL), fitted
+    to its type too (with schema evolution the table's type may have gained fields). ``keep_target_fields``:
+    struct fields a whole-column value lacks keep ``current``'s (``UPDATE SET *`` with schema evolution)."""
     values = list(resolved.items())
-    types = frame.select(*[v.alias(f"_{i}") for i, (_, v) in enumerate(values)]).schema.fields if values else []
-    typed = {path: (v, t.dataType) for (path, v), t in zip(values, types, strict=True)}
-    cols = []
+    currents = {f.name: current(f.name) for f in schema.fields}
+    present = [(n, c) for n, c in currents.items() if c is not None]
+    probe = frame.select(*[v.alias(f"v{i}") for i, (_, v) in enumerate(values)],
+                         *[c.alias(f"c{i}") for i, (_, c) in enumerate(present)]).schema.fields
+    typed = [(path, v, t.dataType) for (path, v), t in zip(values, probe[:len(values)], strict=True)]
+    current_types = {n: t.dataType for (n, _), t in zip(present, probe[len(values):], strict=True)}
+    out = []
     for f in schema.fields:
-        mine = {p: vt for p, vt in typed.items() if p[0] == f.name}
-        if (f.name,) in mine:
-            v, t = mine[(f.name,)]
-            cols.append(store_cast(v, t, f.dataType, f.name).alias(f.name))
-            continue
-        col = current(f.name)
-        for path, (v, t) in mine.items():
-            target: DataType = f.dataType
-            for p in path[1:]:
-                target = _field(target, p, "assignment").dataType  # type: ignore[arg-type]
-            col = col.withField(".".join(f"`{p}`" if "." in p else p for p in path[1:]),
-                                store_cast(v, t, target, ".".join(path)))
-        cols.append(col.alias(f.name))
-    return cols
+        ops = [(path[1:], v, t) for path, v, t in typed if path[0] == f.name]
+        col = _assigned(f, ops, currents[f.name], current_types.get(f.name), rules, keep_target_fields)
+        out.append(col.alias(f.name))
+    return out
+
+
+_Op = tuple[tuple[str, ...], Column, DataType]
+
+
+def _assigned(field: StructField, ops: list[_Op], default: Column | None, default_type: DataType | None,
+              rules: Casting, keep: bool) -> Column:
+    if not ops:
+        if default is None or default_type is None:
+            return F.lit(None).cast(field.dataType)
+        return cast_if_needed(default, default_type, field.dataType, field.name, rules)
+    whole = [op for op in ops if not op[0]]
+    if whole:  # resolve_assignments refused a column assigned both whole and by field
+        _, value, value_type = whole[0]
+        original = default if keep else None
+        return cast_if_needed(value, value_type, field.dataType, field.name, rules, original,
+                              default_type if keep else None)
+    struct = field.dataType
+    assert isinstance(struct, StructType)  # resolve_assignments refused a nested path through anything else
+    old = {f.name: f for f in default_type.fields} if isinstance(default_type, StructType) else {}
+    parts = []
+    for child in struct.fields:
+        mine = [(p[1:], v, t) for p, v, t in ops if p[0] == child.name]
+        was = old.get(child.name)
+        child_default = default.getField(child.name) if default is not None and was is not None else None
+        parts.append(_assigned(child, mine, child_default, was.dataType if was else None, rules, keep)
+                     .alias(child.name))
+    return F.struct(*parts)
 
 
 # --- writing new rows -------------------------------------------------------------------------

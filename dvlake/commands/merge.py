@@ -41,6 +41,7 @@ from dvlake.commands.dml import (
     assigned_columns,
     resolve_assignments,
     retry_on_conflict,
+    split_name,
     sub_plan,
     unique_name,
     use_dvs,
@@ -48,12 +49,15 @@ from dvlake.commands.dml import (
 )
 from dvlake.commands.dv_marking import dv_counts, mark_rows
 from dvlake.commands.merge_names import BOTH, SOURCE_ONLY, TARGET_ONLY, MergeNames, checked
+from dvlake.commands.store_assign import Casting, cast_if_needed, casting
+from dvlake.commands.write_options import AUTO_MERGE_CONF
 from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH, MERGE_MATERIALIZE_SOURCE
 from dvlake.errors import (
     InvalidArgumentError,
+    MergeUnresolvedExpressionError,
     MultipleSourceRowMatchingTargetRowError,
+    NestedFieldUpdateError,
     NonLastClauseOmitConditionError,
-    UnresolvedAssignmentError,
 )
 from dvlake.log import features
 from dvlake.log.actions import Action, AddCDCFile, Metadata
@@ -147,14 +151,15 @@ class DeltaMergeBuilder:
         return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", condition))
 
     def withSchemaEvolution(self) -> DeltaMergeBuilder:
-        """New top-level source columns named by ``*`` clauses are added to the table."""
+        """With ``*`` clauses, the source's new columns and new nested struct fields are added to the table (as does
+        ``spark.databricks.delta.schema.autoMerge.enabled``), and struct values may lack fields of their column."""
         self._spec.schema_evolution = True
         return self
 
     def execute(self) -> DataFrame:
         """Run the MERGE; returns delta-spark's one-row result (affected, updated, deleted, inserted)."""
         metrics = merge(self._spark, self._path, self._spec)
-        if self._on_schema_evolution is not None and self._spec.schema_evolution:
+        if self._on_schema_evolution is not None and evolves(self._spark, self._spec):
             self._on_schema_evolution()
         return result_frame(self._spark, metrics)
 
@@ -249,6 +254,7 @@ class _Sides:
     tgt_columns: list[str]
     unqualified_src: list[str]
     unqualified_tgt: list[str]
+    src_alias: str | None = None  # the source's alias as the user gave it (messages name only that)
 
 
 def _wrap_source(df: DataFrame, sides: _Sides, with_id: bool) -> DataFrame:
@@ -278,33 +284,99 @@ def _unqualified(frame: DataFrame, names: MergeNames, scope: str) -> DataFrame:
 # --- schema evolution ----------------------------------------------------------------------------------
 
 
-def _evolved_metadata(snapshot: Snapshot, spec: MergeSpec) -> Metadata | None:
-    """With ``withSchemaEvolution`` and a ``*`` clause: the metadata with the source's new top-level columns added."""
-    if not spec.schema_evolution or not any(c.assignments is None for c in spec.clauses):
+def evolves(spark: SparkSession, spec: MergeSpec) -> bool:
+    """Schema evolution is on: asked for (``withSchemaEvolution``, ``MERGE WITH SCHEMA EVOLUTION``) or by the session
+    (``spark.databricks.delta.schema.autoMerge.enabled``), as delta-spark's ``canEvolveSchema``."""
+    return spec.schema_evolution or str(spark.conf.get(AUTO_MERGE_CONF, "false")).strip().lower() == "true"
+
+
+def _evolved_metadata(snapshot: Snapshot, spec: MergeSpec, evolving: bool) -> Metadata | None:
+    """With schema evolution: the metadata with the source's new columns and nested struct fields added (inside
+    arrays and maps too), after the existing ones, as delta-spark's schema merge does; None when nothing is new.
+
+    As in delta-spark only source fields a MATCHED UPDATE or NOT MATCHED INSERT clause assigns count: all of
+    them with a ``*`` clause, otherwise those whose name path is an assigned column (``SET t.c = …`` brings
+    the source's ``c``, nested fields included)."""
+    if not evolving:
         return None
-    have = {f["name"].lower() for f in snapshot.schema["fields"]}
-    src_fields = json.loads(spec.source.schema.json())["fields"]
-    new = [{**f, "nullable": True, "metadata": {}} for f in src_fields if f["name"].lower() not in have]
-    if not new:
+    clauses = [c for c in spec.clauses if c.kind in (MATCHED, NOT_MATCHED) and c.action != "delete"]
+    star = any(c.assignments is None for c in clauses)
+    assigned = [_target_path(k, spec.target_alias) for c in clauses for k in (c.assignments or {})]
+    src_fields = _assigned_fields(json.loads(spec.source.schema.json())["fields"], assigned, star, ())
+    merged = _merged_fields(snapshot.schema["fields"], src_fields, top=True)
+    if merged == snapshot.schema["fields"]:
         return None
     md = snapshot.metadata
     conf = dict(md.configuration)
-    if snapshot.column_mapping_mode != "none":
-        start = int(conf.get(MAX_COLUMN_ID_KEY, "0"))
-        mapped, max_id = assign_column_mapping({"type": "struct", "fields": new}, start_id=start)
-        new = mapped["fields"]
+    schema = {**snapshot.schema, "fields": merged}
+    if snapshot.column_mapping_mode != "none":  # only the new fields lack an id and a physical name
+        schema, max_id = assign_column_mapping(schema, start_id=int(conf.get(MAX_COLUMN_ID_KEY, "0")))
         conf[MAX_COLUMN_ID_KEY] = str(max_id)
-    schema = {"type": "struct", "fields": [*snapshot.schema["fields"], *new]}
     from dataclasses import replace
 
     return replace(md, schema_string=schema_json(schema), configuration=conf)
+
+
+def _target_path(key: str, alias: str | None) -> tuple[str, ...]:
+    parts = split_name(key)
+    if alias and len(parts) > 1 and parts[0].lower() == alias.lower():
+        parts = parts[1:]
+    return tuple(p.lower() for p in parts)
+
+
+def _assigned_fields(fields: list[dict[str, Any]], assigned: list[tuple[str, ...]], star: bool,
+                     prefix: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The source fields schema evolution considers: all with ``*``, else the assigned paths (and their parents)."""
+    if star:
+        return fields
+    out = []
+    for f in fields:
+        path = (*prefix, f["name"].lower())
+        if path in assigned:
+            out.append(f)
+        elif isinstance(f["type"], dict) and f["type"].get("type") == "struct" and \
+                any(a[:len(path)] == path for a in assigned):
+            out.append({**f, "type": {**f["type"], "fields": _assigned_fields(f["type"]["fields"], assigned, star,
+                                                                             path)}})
+    return out
+
+
+def _merged_fields(target: list[dict[str, Any]], source: list[dict[str, Any]], top: bool = False) -> list[dict[str, Any]]:
+    """``target``'s fields, each struct merged with the source field of the same name, then the source's new ones
+    (nullable: the rows already there have none)."""
+    out = [dict(f) for f in target]
+    where = {f["name"].lower(): i for i, f in enumerate(out)}
+    for f in source:
+        i = where.get(f["name"].lower())
+        if i is None:
+            out.append({**f, "nullable": True, "metadata": {} if top else f.get("metadata", {})})
+        else:
+            out[i]["type"] = _merged_type(out[i]["type"], f["type"])
+    return out
+
+
+def _merged_type(target: Any, source: Any) -> Any:
+    """A target type with the source's new nested fields; any other difference keeps the target's type (the
+    values are cast to it)."""
+    if not isinstance(target, dict) or not isinstance(source, dict) or target.get("type") != source.get("type"):
+        return target
+    kind = target["type"]
+    if kind == "struct":
+        return {**target, "fields": _merged_fields(target["fields"], source["fields"])}
+    if kind == "array":
+        return {**target, "elementType": _merged_type(target["elementType"], source["elementType"])}
+    if kind == "map":
+        return {**target, "keyType": _merged_type(target["keyType"], source["keyType"]),
+                "valueType": _merged_type(target["valueType"], source["valueType"])}
+    return target
 
 
 # --- clause evaluation ---------------------------------------------------------------------------------
 
 
 def _clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int], schema: StructType,
-                  sides: _Sides, current: Callable[[str], Column], evolving: bool, where: str) -> DataFrame:
+                  sides: _Sides, current: Callable[[str], Column | None], evolving: bool, where: str,
+                  rules: Casting) -> DataFrame:
     """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied."""
     index: Column | None = None
     for i, c in enumerate(clauses):
@@ -316,25 +388,40 @@ def _clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str,
     kind = F.lit(_NOOP)
     for i, c in enumerate(clauses):
         kind = F.when(F.col(idx_name) == i, F.lit(kinds[c.action])).otherwise(kind)
-    values: dict[str, Column] = {f.name: current(f.name) for f in schema.fields}
+    # rows no clause writes (no-op, delete) are never written: their values only need the table's types
+    values: dict[str, Column] = {f.name: F.lit(None).cast(f.dataType) for f in schema.fields}
     for i, c in enumerate(clauses):
         if c.action == "delete":
             continue
-        assignments = c.assignments if c.assignments is not None else _star(c, schema, sides, evolving, where)
+        assignments = c.assignments if c.assignments is not None else _star(c, schema, sides, evolving)
         resolved = resolve_assignments(schema, assignments, where, strip_qualifier=sides.tgt)
-        base = current if c.action == "update" else (lambda n: F.lit(None).cast(schema[n].dataType))
-        cols = assigned_columns(staged, schema, resolved, base)
+        nested = next((p for p in resolved if len(p) > 1), None)
+        if c.action == "insert" and nested is not None:
+            raise NestedFieldUpdateError(
+                f"Nested field is not supported in the INSERT clause of MERGE operation (field = "
+                f"{'.'.join(f'`{p}`' for p in nested)}): an inserted row has no struct to set a field of; insert the "
+                "whole column (e.g. named_struct(...)).", "DELTA_UNSUPPORTED_NESTED_FIELD_IN_OPERATION")
+        base = current if c.action == "update" else _no_value
+        # UPDATE SET * with schema evolution: struct fields the source lacks keep the target's values
+        keep = evolving and c.action == "update" and c.assignments is None
+        cols = assigned_columns(staged, schema, resolved, base, rules, keep)
         for f, col in zip(schema.fields, cols, strict=True):
             values[f.name] = F.when(F.col(idx_name) == i, col).otherwise(values[f.name])
     fid = F.col(sides.fid) if sides.fid in frame.columns else F.lit(None).cast("int")
     rid = F.col(sides.rid) if sides.rid in frame.columns else F.lit(None).cast("long")
     out = staged.select(kind.alias(sides.kind), fid.alias(sides.fid), rid.alias(sides.rid),
-                        *[values[f.name].cast(f.dataType).alias(f.name) for f in schema.fields])
+                        *[values[f.name].alias(f.name) for f in schema.fields])
     return out.filter(F.col(sides.kind) != _NOOP)
 
 
-def _star(clause: MergeClause, schema: StructType, sides: _Sides, evolving: bool, where: str) -> dict[str, Column]:
-    """``UPDATE SET *`` / ``INSERT *``: every table column from the source column of the same name."""
+def _no_value(name: str) -> None:
+    """An inserted row has no current value: columns it does not assign are NULL."""
+    del name
+
+
+def _star(clause: MergeClause, schema: StructType, sides: _Sides, evolving: bool) -> dict[str, Column]:
+    """``UPDATE SET *`` / ``INSERT *``: every table column from the source column of the same name; with schema
+    evolution only the source's columns (the others keep their value, or are NULL for an insert)."""
     by_lower = {c.lower(): c for c in sides.src_columns}
     out: dict[str, Column] = {}
     for f in schema.fields:
@@ -342,10 +429,12 @@ def _star(clause: MergeClause, schema: StructType, sides: _Sides, evolving: bool
         if src is not None:
             out[f.name] = F.col(sides.src).getField(src)
         elif not evolving:
-            raise UnresolvedAssignmentError(
-                f"{where}: {'UPDATE SET *' if clause.action == 'update' else 'INSERT *'} needs a source column for "
-                f"every table column, and the source has no {f.name!r} (source columns: {sides.src_columns}). Name "
-                "the assignments explicitly, or use withSchemaEvolution().")
+            label = "UPDATE" if clause.action == "update" else "INSERT"
+            shown = ", ".join(f"{sides.src_alias}.{c}" if sides.src_alias else c for c in sides.src_columns)
+            raise MergeUnresolvedExpressionError(
+                f"Cannot resolve `{f.name}` in {label} clause given columns {shown}: {label} * takes every table "
+                "column from the source column of the same name. Name the assignments explicitly, or enable schema "
+                "evolution.")
     return out
 
 
@@ -365,7 +454,8 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     txn.read_files(candidates)
     txn.read_whole_table()
 
-    new_md = _evolved_metadata(snapshot, spec)
+    evolving = evolves(spark, spec)
+    new_md = _evolved_metadata(snapshot, spec, evolving)
     if new_md is not None:
         txn.update_metadata(new_md)
     md = new_md or snapshot.metadata
@@ -381,7 +471,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     sides = _Sides(src=src_name, tgt=tgt_name, sid=unique_name("source_row"), fid=unique_name("file"),
                    rid=unique_name("row"), kind=unique_name("kind"), src_columns=src_columns, tgt_columns=old_columns,
                    unqualified_src=[c for c in src_columns if c.lower() not in lower_t | reserved],
-                   unqualified_tgt=[c for c in old_columns if c.lower() not in lower_s | reserved])
+                   unqualified_tgt=[c for c in old_columns if c.lower() not in lower_s | reserved], src_alias=src_alias)
     where = f"MERGE INTO {root}"
     names = MergeNames(src=src_name, tgt=tgt_name, src_alias=src_alias,
                        tgt_alias=spec.target_alias, src_schema=spec.source.schema, tgt_schema=plan.logical_schema,
@@ -391,7 +481,12 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     matched = [c for c in spec.clauses if c.kind == MATCHED]
     not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
     by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
-    evolving = new_md is not None or spec.schema_evolution
+    rules = casting(spark, allow_missing=evolving)
+    old_fields = {f.name.lower(): f for f in plan.logical_schema.fields}
+    # an old row's columns in the (possibly evolved) schema: new columns and new struct fields NULL
+    old_row = [(cast_if_needed(F.col(f"`{old_fields[f.name.lower()].name}`"), old_fields[f.name.lower()].dataType,
+                               f.dataType, f.name, rules) if f.name.lower() in old_fields
+                else F.lit(None).cast(f.dataType)).alias(f.name) for f in schema.fields]
 
     def target_frame(p: Any) -> DataFrame:
         df = logical_frame(spark, snapshot, p, include_row_index=True)
@@ -402,14 +497,13 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
             return F.col(sides.tgt).getField(next(c for c in old_columns if c.lower() == name.lower()))
         return F.lit(None).cast(schema[name].dataType)
 
-    def null_value(name: str) -> Column:
-        return F.lit(None).cast(schema[name].dataType)
+    null_value = _no_value
 
     insert_kinds = {"insert": _INSERT}
     fast = str(spark.conf.get(MERGE_INSERT_ONLY_FAST_PATH, "true")).lower() == "true"
     if not matched and not by_source and fast:
         return _insert_only(spark, snapshot, spec, txn, plan, sides, names, on, not_matched, schema, md, evolving,
-                            where, target_frame, null_value, started)
+                            where, target_frame, null_value, started, rules)
 
     t0 = time.monotonic()
     source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
@@ -440,15 +534,16 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     parts = []
     if matched:
         parts.append(_clause_frame(matches, matched, {"update": _M_UPDATE, "delete": _M_DELETE}, schema, sides, old_value,
-                                   evolving, where))
+                                   evolving, where, rules))
     if not_matched:
         unmatched_src = _unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
-        parts.append(_clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where))
+        parts.append(_clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where,
+                                   rules))
     if by_source:
         unmatched_tgt = _unqualified(target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid],
                                                  "left_anti"), names, TARGET_ONLY)
         parts.append(_clause_frame(unmatched_tgt, by_source, {"update": _S_UPDATE, "delete": _S_DELETE}, schema, sides,
-                                   old_value, evolving, where))
+                                   old_value, evolving, where, rules))
     changes = parts[0]
     for p in parts[1:]:
         changes = changes.unionByName(p)
@@ -477,8 +572,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
                                                                                         sides.rid)
         kept = kept.withColumn(sides.fid, F.element_at(positions, F.col(sides.fid) + 1))
         kept = kept.join(marks, [sides.fid, sides.rid], "left_anti")
-        copied_rows = kept.select(*[(F.col(f"`{f.name}`") if f.name.lower() in lower_t else F.lit(None))
-                                    .cast(f.dataType).alias(f.name) for f in schema.fields])
+        copied_rows = kept.select(*old_row)
         touched = [candidates[i] for i in touched_idx]
         ts = _now()
         actions += [a.remove(ts) for a in touched]
@@ -499,7 +593,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     actions += new_adds
     cdc: list[AddCDCFile] = []
     if any_marked and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
-        cdc = _change_files(spark, snapshot, plan, changes, sides, old_columns, schema, md, touched_positions)
+        cdc = _change_files(spark, snapshot, plan, changes, sides, old_columns, old_row, schema, md, touched_positions)
         actions += cdc
     rewrite_ms = int((time.monotonic() - t2) * 1000)
     metrics.update(_row_metrics(num_source_rows, counts, copied))
@@ -511,7 +605,8 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
 
 
 def _change_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, changes: DataFrame, sides: _Sides,
-                  old_columns: list[str], schema: StructType, md: Metadata, positions: list[int]) -> list[AddCDCFile]:
+                  old_columns: list[str], old_row: list[Column], schema: StructType, md: Metadata,
+                  positions: list[int]) -> list[AddCDCFile]:
     """The change feed's rows of this MERGE: the old values of every updated or deleted target row
     (``update_preimage`` / ``delete``, read back from the touched files by file and row index) and the
     written rows (``update_postimage`` / ``insert``), as change data files."""
@@ -520,11 +615,9 @@ def _change_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, chang
         *old_columns, sides.fid, sides.rid)
     plan_positions = F.array(*[F.lit(i) for i in positions])
     old = old.withColumn(sides.fid, F.element_at(plan_positions, F.col(sides.fid) + 1))
-    by_lower = {c.lower(): c for c in old_columns}
     before = old.join(kinds, [sides.fid, sides.rid], "inner")
     pre_type = F.when(F.col(sides.kind).isin(_M_DELETE, _S_DELETE), F.lit(DELETE)).otherwise(F.lit(UPDATE_PREIMAGE))
-    pre = before.select(*[(F.col(f"`{by_lower[f.name.lower()]}`") if f.name.lower() in by_lower else F.lit(None))
-                          .cast(f.dataType).alias(f.name) for f in schema.fields], pre_type.alias(CHANGE_TYPE_COL))
+    pre = before.select(*old_row, pre_type.alias(CHANGE_TYPE_COL))
     post_type = F.when(F.col(sides.kind) == _INSERT, F.lit(INSERT)).otherwise(F.lit(UPDATE_POSTIMAGE))
     post = changes.filter(F.col(sides.kind).isin(*_WRITTEN)).select(
         *[F.col(f"`{f.name}`") for f in schema.fields], post_type.alias(CHANGE_TYPE_COL))
@@ -577,7 +670,7 @@ def _commit(txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action], 
 def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: OptimisticTransaction, plan: Any,
                  sides: _Sides, names: MergeNames, on: Column, clauses: list[MergeClause], schema: StructType,
                  md: Metadata, evolving: bool, where: str, target_frame: Callable[[Any], DataFrame],
-                 null_value: Callable[[str], Column], started: float) -> dict[str, Any]:
+                 null_value: Callable[[str], Column | None], started: float, rules: Casting) -> dict[str, Any]:
     """No MATCHED / NOT MATCHED BY SOURCE clause: anti join, insert, add files; the target is only read."""
     from pyspark.sql import Observation
 
@@ -586,7 +679,7 @@ def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: 
     source = spec.source.observe(observation, F.count(F.lit(1)).alias("n"))
     src = _wrap_source(source, sides, with_id=False)
     unmatched = _unqualified(src.join(target_frame(plan), on, "left_anti"), names, SOURCE_ONLY)
-    changes = _clause_frame(unmatched, clauses, {"insert": _INSERT}, schema, sides, null_value, evolving, where)
+    changes = _clause_frame(unmatched, clauses, {"insert": _INSERT}, schema, sides, null_value, evolving, where, rules)
     new_rows = changes.select(*[F.col(f"`{f.name}`") for f in schema.fields])
     new_adds = write_rows(new_rows, snapshot.table_root, snapshot, md, txn.protocol)
     inserted = sum(num_records_of(a.stats) or 0 for a in new_adds)

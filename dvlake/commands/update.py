@@ -14,6 +14,7 @@ One commit; a conflict with a concurrent DML on the same files re-runs the comma
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -33,6 +34,7 @@ from dvlake.commands.dml import (
 )
 from dvlake.commands.dml_checks import require_deterministic
 from dvlake.commands.dv_marking import mark_rows
+from dvlake.commands.store_assign import Casting, casting
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
 from dvlake.log import features
@@ -76,12 +78,14 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     schema = plan.logical_schema
     # from here on the condition is the Column Spark evaluates: the user's text, ``*`` spelled as the table's columns
     condition = condition_column(parsed, schema.fieldNames()) if parsed is not None else None
-    resolved = resolve_assignments(schema, assignments, f"UPDATE {root}", strip_qualifier=alias)
+    paths = resolve_assignments(schema, assignments, f"UPDATE {root}", strip_qualifier=alias)
     empty = _aliased(spark.createDataFrame([], schema), alias)
     if condition is not None:
         empty.filter(as_column(condition)).schema  # noqa: B018 - analysis only: a bad condition fails before any scan
         require_deterministic(empty, as_column(condition), "UPDATE", parsed.display() if parsed else str(condition))
-    assigned_columns(empty, schema, resolved, lambda c: F.col(f"`{c}`"))  # validates types before any scan
+    rules = casting(spark)
+    assigned_columns(empty, schema, paths, _same_column, rules)  # validates types before any scan
+    resolved = Assigned(paths, rules)
 
     txn = OptimisticTransaction(root, snapshot)
     adds = snapshot.add_files()
@@ -110,17 +114,29 @@ def _aliased(df: DataFrame, alias: str | None) -> DataFrame:
     return df.alias(alias) if alias else df
 
 
-def _updated(df: DataFrame, plan: ScanPlan, resolved: dict, condition: str | Column | None) -> DataFrame:
+@dataclass(frozen=True)
+class Assigned:
+    """The resolved assignments (column path → value) and the cast rules they are applied with."""
+
+    paths: dict[tuple[str, ...], Column]
+    rules: Casting
+
+
+def _same_column(name: str) -> Column:
+    return F.col(f"`{name}`")
+
+
+def _updated(df: DataFrame, plan: ScanPlan, resolved: Assigned, condition: str | Column | None) -> DataFrame:
     """``df`` with the assignments applied to the rows matching ``condition`` (all rows when None)."""
     cond = as_column(condition) if condition is not None else None
-    cols = assigned_columns(df, plan.logical_schema, resolved, lambda c: F.col(f"`{c}`"))
+    cols = assigned_columns(df, plan.logical_schema, resolved.paths, _same_column, resolved.rules)
     if cond is None:
         return df.select(*cols)
     names = [f.name for f in plan.logical_schema.fields]
     return df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)])
 
 
-def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: dict, matched: DataFrame) -> list[AddCDCFile]:
+def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: Assigned, matched: DataFrame) -> list[AddCDCFile]:
     """With the change feed on: the matched rows as ``update_preimage`` and, updated, as ``update_postimage``."""
     if not cdf_enabled(snapshot.metadata):
         return []
@@ -131,7 +147,7 @@ def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: dict, matched: D
 
 
 def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                         resolved: dict, condition: str | Column | None,
+                         resolved: Assigned, condition: str | Column | None,
                          alias: str | None) -> tuple[dict[str, Any], list[Action]]:
     """Partition-only (or no) condition: every row of the candidate files matches; rewrite them all, no DVs."""
     t0 = time.monotonic()
@@ -149,7 +165,8 @@ def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan
 
 
 def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                     resolved: dict, condition: str | Column | None, alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+                     resolved: Assigned, condition: str | Column | None,
+                     alias: str | None) -> tuple[dict[str, Any], list[Action]]:
     t0 = time.monotonic()
     cond = as_column(condition) if condition is not None else F.lit(True)
     matches = _aliased(match_frame(spark, snapshot, plan), alias).filter(cond)
@@ -170,7 +187,7 @@ def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
 
 
 def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                          resolved: dict, condition: str | Column | None,
+                          resolved: Assigned, condition: str | Column | None,
                          alias: str | None) -> tuple[dict[str, Any], list[Action]]:
     t0 = time.monotonic()
     cond = as_column(condition) if condition is not None else F.lit(True)

@@ -155,7 +155,7 @@ def _clause(when: exp.When, text: str) -> Any:
 
 
 def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: bool = False) -> DataFrame:
-    from dvlake.commands.merge import MergeSpec, result_frame
+    from dvlake.commands.merge import MergeSpec, evolves, result_frame
     from dvlake.commands.merge import merge as run_merge
 
     path = target_path(spark, node.this, text, "MERGE")
@@ -172,6 +172,6 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
     spec = MergeSpec(source, written(text, on), clauses, _alias(node.this), source_alias, schema_evolution)
     metrics = run_merge(spark, path, spec)
-    if schema_evolution:
+    if evolves(spark, spec):
         refresh_catalog_columns(spark, node.this)  # the catalog's columns follow the added ones
     return result_frame(spark, metrics)

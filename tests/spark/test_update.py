@@ -13,6 +13,7 @@ import dvlake
 from dvlake import DeltaTable
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import (
+    CastInvalidInputError,
     DeltaInvariantViolationException,
     UnresolvedAssignmentError,
     UnsafeAssignmentCastError,
@@ -154,7 +155,9 @@ def test_bad_assignments_and_invariants_leave_the_table_unchanged(spark, tmp_pat
     with pytest.raises(UnresolvedAssignmentError, match="nope"):
         dt.update("id = 1", {"nope": "1"})
     with pytest.raises(UnsafeAssignmentCastError, match="'n'"):
-        dt.update("id = 1", {"n": "'abc'"})  # string → int is not a store assignment
+        dt.update("id = 1", {"n": "DATE'2024-01-01'"})  # Spark's ANSI cast does not turn a date into an int
+    with pytest.raises(CastInvalidInputError, match="`n`"):
+        dt.update("id = 1", {"n": "'abc'"})  # text is cast to a number (ANSI), and this text is not one
     with pytest.raises(DeltaInvariantViolationException, match="id"):
         dt.update("id > 15", {"id": "CAST(NULL AS BIGINT)"})
     assert Snapshot.load(path).version == version
