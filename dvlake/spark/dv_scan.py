@@ -20,6 +20,10 @@ Design (measured in bench/read_overhead.py; the alternatives are in BENCHMARKS.m
   driver ships their descriptors only. The broadcast is
   bounded: a scan group's estimated words stay under ``MAX_BROADCAST_BYTES`` (files are packed
   into groups by that estimate); a single file above it is joined with a shuffled hash join.
+- With the native scan (``native.py``, used by default when its jar loads) files with a DV are read by
+  dvlake's own Parquet format, which drops the deleted rows inside Spark's reader: no join for the DVs. Partition
+  values and DML's file index still come as above (literals, or the size-keyed broadcast join), and DML's row index
+  is Spark's ``_metadata.row_index`` (physical: the reader numbers rows before it drops any).
 - A file whose DV claims to delete every row is still read (metadata is not trusted to skip it:
   the codec verifies the DV). An empty file list gives an empty frame.
 """
@@ -246,11 +250,21 @@ def _partition_table(spark: SparkSession, group: Indexed, partition_schema: Stru
 
 
 def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
-                table_root: str, data_filter: Column | None, include_row_index: bool, confine: bool = True) -> DataFrame:
-    """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key."""
-    df = _read(spark, [f.path for _, f in group], data_schema, data_filter)
+                table_root: str, data_filter: Column | None, include_row_index: bool, confine: bool = True,
+                native: bool = False) -> DataFrame:
+    """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key.
+
+    ``native``: the native reader drops the deleted rows itself; the key and ``_metadata.row_index`` (the physical
+    index: the reader filters after Spark numbered the rows) are Spark's metadata columns on either path. When the
+    caller does not keep the row index, Spark prunes it and the native reader finds row indexes its faster way.
+    """
+    if native:
+        df = native_read(spark, [f for _, f in group], data_schema, table_root, confine)
+        df = df if data_filter is None else df.filter(data_filter)
+    else:
+        df = _read(spark, [f.path for _, f in group], data_schema, data_filter)
     df = df.select("*", F.col("_metadata.file_size").alias(_KEY), F.col("_metadata.row_index").alias(ROW_INDEX_COL))
-    if any(_has_dv(f) for _, f in group):
+    if not native and any(_has_dv(f) for _, f in group):
         one_long = _one_long_key_fits(group)
         df = _drop_deleted(df, _dv_table(spark, group, table_root, one_long, confine), F.col(_KEY), F.col(ROW_INDEX_COL),
                            one_long)
@@ -300,6 +314,13 @@ def _native_scans(spark: SparkSession, group: Indexed, data_schema: StructType, 
     return out
 
 
+def _dv_groups(with_dv: Indexed, storage: Storage, native: bool, *, by_partition: bool) -> list[Indexed]:
+    """Scan groups of the files with a DV. The native reader broadcasts no DV words: its groups only keep the size
+    key unique (``by_partition``: unique per partition tuple); the pure-Python path's also bound the words."""
+    sized = _with_actual_sizes(with_dv, storage)
+    return _scan_groups(sized, by_partition=by_partition) if native else _scan_groups(sized, MAX_BROADCAST_BYTES)
+
+
 def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: StructType, partition_schema: StructType,
                table_root: str, *, data_filter: Column | None = None, include_row_index: bool = False,
                confine: bool = True) -> DataFrame:
@@ -320,12 +341,15 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     plain = [(i, f) for i, f in live if not _has_dv(f)]
     with_dv = [(i, f) for i, f in live if _has_dv(f)]
     storage = storage_for(table_root)
+    native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
     parts: list[DataFrame] = []
     if include_row_index:  # every file keyed: the file index comes from the key
-        for group in _scan_groups(_with_actual_sizes(plain, storage)) + _scan_groups(_with_actual_sizes(with_dv, storage),
-                                                                            MAX_BROADCAST_BYTES):
+        for group in _scan_groups(_with_actual_sizes(plain, storage)):
             parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True,
                                      confine))
+        for group in _dv_groups(with_dv, storage, native, by_partition=False):
+            parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True,
+                                     confine, native))
     else:
         literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
         if plain and literal:
@@ -334,15 +358,20 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
             for group in _scan_groups(_with_actual_sizes(plain, storage), by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
                                          confine))
-        if with_dv and literal and native_enabled(spark):  # DVs applied inside Spark's Parquet reader (jvm/)
+        if with_dv and native and literal:
             parts += _native_scans(spark, with_dv, data_schema, partition_schema, table_root, data_filter, confine)
-            with_dv = []
-        for group in _scan_groups(_with_actual_sizes(with_dv, storage), MAX_BROADCAST_BYTES):
-            if literal:
-                parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter, confine)
-            else:
+        elif with_dv and native:  # many partition tuples: the values joined by file size, as for files without a DV
+            for group in _dv_groups(with_dv, storage, native, by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
-                                         confine))
+                                         confine, native))
+        elif with_dv:
+            for group in _dv_groups(with_dv, storage, native, by_partition=False):
+                if literal:
+                    parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter,
+                                            confine)
+                else:
+                    parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter,
+                                             False, confine))
     result = parts[0]
     for p in parts[1:]:
         result = result.union(p)

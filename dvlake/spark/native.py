@@ -85,6 +85,10 @@ def _is_connect(spark: SparkSession) -> bool:
 
 
 def _load(spark: SparkSession) -> tuple[bool, str]:
+    # a Connect server started with the jar (--jars) resolves the format already: no artifact needed, and none is
+    # tried (a server may refuse artifacts, and the client need not have the jar at all)
+    if _is_connect(spark) and _resolves(spark) is None:
+        return True, ""
     jar = jar_for(spark.version)
     if not jar.is_file():
         return False, f"no jar for Spark {spark.version} at {jar}"
@@ -95,10 +99,23 @@ def _load(spark: SparkSession) -> tuple[bool, str]:
             from dvlake.spark.native_sql import native_sql
 
             native_sql(spark, f"ADD JAR '{jar}'")
-        spark.read.format(FORMAT).schema("id long").option(FILES_OPTION, "").load([]).schema  # noqa: B018 - resolves it
     except Exception as exc:  # noqa: BLE001 - any failure means: use the pure-Python path
-        return False, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return True, ""
+        return False, _why_failed(exc)
+    failed = _resolves(spark)
+    return (True, "") if failed is None else (False, failed)
+
+
+def _resolves(spark: SparkSession) -> str | None:
+    """None when the session resolves the format (analysing an empty read through it), else why not."""
+    try:
+        spark.read.format(FORMAT).schema("id long").option(FILES_OPTION, "").load([]).schema  # noqa: B018 - resolves it
+    except Exception as exc:  # noqa: BLE001 - any failure means: not usable
+        return _why_failed(exc)
+    return None
+
+
+def _why_failed(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:

@@ -230,12 +230,14 @@ def _port_open(port: int) -> bool:
 
 
 def start_connect_server(work_dir: Path, executor_python_path: Path, master: str = "local[2]",
-                         timeout_s: float = STARTUP_TIMEOUT_S) -> ConnectServer:
+                         timeout_s: float = STARTUP_TIMEOUT_S, jars: Path | None = None) -> ConnectServer:
     """The Spark Connect server class run by ``spark-submit`` in the foreground (what
-    ``sbin/start-connect-server.sh --wait`` does), its Python workers on ``executor_python_path``."""
+    ``sbin/start-connect-server.sh --wait`` does), its Python workers on ``executor_python_path``;
+    ``jars``: a jar the server starts with (``--jars``), as an administrator would install dvlake's scan."""
     port = free_port()
     argv = [str(spark_home() / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
             "--name", "dvlake-connect-tests", "--master", master, "--driver-memory", "1g",
+            *(["--jars", str(jars)] if jars is not None else []),
             "--conf", f"spark.connect.grpc.binding.port={port}",
             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf", f"spark.pyspark.python={executor_python_path}",

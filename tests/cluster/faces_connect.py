@@ -105,12 +105,41 @@ def run(spark: Any, root: Path) -> dict[str, Any]:
     return out
 
 
+def native_without_artifacts(spark: Any, root: Path) -> dict[str, Any]:
+    """A DV read when adding the jar as an artifact fails: the server's own jar (``--jars``) must be used."""
+    import dvlake
+    from dvlake import DeltaTable
+
+    added: list[str] = []
+    session_class = type(spark)
+    original = session_class.addArtifacts
+
+    def refuse(self: Any, *paths: str, **kwargs: Any) -> None:
+        if any(str(p).endswith(".jar") for p in paths):
+            added.append(" ".join(map(str, paths)))
+            raise RuntimeError("this server refuses jar artifacts")
+        original(self, *paths, **kwargs)
+
+    session_class.addArtifacts = refuse
+    path = str(root / "refused")
+    try:
+        dvlake.write(spark.range(0, 12), path, properties={"delta.enableDeletionVectors": "true"})
+        DeltaTable.forPath(spark, path).delete("id % 3 = 0")
+        df = dvlake.read(spark, path)
+        return {"native_scan": {"ok": "DvlakeParquet" in plan_text(df)}, "rows": {"ok": _ids(df)},
+                "jar_artifacts_tried": {"ok": added}}
+    finally:
+        session_class.addArtifacts = original
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--remote", required=True)
     ap.add_argument("--artifact", required=True)
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--refuse-jar-artifacts", action="store_true",
+                    help="jars cannot be added as artifacts (a server that refuses them); only the native read is run")
     args = ap.parse_args()
     from pyspark.sql import SparkSession
 
@@ -118,7 +147,10 @@ def main() -> None:
 
     spark = dvlake.configure_spark(SparkSession.builder.remote(args.remote)).getOrCreate()
     spark.addArtifacts(args.artifact, pyfile=True)
-    results = run(spark, Path(args.work_dir))
+    if args.refuse_jar_artifacts:
+        results = native_without_artifacts(spark, Path(args.work_dir))
+    else:
+        results = run(spark, Path(args.work_dir))
     spark.stop()
     Path(args.out).write_text(json.dumps(results))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,45 @@ def test_catalog_names_never_answer_wrong_over_connect(connect_faces: dict[str, 
     got = _ok(connect_faces, "catalog_shapes")
     assert got["shapes"] >= 20 and got["wrong_with"] == [] and got["wrong_without"] == []
     assert got["errors_without"] > 0  # plain Spark cannot read the name: it says so
+
+
+@pytest.fixture(scope="module")
+def connect_server_with_jar(cluster_work: Path, executor_python: Path) -> Iterator[daemons.ConnectServer]:
+    """A Connect server started with dvlake's scan jar (``--jars``), the way an administrator installs it."""
+    from dvlake.spark import native
+
+    jar = native.jar_for(_pyspark_version())
+    if not jar.is_file():
+        pytest.skip("the native scan's jar is not built (make jar)")
+    server = daemons.start_connect_server(cluster_work / "connect-with-jar", executor_python, jars=jar)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _pyspark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def test_native_scan_with_the_servers_jar_when_artifacts_are_refused(connect_server_with_jar: daemons.ConnectServer,
+                                                                     dvlake_zip: Path, cluster_work: Path) -> None:
+    """The jar cannot be added as an artifact, but the server has it: dvlake resolves the format first and reads
+    through it, without trying the artifact (a fallback to the pure-Python path would give the same rows)."""
+    work = cluster_work / "refused-artifacts"
+    work.mkdir(parents=True, exist_ok=True)
+    out, log = work / "results.json", work / "run.log"
+    argv = [sys.executable, "-m", "tests.cluster.faces_connect", "--remote", connect_server_with_jar.url,
+            "--artifact", str(dvlake_zip), "--work-dir", str(work), "--out", str(out), "--refuse-jar-artifacts"]
+    with open(log, "wb") as f:
+        proc = subprocess.run(argv, cwd=daemons.REPO_ROOT, env=daemons.daemon_env({}), stdout=f,
+                              stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+    if proc.returncode != 0 or not out.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+        pytest.fail(f"the run exited with {proc.returncode}:\n{tail}")
+    got = json.loads(out.read_text())
+    assert _ok(got, "rows") == [1, 2, 4, 5, 7, 8, 10, 11]
+    assert _ok(got, "native_scan") is True
+    assert _ok(got, "jar_artifacts_tried") == []

@@ -502,3 +502,150 @@ def _task_binary_bytes(df: DataFrame) -> int:
     jvm = df.sparkSession._jvm
     assert jvm is not None
     return len(jvm.org.apache.commons.lang3.SerializationUtils.serialize(rdd))
+
+
+# --- scans that keep each row's file and row index: DML and the change feed's whole files ---------------------------
+
+
+def test_keyed_scan_gives_each_rows_file_and_physical_row_index(spark: SparkSession, tmp_path: Path) -> None:
+    """``logical_frame(include_row_index=True)`` (what MERGE and copy-on-write DML read): the native reader drops the
+    deleted rows and the row index stays the physical one (MERGE marks it in a DV: a shifted index deletes the wrong
+    row). Ids were written in order, so a row's physical index is its id minus its file's first id."""
+    from dvlake.log.snapshot import Snapshot
+    from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
+    from dvlake.spark.scan import logical_frame, plan_scan
+
+    path = _converted(spark, str(tmp_path / "keyed"), rows=20_000, row_group=3_000)
+    DeltaTable.forPath(spark, path).delete(_DELETE)
+
+    def keyed() -> DataFrame:
+        snapshot = Snapshot.load(path)
+        plan = plan_scan(spark, snapshot)
+        first_id = {i: int(Path(f.path).name.split("-")[1].split(".")[0]) * 20_000 for i, f in enumerate(plan.files)}
+        df = logical_frame(spark, snapshot, plan, include_row_index=True)
+        offsets = spark.createDataFrame(list(first_id.items()), f"{FILE_INDEX_COL} int, first long")
+        return df.join(offsets, FILE_INDEX_COL).selectExpr("id", "s", f"{ROW_INDEX_COL} + first AS physical_id")
+
+    fast, slow, plan = _both(spark, keyed)
+    assert fast == slow and "DvlakeParquet" in plan
+    assert sorted(r[0] for r in fast) == _live(None)  # type: ignore[type-var]
+    assert all(r[0] == r[2] for r in fast)
+
+
+def _same_table_twice(spark: SparkSession, tmp_path: Path, properties: dict[str, str]) -> dict[str, str]:
+    """Two identical tables (one per read path): ids 0..5999 with a string, in 3 files, then a DV DELETE."""
+    paths = {}
+    for setting in ("true", "false"):
+        path = str(tmp_path / f"native-{setting}")
+        dvlake.write(spark.range(0, 6000, numPartitions=3).selectExpr("id", "id % 10 AS k", "cast(id AS string) AS s"),
+                     path, properties={**DV_PROPS, **properties})
+        spark.conf.set(native.SETTING, setting)
+        DeltaTable.forPath(spark, path).delete("id % 7 = 0")
+        paths[setting] = path
+    return paths
+
+
+def _act_on_both(spark: SparkSession, paths: dict[str, str], act: Callable[[str], None]) -> dict[str, dict[str, int]]:
+    """``act`` on each table under its path's setting; how the native reader found row indexes meanwhile."""
+    used = {}
+    for setting, path in paths.items():
+        spark.conf.set(native.SETTING, setting)
+        before = _row_index_counts(spark)
+        act(path)
+        used[setting] = {k: v for k, v in _delta(before, _row_index_counts(spark)).items() if k.startswith("files_")}
+    return used
+
+
+def _table_rows(spark: SparkSession, path: str) -> list[tuple[object, ...]]:
+    spark.conf.set(native.SETTING, "false")
+    return sorted((tuple(r) for r in dvlake.read(spark, path).collect()), key=repr)
+
+
+def test_merge_with_dvs_marks_the_same_rows_on_both_paths(spark: SparkSession, tmp_path: Path) -> None:
+    """MERGE in DV mode reads its target with each row's file and physical row index (native: the reader's own
+    ``_metadata.row_index``) and marks the matched rows in new DVs: a wrong index would delete other rows."""
+    paths = _same_table_twice(spark, tmp_path, {})
+    source = spark.range(0, 6000, 3).selectExpr("id", "CAST(-1 AS BIGINT) AS k", "'merged' AS s").union(
+        spark.range(7000, 7010).selectExpr("id", "CAST(-2 AS BIGINT) AS k", "'new' AS s"))
+
+    def merge(path: str) -> None:
+        (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("src"), "t.id = src.id")
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+    used = _act_on_both(spark, paths, merge)
+    native_rows, python_rows = _table_rows(spark, paths["true"]), _table_rows(spark, paths["false"])
+    assert native_rows == python_rows
+    expected = ([(i, i % 10, str(i)) for i in range(6000) if i % 7 and i % 3] + [(i, -1, "merged") for i in range(0, 6000, 3)]
+                + [(i, -2, "new") for i in range(7000, 7010)])  # deleted ids the source has are inserted again
+    assert native_rows == sorted(expected, key=repr)
+    assert used["true"]["files_spark_column"] >= 3 and used["false"] == dict.fromkeys(used["false"], 0)
+
+
+def test_copy_on_write_update_and_delete_read_natively(spark: SparkSession, tmp_path: Path) -> None:
+    """With DVs switched off, UPDATE and DELETE rewrite whole files; they find the matching files through the keyed
+    scan (file index only: Spark prunes the row index and the native reader tracks row groups)."""
+    paths = _same_table_twice(spark, tmp_path, {})
+    for path in paths.values():
+        DeltaTable.forPath(spark, path).setProperties({"delta.enableDeletionVectors": "false"})
+
+    def update_and_delete(path: str) -> None:
+        DeltaTable.forPath(spark, path).update("k = 3", {"s": "'updated'"})
+        DeltaTable.forPath(spark, path).delete("k = 4")
+
+    used = _act_on_both(spark, paths, update_and_delete)
+    native_rows, python_rows = _table_rows(spark, paths["true"]), _table_rows(spark, paths["false"])
+    assert native_rows == python_rows
+    assert native_rows == sorted(((i, i % 10, "updated" if i % 10 == 3 else str(i)) for i in range(6000)
+                                  if i % 7 and i % 10 != 4), key=repr)
+    assert used["true"]["files_tracked"] >= 3 and used["false"] == dict.fromkeys(used["false"], 0)
+
+
+def test_change_feed_whole_files_with_dvs_read_natively(spark: SparkSession, tmp_path: Path) -> None:
+    """A partition DELETE removes whole files that carry DVs: the change feed reads them (DVs applied) as deletes."""
+    path = str(tmp_path / "cdf")
+    dvlake.write(spark.range(0, 4000, numPartitions=4).selectExpr("id", "id % 2 AS p", "cast(id AS string) AS s"),
+                 path, partitionBy="p", properties={**DV_PROPS, "delta.enableChangeDataFeed": "true"})
+    DeltaTable.forPath(spark, path).delete("id % 5 = 0")  # v1: DVs
+    DeltaTable.forPath(spark, path).delete("p = 1")       # v2: whole files (with their DVs) removed
+    fast, slow, plan = _both(spark, lambda: dvlake.read_changes(spark, path, startingVersion=2).select(
+        "id", "p", "s", "_change_type", "_commit_version"))
+    assert fast == slow and "DvlakeParquet" in plan
+    assert fast == sorted(((i, 1, str(i), "delete", 2) for i in range(4000) if i % 2 == 1 and i % 5), key=repr)
+
+
+def test_many_partition_tuples_are_read_natively(spark: SparkSession, tmp_path: Path) -> None:
+    """More partition tuples than literal-tagged scans (``MAX_LITERAL_PARTITION_GROUPS``): the native reader still
+    drops the deleted rows, the partition values are joined by file size (files of equal size in different partitions
+    go to different scans), with and without a data filter and a partition filter."""
+    from dvlake.spark import dv_scan
+
+    path = str(tmp_path / "many")
+    tuples = 3 * dv_scan.MAX_LITERAL_PARTITION_GROUPS
+    dvlake.write(spark.range(0, 100 * tuples).selectExpr("id", f"id % {tuples} AS p", "cast(id AS string) AS s")
+                 .repartition(tuples, "p"), path, partitionBy="p", properties=DV_PROPS)
+    DeltaTable.forPath(spark, path).delete("id % 7 = 0")
+    live = [(i, str(i), i % tuples) for i in range(100 * tuples) if i % 7]
+    for query, expected in ((lambda: dvlake.read(spark, path).select("id", "s", "p"), live),
+                            (lambda: dvlake.read(spark, path).filter("id > 1000").select("id", "s", "p"),
+                             [r for r in live if r[0] > 1000]),
+                            (lambda: dvlake.read(spark, path).filter("p < 20").select("id", "s", "p"),
+                             [r for r in live if r[2] < 20])):
+        fast, slow, plan = _both(spark, query)
+        assert fast == slow == sorted(expected, key=repr)
+        assert "DvlakeParquet" in plan and "BroadcastHashJoin" in plan
+
+
+def test_connect_resolves_the_format_before_adding_the_jar(spark: SparkSession, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over Connect a server started with the jar (``--jars``) already resolves the format: dvlake must use it without
+    the artifact (the server may refuse artifacts; the client may not even have the jar). Here a classic session that
+    resolves the format stands in for that server, and the client's jar is missing."""
+    root = _dv_table(spark, tmp_path)
+    spark.conf.set(native.SETTING, "true")
+    assert sorted(r.id for r in dvlake.read(spark, root).collect()) == LIVE  # the format is loadable in this thread
+    monkeypatch.setattr(native, "_is_connect", lambda session: True)
+    monkeypatch.setattr(native, "jar_for", lambda version: tmp_path / "missing.jar")
+    assert native._load(spark) == (True, "")
+    monkeypatch.setattr(native, "FORMAT", "io.dvlake.spark.NoSuchFormat")  # a server without the jar
+    ok, why = native._load(spark)
+    assert not ok and "missing.jar" in why
