@@ -31,7 +31,7 @@ def test_sql_analysis_error_is_one_short_line(known_table: str) -> None:
     the path of Spark's own log is named."""
     res = run_cli("sql", f"SELECT dya FROM delta.`{known_table}`", expect=1)
     first = res.err.splitlines()[0]
-    assert first.startswith("error: [UNRESOLVED_COLUMN") and "`dya`" in first, res.err
+    assert first.startswith("error: AnalysisException: [UNRESOLVED_COLUMN") and "`dya`" in first, res.err
     assert len(res.err) < 1000, res.err
     for noise in ("__dvlake_", "LeftAnti", "JVM stacktrace", "QueryContextLogger", "Traceback"):
         assert noise not in res.err, noise
