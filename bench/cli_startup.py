@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import median_time, update_benchmarks_md  # noqa: E402
 from bench.log_replay import build  # noqa: E402
 
+NOTE = ("Where the time goes (`python -X importtime`, history): pandas ~1.0 s, imported by pyarrow on the log replay's first `pa.array` of Python lists (pyarrow probes every list for pandas types); numpy + pyarrow ~0.5 s; click and rich < 0.1 s; PySpark, sqlglot and matplotlib are not imported (`tests/unit/test_cli_output.py` keeps it so). Before issue 30's changes the same commands took the same time (history 2.1 s vs 1.8 s, files 3.8 s vs 3.4 s, alternating runs): under a second needs a log replay that builds its Arrow tables without Python lists.")
 HEADING = "## CLI start-up: log-only commands in a fresh process (bench/cli_startup.py)"
 
 
@@ -49,6 +50,7 @@ def main() -> None:
              f"({bare:.2f} s); merely importing `pyspark.sql` takes {pyspark - bare:.2f} s on top of the interpreter.",
              "", "| command | wall s | dvlake's own s |", "|---|---:|---:|"]
     lines += [f"| `dvlake {name}` | {t:.2f} | {own:.2f} |" for name, t, own in rows]
+    lines += ["", NOTE]
     body = "\n".join(lines)
     print(body)
     if args.write_md:

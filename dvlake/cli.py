@@ -1,7 +1,7 @@
 """The ``dvlake`` command line: look at a Delta table's log and DVs, and run table maintenance.
 
 Each subcommand is a thin shell over what the Python API uses. ``history``, ``detail``, ``files``,
-``dv``, ``health`` and ``vacuum`` read the log and list files only (no Spark, well under a second to
+``dv``, ``health`` and ``vacuum`` read the log and list files only (no Spark: seconds, not a Spark
 start); ``sql``, ``optimize``, ``purge`` and ``restore`` start a local Spark session, after the checks
 that need none (is PATH a Delta table), with Spark's own output in a log file named on failure
 (``dvlake.terminal.spark_start``). ``--conf key=value`` passes settings to that session (and to vacuum).

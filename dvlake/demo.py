@@ -164,7 +164,7 @@ def _run(spark: SparkSession, out: Path, rows: int) -> None:
     spark.stop()
     dvlake_cli = Path(sys.executable).parent / "dvlake"
     command = _shown(dvlake_cli) if dvlake_cli.exists() else "dvlake"
-    print("\nLook at the table without Spark (each answers in about a second):")
+    print("\nLook at the table without Spark (each answers in seconds):")
     print(f"  {command} files {_shown(table)} --with-dvs     # the files with a DV: deleted rows, DV file, offset")
     print(f"  {command} health {_shown(table)}               # deleted rows per partition, read cost, what to run")
     print(f"  {command} history {_shown(table)} --limit 3    # the commits, with their DV metrics")
