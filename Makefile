@@ -1,18 +1,26 @@
-# The two set-up commands of the README: `make test` and `make demo`. Both create .venv and
+# The two set-up commands of the README: `make demo` and `make test`. Both create .venv and
 # install dvlake into it first, so they work on a fresh machine with Python 3.11+ and Java 17/21.
+# `make demo` installs dvlake and its own dependencies only; `make test` adds the test, bench and lint extras.
 .DEFAULT_GOAL := help
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
 .PHONY: help test test-fast lint format demo bench java-check jar clean
 
-$(STAMP): pyproject.toml
+$(BASE_STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java-check
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,lint]'
+	@echo "creating $(VENV) and installing dvlake with PySpark (about 450 MB to download on a first run) ..."
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e .
+	@touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP)
+	@echo "installing the test, bench and lint extras (pytest, delta-rs, DuckDB, ruff, mypy, ...) ..."
+	@$(BIN)/python -m pip install --quiet -e '.[test,bench,lint]'
 	@touch $(STAMP)
 
 java-check:
@@ -28,10 +36,10 @@ SPARK_MINOR = $(shell $(BIN)/python -c 'import pyspark; print(".".join(pyspark._
 JAR = dvlake/jars/dvlake-scan-spark$(SPARK_MINOR).jar
 JAVA_SOURCES = $(wildcard jvm/src/io/dvlake/spark/*.java) jvm/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister
 
-jar: $(STAMP)  ## build the native scan's jar (javac --release 17 against pyspark's jars) into dvlake/jars/
+jar: $(BASE_STAMP)  ## build the native scan's jar (javac --release 17 against pyspark's jars) into dvlake/jars/
 	@$(MAKE) --no-print-directory $(JAR)
 
-$(JAR): $(JAVA_SOURCES) $(STAMP)
+$(JAR): $(JAVA_SOURCES) $(BASE_STAMP)
 	@if command -v javac >/dev/null 2>&1; then \
 		rm -rf build/jvm && mkdir -p build/jvm dvlake/jars && \
 		javac --release 17 -nowarn -cp "$(SPARK_JARS)/*" -d build/jvm $(filter %.java,$(JAVA_SOURCES)) && \
@@ -52,8 +60,9 @@ lint: $(STAMP)  ## ruff (rules in pyproject.toml), mypy (typed defs) and the lay
 format: $(STAMP)  ## apply ruff's safe fixes (imports, pyupgrade)
 	$(BIN)/ruff check --fix dvlake tests bench
 
-demo: jar  ## run the main job (the Delta blog's DELETE) into ./demo-output
-	$(BIN)/python -m dvlake.demo --output demo-output
+demo: jar  ## install dvlake (no test extras), run the main job (the Delta blog's DELETE) into ./demo-output
+	@echo "running the demo: it builds a 3M-row table, then DELETEs with and without deletion vectors (a few minutes on 2 cores) ..."
+	@$(BIN)/python -m dvlake.demo --output demo-output
 
 bench: $(STAMP)  ## run the codec benchmark (others: .venv/bin/python bench/<name>.py --write-md)
 	$(BIN)/python bench/codec.py

@@ -1,11 +1,14 @@
 """The ``dvlake`` command line: look at a Delta table's log and DVs, and run table maintenance.
 
 Each subcommand is a thin shell over what the Python API uses. ``history``, ``detail``, ``files``,
-``dv`` and ``health`` read only the log and DV files (no Spark, well under a second to start);
-``sql``, ``optimize``, ``purge``, ``vacuum`` and ``restore`` start a local Spark session.
+``dv``, ``health`` and ``vacuum`` read the log and list files only (no Spark: seconds, not a Spark
+start); ``sql``, ``optimize``, ``purge`` and ``restore`` start a local Spark session, after the checks
+that need none (is PATH a Delta table), with Spark's own output in a log file named on failure
+(``dvlake.terminal.spark_start``). ``--conf key=value`` passes settings to that session (and to vacuum).
 
 Exit codes: 0 ok, 1 error (dvlake's message on stderr, the traceback only with ``--debug``),
-2 usage error. ``--json`` prints machine-readable output; progress appears only on a terminal.
+2 usage error. ``--json`` prints machine-readable output (unchanged by the human summaries);
+progress appears only on a terminal.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dvlake._version import __version__
-from dvlake.errors import DvlakeError, InvalidArgumentError
+from dvlake.display import human_bytes, percent
+from dvlake.errors import DEBUG_CONF, DvlakeError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,8 +44,16 @@ class CommandNotAvailableError(DvlakeError):
     error_class = "DVLAKE_COMMAND_NOT_AVAILABLE"
 
 
+def _env_debug() -> bool:
+    return os.environ.get("DVLAKE_DEBUG", "") not in ("", "0")
+
+
 class _State:
-    debug = os.environ.get("DVLAKE_DEBUG", "") not in ("", "0")
+    """What the group's options set for the command that runs (reset on every invocation)."""
+
+    debug = _env_debug()
+    conf: dict[str, str] = {}
+    spark_log: str | None = None
 
 
 # --- output --------------------------------------------------------------------------------------
@@ -77,13 +89,20 @@ def _print_json(obj: Any) -> None:
 
 @contextmanager
 def _progress(message: str) -> Iterator[Callable[[str], None]]:
-    """A spinner with a changing message on a terminal; silent otherwise. Yields the update function."""
+    """A spinner naming dvlake's current step on a terminal; silent otherwise. Yields the update function.
+
+    The spinner writes to its own copy of the terminal's stream, so it keeps showing while the Spark
+    start points file descriptor 2 at the log file.
+    """
     if not _is_tty():
         yield lambda _msg: None
         return
-    console = _console(stderr=True)
-    with console.status(message) as status:
-        yield lambda msg: status.update(msg + "…")
+    from rich.console import Console
+
+    with os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1) as terminal:
+        console = Console(file=terminal, highlight=False)
+        with console.status(message + "…") as status:
+            yield lambda msg: status.update(msg + "…")
 
 
 def _table(title: str | None, columns: list[str], rows: list[list[Any]], *, right: set[str] | None = None,
@@ -123,12 +142,17 @@ def _load(path: str, version: int | None = None) -> Snapshot:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, "-V", "--version", prog_name="dvlake", message="%(prog)s %(version)s")
-@click.option("--debug", is_flag=True, help="On an error, show the full Python traceback, not only dvlake's message.")
-def cli(debug: bool) -> None:
+@click.option("--debug", is_flag=True,
+              help="On an error, show the full traceback and Spark's own messages (Java stack, plans, Spark's log output).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting for the session (repeatable), e.g. "
+                   "--conf spark.databricks.delta.retentionDurationCheck.enabled=false.")
+def cli(debug: bool, confs: tuple[str, ...]) -> None:
     """dvlake: Delta Lake tables with deletion vectors (DVs).
 
-    Look at a table's log and its DVs without starting Spark (history, detail, files, dv, health),
-    and run SQL and table maintenance on local Spark (sql, optimize, purge, vacuum, restore).
+    Look at a table's log and its DVs and clean up old files without starting Spark (history, detail,
+    files, dv, health, vacuum), and run SQL and table maintenance on local Spark (sql, optimize, purge,
+    restore); Spark's own output goes to a log file, named if the command fails.
     PATH is a table root: a local folder or a URI such as s3://bucket/table.
 
     \b
@@ -137,9 +161,19 @@ def cli(debug: bool) -> None:
       dvlake history /data/events --limit 5
       dvlake health /data/events --plot health.png
       dvlake sql "DELETE FROM delta.`/data/events` WHERE user_id = 3"
+      dvlake --conf spark.databricks.delta.retentionDurationCheck.enabled=false vacuum /data/events --retain-hours 0
     """
-    if debug:
-        _State.debug = True
+    conf: dict[str, str] = {}
+    for item in confs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--conf")
+        conf[key.strip()] = value.strip()
+    _State.conf = conf
+    _State.debug = debug or _env_debug() or conf.get(DEBUG_CONF, "").strip().lower() == "true"
+    from dvlake import errors
+
+    errors.set_debug(_State.debug)
 
 
 # --- log readers (no Spark) ------------------------------------------------------------------------
@@ -229,7 +263,7 @@ def files(path: str, version: int | None, with_dvs: bool, limit: int | None, as_
         return
     rows = []
     for d in frame[cols].to_dict(orient="records"):
-        d["deleted_ratio"] = "" if d["deleted_ratio"] != d["deleted_ratio"] else f"{d['deleted_ratio']:.2%}"
+        d["deleted_ratio"] = percent(d["deleted_ratio"])
         if with_dvs:
             d["dv_offset"] = "" if d["dv_offset"] is None or d["dv_offset"] != d["dv_offset"] else int(d["dv_offset"])
             d["dv_file"] = os.path.basename(d["dv_file"]) if d["dv_file"] else "(inline)"
@@ -330,7 +364,8 @@ def dv_command(path: str, file: str, version: int | None, max_ranges: int, as_js
     storage = {"u": "DV file, table-relative (u)", "p": "DV file, absolute path (p)", "i": "inline in the log (i)"}
     lines = [
         ("file", add["path"]), ("version", str(snapshot.version)),
-        ("deleted rows", f"{desc.cardinality:,}" + (f" of {physical:,} ({desc.cardinality / physical:.2%})" if physical else "")),
+        ("deleted rows",
+         f"{desc.cardinality:,}" + (f" of {physical:,} ({percent(desc.cardinality / physical)})" if physical else "")),
         ("storage", storage[desc.storage_type]),
     ]
     if desc.is_on_disk:
@@ -404,8 +439,6 @@ def health(path: str, version: int | None, plot_path: str | None, html_path: str
 
 
 def _print_health(report: Any, top: int) -> None:
-    from dvlake.commands.health import human_bytes
-
     console = _console()
     s = report.summary
     storage = ", ".join(f"{v:,} {k}" for k, v in s["dv_storage"].items()) or "none"
@@ -413,7 +446,7 @@ def _print_health(report: Any, top: int) -> None:
     summary = [
         ["files", f"{s['files']:,} ({s['files_with_dv']:,} with a DV) in {s['partitions']:,} partition(s), "
                   f"{s['partitions_with_dv']:,} with DVs"],
-        ["rows deleted", f"{s['deleted_rows']:,} of {s['physical_rows']:,} physical rows ({s['deleted_ratio']:.2%})"],
+        ["rows deleted", f"{s['deleted_rows']:,} of {s['physical_rows']:,} physical rows ({percent(s['deleted_ratio'])})"],
         ["DVs stored", f"{storage}; {human_bytes(s['dv_bytes'])} of bitmaps"],
         ["DV files", f"{s['dv_files']:,} in use (at most {s['max_dvs_per_dv_file']:,} DVs packed in one), "
                      f"{s['dv_files_unreferenced']:,} no longer referenced"],
@@ -427,7 +460,7 @@ def _print_health(report: Any, top: int) -> None:
     parts = report.partitions[report.partitions["deleted_rows"] > 0].head(top)
     if len(parts) and report.partition_columns:
         rows = [[r.partition, int(r.files), int(r.files_with_dv), int(r.physical_rows), int(r.deleted_rows),
-                 f"{r.deleted_ratio:.1%}", f"{r.max_file_deleted_ratio:.1%}", int(r.dv_files), human_bytes(r.dv_bytes),
+                 percent(r.deleted_ratio, 1), percent(r.max_file_deleted_ratio, 1), int(r.dv_files), human_bytes(r.dv_bytes),
                  f"+{r.overhead_rows_full_scan / r.physical_rows:.0%}" if r.physical_rows else ""]
                 for r in parts.itertuples()]
         n_more = int((report.partitions["deleted_rows"] > 0).sum()) - len(parts)
@@ -437,8 +470,17 @@ def _print_health(report: Any, top: int) -> None:
                              right={"files", "with DV", "rows", "deleted", "deleted %", "worst file", "DV files", "DV bytes",
                                     "est. overhead"}))
     recs = report.recommendations[:top]
+    waiting = s["dv_files_unreferenced"] - s["dv_files_vacuumable"]
+    later = ""
+    if waiting > 0 and s.get("dv_files_vacuumable_from_ms"):
+        when = dt.datetime.fromtimestamp(s["dv_files_vacuumable_from_ms"] / 1000, dt.UTC)
+        later = (f"Later: {waiting:,} DV file(s) no live file uses are kept for time travel until the retention "
+                 f"(delta.deletedFileRetentionDuration) passes; VACUUM can delete the first from {_fmt_ts(when)} UTC.")
     if not recs:
-        console.print("Recommendations: nothing to do (no file above the deleted-ratio threshold, no stale DV file).")
+        console.print(f"Recommendations: nothing to do now (no file above {percent(s['max_deleted_ratio'], 0)} deleted, "
+                      "no DV file VACUUM would delete).", soft_wrap=True)
+        if later:
+            console.print(later, soft_wrap=True)
         return
     more = len(report.recommendations) - len(recs)
     console.print(f"[bold]Recommendations, ranked by rows reclaimed[/bold]{f' ({more:,} more with --top)' if more > 0 else ''}")
@@ -448,6 +490,8 @@ def _print_health(report: Any, top: int) -> None:
         where = f" {r.partition}" if r.partition and r.partition != "(table)" else ""
         console.print(f"{i:>2}. {r.action}{where}: reclaims {gain}. {r.reason}.", soft_wrap=True)
         console.print(f"    {r.command}", soft_wrap=True, markup=False)
+    if later:
+        console.print(later, soft_wrap=True)
 
 
 @cli.group()
@@ -484,30 +528,12 @@ def uniform_sync(path: str, version: int | None, full: bool, as_json: bool) -> N
 
 
 def _spark() -> SparkSession:
-    """A local Spark session: Spark's job progress bar on a terminal, quiet otherwise.
+    """A local Spark session with the --conf settings; Spark's own output goes to a log file (not with --debug)."""
+    from dvlake.terminal.spark_start import new_log_file, start
 
-    Off a terminal (and without --debug) the JVM is started with its stderr on /dev/null: its
-    start-up banner and log lines are noise for scripts, and every failure reaches Python as an
-    exception anyway, which ``main`` prints.
-    """
-    from dvlake.spark.session import local_session
-
-    tty = _is_tty()
-    silence = not tty and not _State.debug
-    saved = os.dup(2) if silence else None
-    if saved is not None:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)  # the JVM inherits fd 2 when PySpark launches it
-        os.close(devnull)
-    try:
-        with _progress("starting Spark"):
-            session = local_session("dvlake-cli", extra_conf={"spark.ui.showConsoleProgress": "true" if tty else "false"})
-            session.conf.set("spark.sql.ui.explainMode", "simple")  # log level stays Spark's: no classic-only handle here
-    finally:
-        if saved is not None:
-            os.dup2(saved, 2)
-            os.close(saved)
-    return session
+    _State.spark_log = None if _State.debug else new_log_file()
+    with _progress("starting Spark"):
+        return start("dvlake-cli", _State.conf, log_path=_State.spark_log)
 
 
 def _sql_module() -> Any:
@@ -555,6 +581,12 @@ def _show(df: DataFrame | None, as_json: bool, limit: int | None = None, title: 
             click.echo(f"(first {limit} rows; --limit changes it)", err=True)
 
 
+def _metrics_row(df: DataFrame) -> dict[str, Any]:
+    """The one row of an OPTIMIZE/REORG/RESTORE result as plain Python values."""
+    rows = df.collect()
+    return rows[0].asDict(recursive=True) if rows else {}
+
+
 @cli.command("sql")
 @click.argument("statement", metavar="STATEMENT")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=1000, show_default=True,
@@ -564,12 +596,17 @@ def sql_command(statement: str, limit: int, as_json: bool) -> None:
     """Run one SQL statement on local Spark through dvlake.sql.
 
     Delta statements on path identifiers (delta.`/path`) run through dvlake's commands:
-    DELETE FROM, DESCRIBE HISTORY/DETAIL, ALTER TABLE ... SET/UNSET TBLPROPERTIES, and the
-    maintenance statements this build has. Anything else goes to spark.sql. Quote the
-    statement for the shell: dvlake sql "DELETE FROM delta.\\`/data/t\\` WHERE id = 3".
+    queries, DELETE, UPDATE, MERGE, INSERT, CREATE TABLE, DESCRIBE HISTORY/DETAIL, ALTER TABLE,
+    OPTIMIZE, REORG, VACUUM, RESTORE. Anything else goes to spark.sql. A delta.`/path` that holds
+    no table is reported before Spark starts. Quote the statement for the shell:
+    dvlake sql "DELETE FROM delta.\\`/data/t\\` WHERE id = 3".
     """
+    from dvlake.terminal.preflight import check_statement_tables
+
+    check_statement_tables(statement)
     spark = _spark()
-    df = _sql_module().sql(spark, statement)
+    with _progress("running the statement"):
+        df = _sql_module().sql(spark, statement)
     _show(df, as_json, limit)
 
 
@@ -582,20 +619,30 @@ def optimize(path: str, where: str | None, zorder_by: str | None, as_json: bool)
     """Compact small files and files with many deleted rows (OPTIMIZE [WHERE ...] [ZORDER BY ...]).
 
     Runs DeltaTable.forPath(spark, PATH).optimize().where(WHERE).executeCompaction() (or
-    .executeZOrderBy(...)) and prints its metrics. A lone file in a partition is left as it is
+    .executeZOrderBy(...)) and prints what changed in one line ("3 files → 1, 510 deleted rows
+    dropped"); --json prints delta-spark's metrics. A lone file in a partition is left as it is
     (as in delta-spark); `dvlake purge` rewrites it.
     """
+    from dvlake.terminal.preflight import load_table
+    from dvlake.terminal.summaries import optimize_line
+
+    load_table(path)
     delta_table = _require_api("optimize", "optimize")
     spark = _spark()
-    builder = delta_table.forPath(spark, path).optimize()
-    if where:
-        builder = builder.where(where)
-    if zorder_by:
-        cols = [c.strip() for c in zorder_by.split(",") if c.strip()]
-        df = builder.executeZOrderBy(*cols)
-    else:
-        df = builder.executeCompaction()
-    _show(df, as_json)
+    with _progress("OPTIMIZE: rewriting files"):
+        builder = delta_table.forPath(spark, path).optimize()
+        if where:
+            builder = builder.where(where)
+        if zorder_by:
+            cols = [c.strip() for c in zorder_by.split(",") if c.strip()]
+            df = builder.executeZOrderBy(*cols)
+        else:
+            df = builder.executeCompaction()
+        if as_json:
+            _show(df, True)
+            return
+        row = _metrics_row(df)
+    click.echo(optimize_line(row.get("metrics") or {}, where=where))
 
 
 @cli.command()
@@ -605,12 +652,23 @@ def optimize(path: str, where: str | None, zorder_by: str | None, as_json: bool)
 def purge(path: str, where: str | None, as_json: bool) -> None:
     """Rewrite every file that has a DV without its deleted rows (REORG TABLE ... APPLY (PURGE)).
 
-    Runs `REORG TABLE delta.`PATH` [WHERE ...] APPLY (PURGE)` through dvlake.sql. Files without
-    DVs are untouched; a second run finds nothing to do.
+    Runs `REORG TABLE delta.`PATH` [WHERE ...] APPLY (PURGE)` through dvlake.sql and prints what
+    changed in one line; --json prints the metrics. Files without DVs are untouched; a second run
+    finds nothing to do.
     """
+    from dvlake.terminal.preflight import load_table
+    from dvlake.terminal.summaries import optimize_line
+
+    load_table(path)
     statement = f"REORG TABLE {_ident(path)}" + (f" WHERE {where}" if where else "") + " APPLY (PURGE)"
     spark = _spark()
-    _show(_sql_module().sql(spark, statement), as_json)
+    with _progress("PURGE: rewriting the files with deletion vectors"):
+        df = _sql_module().sql(spark, statement)
+        if as_json:
+            _show(df, True)
+            return
+        row = _metrics_row(df)
+    click.echo(optimize_line(row.get("metrics") or {}, purge=True, where=where))
 
 
 @cli.command()
@@ -618,28 +676,29 @@ def purge(path: str, where: str | None, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
 @click.option("--retain-hours", type=click.FloatRange(min=0), default=None,
               help="Keep files removed less than this many hours ago (default: the table's "
-                   "delta.deletedFileRetentionDuration, 168 h).")
+                   "delta.deletedFileRetentionDuration, 168 h). Below that, VACUUM refuses unless "
+                   "--conf spark.databricks.delta.retentionDurationCheck.enabled=false.")
 @json_option
 def vacuum(path: str, dry_run: bool, retain_hours: float | None, as_json: bool) -> None:
     """Delete files (data and DV files) the table no longer references and that are older than the retention.
 
-    A real run calls DeltaTable.vacuum(retentionHours); --dry-run runs
-    `VACUUM delta.`PATH` [RETAIN n HOURS] DRY RUN` and prints the files it would delete.
+    The same VACUUM as DeltaTable.vacuum(retentionHours) and `VACUUM delta.`PATH` [RETAIN n HOURS]
+    [DRY RUN]`, with the --conf settings as the session's; it needs no Spark. --dry-run lists the
+    files it would delete (--json: [{"path": ...}], as VACUUM ... DRY RUN returns).
     """
-    if dry_run:
-        retain = f" RETAIN {retain_hours:g} HOURS" if retain_hours is not None else ""
-        statement = f"VACUUM {_ident(path)}{retain} DRY RUN"
-        spark = _spark()
-        _show(_sql_module().sql(spark, statement), as_json)
-        return
-    delta_table = _require_api("vacuum", "vacuum")
-    spark = _spark()
-    table = delta_table.forPath(spark, path)
-    df = table.vacuum(retain_hours) if retain_hours is not None else table.vacuum()
+    import time
+
+    from dvlake.commands.vacuum import vacuum as run_vacuum
+    from dvlake.terminal.summaries import vacuum_line
+
+    with _progress("VACUUM: listing files"):
+        result = run_vacuum(_State.conf, path, retain_hours, None, dry_run)
     if as_json:
-        _show(df, True)  # delta-spark's vacuum() returns an empty DataFrame; the rows, if any, are printed
-    else:
-        click.echo(f"vacuumed {table.path}")
+        _print_json([{"path": p} for p in result.paths] if dry_run else [])
+        return
+    if dry_run and result.paths:
+        _console().print(_table(None, ["path"], [[p] for p in result.paths]))
+    click.echo(vacuum_line(result, int(time.time() * 1000)))
 
 
 @cli.command()
@@ -652,33 +711,65 @@ def restore(path: str, to_version: int | None, to_timestamp: str | None, as_json
     """Restore the table to an earlier version (RESTORE TABLE ... TO VERSION|TIMESTAMP AS OF).
 
     Give exactly one of --version and --timestamp. Runs DeltaTable.restoreToVersion(v) or
-    restoreToTimestamp(ts) and prints its metrics (files restored and removed, table size after).
+    restoreToTimestamp(ts) and prints what changed in one line; --json prints delta-spark's
+    metrics (files restored and removed, table size after).
     """
+    from dvlake.terminal.preflight import load_table
+    from dvlake.terminal.summaries import restore_line
+
     if (to_version is None) == (to_timestamp is None):
         raise click.UsageError("give exactly one of --version and --timestamp")
+    load_table(path)
     method = "restoreToVersion" if to_version is not None else "restoreToTimestamp"
     delta_table = _require_api(method, "restore")
     spark = _spark()
-    table = delta_table.forPath(spark, path)
-    df = table.restoreToVersion(to_version) if to_version is not None else table.restoreToTimestamp(to_timestamp)
-    _show(df, as_json)
+    with _progress("RESTORE: committing the earlier version's files"):
+        table = delta_table.forPath(spark, path)
+        df = table.restoreToVersion(to_version) if to_version is not None else table.restoreToTimestamp(to_timestamp)
+        if as_json:
+            _show(df, True)
+            return
+        row = _metrics_row(df)
+    click.echo(restore_line(row, f"version {to_version}" if to_version is not None else str(to_timestamp)))
 
 
 # --- entry point ---------------------------------------------------------------------------------
 
 
+def _error_class(exc: BaseException) -> str | None:
+    value = getattr(exc, "error_class", None)
+    if value:
+        return str(value)
+    for getter in ("getCondition", "getErrorClass"):  # PySpark 4 / 3.x names of Spark's error class
+        method = getattr(exc, getter, None)
+        if callable(method):
+            try:
+                found = method()
+            except Exception:  # noqa: BLE001 - a Py4J error whose gateway is gone cannot answer
+                return None
+            return str(found) if found else None
+    return None
+
+
 def _error_message(exc: BaseException) -> str:
-    error_class = getattr(exc, "error_class", None) or (exc.getErrorClass() if hasattr(exc, "getErrorClass") else None)
+    """dvlake's message as is; another error's message with its type and Spark's error class, without the
+    plan text and Java stack Spark attaches (they appear with --debug)."""
+    from dvlake.errors import user_text
+
+    error_class = _error_class(exc)
     text = str(exc).strip() or type(exc).__name__
+    if not _State.debug:
+        text = user_text(text)
     if not isinstance(exc, DvlakeError):
         text = f"{type(exc).__name__}: {text}"
-    if error_class and str(error_class) not in text:
+    if error_class and error_class not in text:
         text = f"[{error_class}] {text}"
     return text
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and turn its outcome into an exit code."""
+    _State.debug, _State.conf, _State.spark_log = _env_debug(), {}, None
     try:
         code = cli.main(args=argv, prog_name="dvlake", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -699,7 +790,18 @@ def main(argv: list[str] | None = None) -> None:
         if not _State.debug and not isinstance(exc, DvlakeError):
             click.echo("(run with --debug for the traceback)", err=True)
         code = EXIT_ERROR
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    code = code if isinstance(code, int) else EXIT_OK
+    from dvlake import errors
+
+    errors.reset_debug()
+    if _State.spark_log:
+        if code == EXIT_OK:
+            from dvlake.terminal.spark_start import discard
+
+            discard(_State.spark_log)
+        elif code != EXIT_USAGE:
+            click.echo(f"(Spark's own log of this run: {_State.spark_log})", err=True)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,44 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
 from dvlake import DeltaTable, read, sql, write
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.log.snapshot import Snapshot
+
+T = TypeVar("T")
+
+
+def _with_progress(description: str, step: Callable[[], T]) -> T:
+    """Run a long step with a spinner and the elapsed time on a terminal; print how long it took."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    t0 = time.perf_counter()
+    sys.stdout.flush()
+    # its own copy of the terminal: starting Spark points fds 1 and 2 at Spark's log file for a moment
+    with os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1) as terminal, \
+            Progress(SpinnerColumn(), TextColumn("   {task.description}"), TimeElapsedColumn(), transient=True,
+                     console=Console(file=terminal)) as bar:
+        bar.add_task(description, total=None)
+        result = step()
+    print(f"   done in {time.perf_counter() - t0:.0f} s")
+    return result
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it from the current folder."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
 
 
 def _files(root: Path) -> dict[str, int]:
@@ -49,23 +79,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=3_000_000, help="rows in daily_user_actions")
     args = parser.parse_args(argv)
 
-    from dvlake.spark.session import local_session
+    from dvlake.terminal.spark_start import discard, new_log_file, start
 
     out = Path(args.output).resolve()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    spark = local_session("dvlake-demo", shuffle_partitions=8)
+    log = new_log_file()
+    try:
+        spark = _with_progress("starting Spark (its own output goes to a log file)",
+                               lambda: start("dvlake-demo", {"spark.sql.shuffle.partitions": "8"}, log_path=log))
+        _run(spark, out, args.rows)
+    except BaseException:
+        print(f"\nThe demo failed; Spark's own log: {log}", file=sys.stderr)
+        raise
+    discard(log)
+
+
+def _run(spark: SparkSession, out: Path, rows: int) -> None:
     from pyspark.sql import functions as F
 
     table = out / "daily_user_actions"
-    print(f"1. Building {table} with {args.rows:,} rows in 10 day partitions ...")
-    actions = (spark.range(args.rows)
+    print(f"1. Building {_shown(table)} with {rows:,} rows in 10 day partitions")
+    actions = (spark.range(rows)
                .withColumn("day", F.date_add(F.lit("2024-06-01").cast("date"), (F.col("id") % 10).cast("int")))
                .withColumn("user_id", ((F.col("id") / 10).cast("long") * 7919 % 100_000))  # each user on every day
                .withColumn("action", F.element_at(F.array(*[F.lit(a) for a in ("view", "click", "buy", "share")]),
                                                   (F.col("id") % 4 + 1).cast("int")))
                .withColumn("amount", (F.col("id") % 1000) / 10.0))
-    write(actions.repartition(20, "day"), str(table), partitionBy=["day"])
+    _with_progress(f"writing {rows:,} rows", lambda: write(actions.repartition(20, "day"), str(table), partitionBy=["day"]))
     sql(spark, f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)")
     cow_table = out / "daily_user_actions_cow"
     shutil.copytree(table, cow_table)
@@ -82,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
 
     condition = "user_id = 3"
     print(f"\n2. DELETE FROM daily_user_actions WHERE {condition}  (deletion vectors)")
-    dv_time, dv_new = _timed_delete(spark, table, condition)
+    dv_time, dv_new = _with_progress("deleting", lambda: _timed_delete(spark, table, condition))
     dv_files = {k: v for k, v in dv_new.items() if k.endswith(".bin")}
     pq_files = {k: v for k, v in dv_new.items() if k.endswith(".parquet")}
     print(f"   new DV files: {len(dv_files)} ({sum(dv_files.values()):,} bytes); new Parquet files: {len(pq_files)}")
@@ -106,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"5. The same DELETE as copy-on-write ({DELETE_DVS_PERSISTENT}=false) on a copy")
     spark.conf.set(DELETE_DVS_PERSISTENT, "false")
     try:
-        cow_time, cow_new = _timed_delete(spark, cow_table, condition)
+        cow_time, cow_new = _with_progress("deleting (rewrites every file with a deleted row)",
+                                           lambda: _timed_delete(spark, cow_table, condition))
     finally:
         spark.conf.set(DELETE_DVS_PERSISTENT, "true")
     assert read(spark, str(cow_table)).count() == df.count(), "DV and CoW results differ"
@@ -118,8 +160,14 @@ def main(argv: list[str] | None = None) -> None:
     ratio = cow_time / dv_time if dv_time else float("inf")
     print(f"\nDV DELETE was {ratio:.1f}x faster and wrote "
           f"{100 * sum(dv_new.values()) / max(sum(cow_new.values()), 1):.3f} % of copy-on-write's bytes. "
-          f"Tables are in {out}.")
+          f"Tables are in {_shown(out)}.")
     spark.stop()
+    dvlake_cli = Path(sys.executable).parent / "dvlake"
+    command = _shown(dvlake_cli) if dvlake_cli.exists() else "dvlake"
+    print("\nLook at the table without Spark (each answers in seconds):")
+    print(f"  {command} files {_shown(table)} --with-dvs     # the files with a DV: deleted rows, DV file, offset")
+    print(f"  {command} health {_shown(table)}               # deleted rows per partition, read cost, what to run")
+    print(f"  {command} history {_shown(table)} --limit 3    # the commits, with their DV metrics")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ against delta-spark's Python API catches the same things.
 
 from __future__ import annotations
 
+import os
+import re
+
 
 class DvlakeError(Exception):
     """Base class of every error dvlake raises on purpose.
@@ -612,3 +615,53 @@ class UnsupportedOutputModeError(DeltaErrorClassMixin, InvalidArgumentError):
     """The Delta sink writes ``append`` and ``complete`` output only."""
 
     error_class = "DELTA_UNSUPPORTED_OUTPUT_MODE"
+
+
+# --- what messages show: Spark's text without dvlake's internals --------------------------------------------
+# A message is for the person who wrote the query. Spark appends its logical plan to analysis errors and PySpark
+# may append the Java stack; on a table dvlake reads, that plan is dvlake's own (an anti join on ``__dvlake_…``
+# columns, ``getbit(…)``), which says nothing about the user's mistake and buries it in kilobytes of text.
+# ``user_text`` keeps the message and drops those parts unless debugging is on (``--debug``, DVLAKE_DEBUG=1,
+# or the session setting ``spark.dvlake.debug=true``).
+
+#: Prefix of the names dvlake gives its internal columns; a message showing one shows dvlake's plan.
+INTERNAL_NAME_PREFIX = "__dvlake_"
+#: The session setting that keeps Spark's full error text (plans, Java stacks, PySpark's JSON error records).
+DEBUG_CONF = "spark.dvlake.debug"
+
+_debug: list[bool] = []
+_JVM_STACK = re.compile(r"\n+JVM stacktrace:\n.*\Z", re.S)
+#: Spark's plan annotation: ";" then a new line opening a plan tree: an operator ("Filter …", "'Project …") whose
+#: children follow as "+- " / ":- " lines, or a lone unresolved operator ("'UnresolvedRelation …").
+_PLAN = re.compile(r";[ \t]*\n(?=(?:'?[A-Z][A-Za-z]*\b[^\n]*\n(?:[ :|]*[+:]- )|'[A-Z][A-Za-z]*\b[^\n]*(?:\n|\Z))).*\Z",
+                   re.S)
+_INTERNAL_NAME = re.compile(r",?\s*`?" + re.escape(INTERNAL_NAME_PREFIX) + r"[\w.#]*`?")
+
+
+def set_debug(on: bool) -> None:
+    """Show Spark's full error text (plans, Java stacks) in this process from now on (``dvlake --debug``)."""
+    _debug[:] = [on]
+
+
+def reset_debug() -> None:
+    """Back to the environment's choice (DVLAKE_DEBUG): the CLI's ``--debug`` lasts one command."""
+    _debug.clear()
+
+
+def debug_enabled() -> bool:
+    """Whether full error text is wanted: ``set_debug(True)`` or DVLAKE_DEBUG=1."""
+    if _debug:
+        return _debug[0]
+    return os.environ.get("DVLAKE_DEBUG", "") not in ("", "0")
+
+
+def user_text(message: str) -> str:
+    """``message`` without Spark's plan annotation, PySpark's "JVM stacktrace:" section and dvlake's internal
+    column names (as in a "Did you mean" list); unchanged when ``debug_enabled()``."""
+    if debug_enabled():
+        return message
+    text = _JVM_STACK.sub("", message)
+    text = _PLAN.sub("", text)
+    if INTERNAL_NAME_PREFIX in text:
+        text = _INTERNAL_NAME.sub("", text).replace("[, ", "[").replace("[,", "[")
+    return text.rstrip()

@@ -37,6 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvlake.commands.common import physical_partition_columns
+from dvlake.config import deleted_file_retention_ms
+from dvlake.display import human_bytes, percent
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import CorruptLogError
 from dvlake.log.snapshot import Snapshot
@@ -170,8 +172,9 @@ def table_health(path: str, version: int | None = None, *, max_deleted_ratio: fl
     partitions = _partition_frame(files)
     step("reading recent commits for the DV history")
     versions = dv_history(snapshot, history_versions)
-    recs = recommend(snapshot, files, dv_files, max_deleted_ratio)
-    summary = _summary(snapshot, files, dv_files, partitions)
+    now = _now_ms()
+    recs = recommend(snapshot, files, dv_files, max_deleted_ratio, now)
+    summary = _summary(snapshot, files, dv_files, partitions, now)
     summary["max_deleted_ratio"] = max_deleted_ratio
     return HealthReport(snapshot.table_root, snapshot.version, snapshot.partition_columns, summary, files, partitions,
                         dv_files, versions, recs, problems)
@@ -282,51 +285,62 @@ def _dv_file_frame(snapshot: Snapshot, files: pd.DataFrame, verify_headers: bool
     referenced = {str(loc): (int(r.live_dvs), int(r.live_bytes) + 1, int(r.deleted_rows))  # +1: the format version byte
                   for loc, r in grouped.iterrows()}
     tombstoned = _tombstone_dv_files(snapshot)
-    on_disk = _list_dv_files(snapshot, set(referenced) | tombstoned)
+    on_disk = _list_dv_files(snapshot, set(referenced) | set(tombstoned))
+    retention = deleted_file_retention_ms(snapshot.configuration)
     rows = []
     for loc in sorted(set(referenced) | set(on_disk)):
         dvs, live_bytes, deleted = referenced.get(loc, (0, 0, 0))
-        size = on_disk.get(loc)
+        size, mtime = on_disk.get(loc, (None, None))
         if loc in referenced and size is None:
             problems.append(Problem(loc, f"deletion vector file {loc} is missing but {dvs} live file(s) need it; "
                                          "reads of those files fail (restore the file or the table)"))
         state = "live" if dvs else ("retained by tombstones" if loc in tombstoned else "unreferenced")
+        # VACUUM deletes a file no live file uses once both it and its newest tombstone are older than the retention
+        vacuum_after = (max(mtime, tombstoned.get(loc, 0)) + retention) if not dvs and mtime is not None else None
         rows.append({"dv_file": loc, "live_dvs": dvs, "deleted_rows": deleted, "size_bytes": size if size is not None else -1,
-                     "live_bytes": live_bytes, "stale_bytes": max((size or 0) - live_bytes, 0), "state": state})
+                     "live_bytes": live_bytes, "stale_bytes": max((size or 0) - live_bytes, 0), "state": state,
+                     "vacuum_after_ms": vacuum_after})
     frame = pd.DataFrame(rows, columns=["dv_file", "live_dvs", "deleted_rows", "size_bytes", "live_bytes", "stale_bytes",
-                                        "state"])
+                                        "state", "vacuum_after_ms"])
     if verify_headers and len(live):
-        problems.extend(_verify_headers(snapshot, live, {loc for loc, s in on_disk.items() if s is not None}))
+        problems.extend(_verify_headers(snapshot, live, set(on_disk)))
     return frame, problems
 
 
-def _tombstone_dv_files(snapshot: Snapshot) -> set[str]:
-    """DV files referenced by tombstones (kept for time travel until VACUUM's retention passes)."""
+def _tombstone_dv_files(snapshot: Snapshot) -> dict[str, int]:
+    """DV files referenced by tombstones (kept for time travel until VACUUM's retention passes), each with the
+    newest ``deletionTimestamp`` (ms) of the tombstones that reference it."""
     t = snapshot.tombstones
     if not t.num_rows:
-        return set()
+        return {}
     dv = _column(t, "deletionVector")
     kinds = pc.struct_field(dv, "storageType").to_pylist()
     paths = pc.struct_field(dv, "pathOrInlineDv").to_pylist()
-    out = set()
-    for kind, p in set(zip(kinds, paths, strict=True)):
+    stamps = _column(t, "deletionTimestamp").to_pylist()
+    out: dict[str, int] = {}
+    located: dict[tuple[str, str], str] = {}
+    for kind, p, ts in zip(kinds, paths, stamps, strict=True):
         if kind in ("u", "p") and p:
-            out.add(DeletionVectorDescriptor(kind, p, 0, 0, 1).absolute_path(snapshot.table_root))
+            loc = located.get((kind, p))
+            if loc is None:
+                loc = located[(kind, p)] = DeletionVectorDescriptor(kind, p, 0, 0, 1).absolute_path(snapshot.table_root)
+            out[loc] = max(out.get(loc, 0), int(ts or 0))
     return out
 
 
-def _list_dv_files(snapshot: Snapshot, known: set[str]) -> dict[str, int]:
-    """Sizes of the DV files in the table folder and in every folder a known DV file lives in (one listing each)."""
+def _list_dv_files(snapshot: Snapshot, known: set[str]) -> dict[str, tuple[int, int]]:
+    """(size, mtime in ms) of the DV files in the table folder and in every folder a known DV file lives in (one
+    listing each)."""
     root = snapshot.table_root
     folders = {root} | {loc.rsplit("/", 1)[0] for loc in known}
-    out: dict[str, int] = {}
+    out: dict[str, tuple[int, int]] = {}
     for folder in sorted(folders):
         inside = folder == root or folder.startswith(root + "/")
         for info in snapshot.storage.list_dir(folder):
             name = info.path.rsplit("/", 1)[-1]
             loc = join(folder, name)
             if loc in known or (inside and _DV_FILE.match(name)):  # elsewhere ('p' DVs): only the files the log names
-                out[loc] = info.size
+                out[loc] = (info.size, info.mtime_ms)
     return out
 
 
@@ -470,15 +484,23 @@ def _shell_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`").replace("$", "\\$") + '"'
 
 
+def vacuumable(dv_files: pd.DataFrame, now_ms: int) -> pd.Series:
+    """Which DV files VACUUM (at its default retention) would delete at ``now_ms``: no live file uses them, and
+    they and their newest tombstone are older than ``delta.deletedFileRetentionDuration``."""
+    after = pd.to_numeric(dv_files["vacuum_after_ms"], errors="coerce")
+    return (dv_files["live_dvs"] == 0) & after.notna() & (after <= now_ms)
+
+
 def recommend(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame,
-              max_deleted_ratio: float = DEFAULT_MAX_DELETED_RATIO) -> list[Recommendation]:
+              max_deleted_ratio: float = DEFAULT_MAX_DELETED_RATIO, now_ms: int | None = None) -> list[Recommendation]:
     """What to run, ranked by rows reclaimed.
 
     A partition is worth rewriting when one of its files has more than ``max_deleted_ratio`` of its
     rows deleted (delta-spark's ``optimize.maxDeletedRowsRatio``) or has a DV without numRecords.
     Two or more such files: ``OPTIMIZE … WHERE`` (compacts them together). A lone one:
     ``REORG … APPLY (PURGE)``, because OPTIMIZE drops single-file bins and would leave it as it is.
-    DV files no live file references: ``VACUUM`` once the retention has passed.
+    DV files no live file references: ``VACUUM``, only for those already older than the retention (VACUUM
+    would not delete the others yet, so there is nothing to run for them now).
     """
     root = snapshot.table_root
     ident = f"delta.`{root}`"
@@ -494,7 +516,7 @@ def recommend(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame,
         rows = int(group["deleted_rows"].sum())
         n = len(group)
         worst = group["deleted_ratio"].max()
-        worst_text = "unknown" if pd.isna(worst) else f"{worst:.1%}"
+        worst_text = "unknown" if pd.isna(worst) else percent(worst, 1)
         if n >= 2:
             out.append(Recommendation(
                 "OPTIMIZE", str(partition), f"dvlake optimize {_shell_quote(root)}{where_cli}", f"OPTIMIZE {ident}{where_sql}",
@@ -506,18 +528,25 @@ def recommend(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame,
                 "REORG PURGE", str(partition), f"dvlake purge {_shell_quote(root)}{where_cli}",
                 f"REORG TABLE {ident}{where_sql} APPLY (PURGE)", rows, n, int(group["size_bytes"].sum()), 0,
                 f"1 file {worst_text} deleted; OPTIMIZE skips a lone file, REORG … APPLY (PURGE) rewrites it"))
-    stale = dv_files[dv_files["live_dvs"] == 0]
+    stale = dv_files[vacuumable(dv_files, now_ms if now_ms is not None else _now_ms())]
     if len(stale):
         out.append(Recommendation(
             "VACUUM", "", f"dvlake vacuum {_shell_quote(root)}", f"VACUUM {ident}", 0, 0, 0,
             int(stale["size_bytes"].clip(lower=0).sum()),
-            f"{len(stale)} DV file(s) no live file references; VACUUM deletes them once the retention "
-            "(delta.deletedFileRetentionDuration, 7 days by default) has passed"))
+            f"{len(stale)} DV file(s) no live file references, older than the retention "
+            "(delta.deletedFileRetentionDuration): VACUUM deletes them"))
     out.sort(key=lambda r: (-r.rows_reclaimed, -r.bytes_reclaimed, r.partition))
     return out
 
 
-def _summary(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame, partitions: pd.DataFrame) -> dict[str, Any]:
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def _summary(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame, partitions: pd.DataFrame,
+             now_ms: int) -> dict[str, Any]:
     rows = int(files["physical_rows"].clip(lower=0).sum())
     deleted = int(files["deleted_rows"].sum())
     with_dv = int(files["has_dv"].sum())
@@ -536,6 +565,8 @@ def _summary(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame, pa
         "dv_bytes": int(files["dv_size_bytes"].sum()),
         "dv_files": int((dv_files["live_dvs"] > 0).sum()) if len(dv_files) else 0,
         "dv_files_unreferenced": int((dv_files["live_dvs"] == 0).sum()) if len(dv_files) else 0,
+        "dv_files_vacuumable": int(vacuumable(dv_files, now_ms).sum()) if len(dv_files) else 0,
+        "dv_files_vacuumable_from_ms": _first_vacuum_time(dv_files, now_ms),
         "dv_file_bytes": int(dv_files["size_bytes"].clip(lower=0).sum()) if len(dv_files) else 0,
         "dv_live_bytes": int(dv_files["live_bytes"].sum()) if len(dv_files) else 0,
         "dv_stale_bytes": int(dv_files["stale_bytes"].sum()) if len(dv_files) else 0,
@@ -546,13 +577,13 @@ def _summary(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame, pa
     }
 
 
-def human_bytes(n: float) -> str:
-    """1,234,567 -> '1.2 MB' (decimal units, as file listings show)."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+def _first_vacuum_time(dv_files: pd.DataFrame, now_ms: int) -> int | None:
+    """When the next stale DV file not yet deletable becomes deletable by VACUUM (ms), None when none waits."""
+    if not len(dv_files):
+        return None
+    after = pd.to_numeric(dv_files["vacuum_after_ms"], errors="coerce")
+    waiting = after[(dv_files["live_dvs"] == 0) & (after > now_ms)]
+    return int(waiting.min()) if len(waiting) else None
 
 
 __all__ = ["HealthReport", "Recommendation", "Problem", "table_health", "estimate_read_overhead", "dv_history",

@@ -90,6 +90,13 @@ def _same_type(a: Any, b: Any) -> bool:
     return a == b
 
 
+#: How a user changes a table's schema on write, in the words of the writer options they use (one place, so every
+#: schema message names the option the user would type, not a dvlake keyword).
+ADD_COLUMNS_HINT = ('to add the new columns to the table, write with .option("mergeSchema", "true") '
+                    "(SQL: SET spark.databricks.delta.schema.autoMerge.enabled = true)")
+REPLACE_SCHEMA_HINT = ('to replace the table\'s schema, write with .mode("overwrite").option("overwriteSchema", "true") '
+                       "(dvlake.write: mode=\"overwrite\", overwriteSchema=True)")
+
 _WIDENING = {("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short", "integer"), ("short", "long"),
              ("integer", "long"), ("float", "double"), ("byte", "double"), ("short", "double"), ("integer", "double")}
 
@@ -105,9 +112,11 @@ def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, f
     nullable = {f["name"] for f in logical["fields"] if f.get("nullable", True)}
     missing = [e for e in expected if e.lower() not in df_fields and not (fill_missing and e in nullable)]
     if extra or missing:
+        hints = ([ADD_COLUMNS_HINT] if extra else []) + [REPLACE_SCHEMA_HINT]
         raise SchemaMismatchError(
             f"the data does not match the schema of {table}: missing columns {missing}, extra columns {extra}. "
-            f"Table columns: {expected}")
+            f"Table columns: {expected}. To write it: " + "; or ".join(hints),
+            error_class="DELTA_METADATA_MISMATCH")
     cols = []
     for f in logical["fields"]:
         if f["name"].lower() not in df_fields:  # a nullable column the data lacks (fill_missing)
@@ -121,7 +130,8 @@ def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, f
             if (got["type"], f["type"]) not in _WIDENING:
                 raise SchemaMismatchError(
                     f"column {f['name']!r} of {table} has type {json.dumps(f['type'])} but the data has "
-                    f"{json.dumps(got['type'])}; cast it, or overwrite with overwrite_schema=True")
+                    f"{json.dumps(got['type'])}; cast the column in the DataFrame, or {REPLACE_SCHEMA_HINT}",
+                    error_class="DELTA_FAILED_TO_MERGE_FIELDS")
             col = col.cast(f["type"])
         cols.append(col.alias(f["name"]))
     return df.select(*cols)
@@ -191,7 +201,8 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         if partition_by and [p.lower() for p in partition_by] != [p.lower() for p in snapshot.partition_columns]:
             raise InvalidArgumentError(
                 f"partitionBy {list(partition_by)} differs from the table's partitioning {snapshot.partition_columns}; "
-                "use overwrite_schema=True with mode='overwrite' to change it")
+                'to change it, write with .mode("overwrite").option("overwriteSchema", "true") '
+                '(dvlake.write: mode="overwrite", overwriteSchema=True)')
         if properties:
             raise InvalidArgumentError("table properties can only be set at creation or with ALTER TABLE SET TBLPROPERTIES")
         data_columns = {f["name"].lower() for f in df_schema["fields"]}

@@ -37,6 +37,7 @@ from dvlake.errors import (
     ExecutorEnvironmentError,
     PartitionValueNotWritableError,
 )
+from dvlake.spark import error_logs
 from dvlake.spark.executors import HOW_TO_SHIP
 
 _OPEN = "[DVLAKE_TASK_ERROR "
@@ -219,6 +220,7 @@ def install() -> None:
     call time; Spark Connect has its own); the hook returns the dvlake error instead when the
     text carries one, and leaves every other conversion as it was.
     """
+    error_logs.install()
     if "pyspark.errors.exceptions.captured" not in sys.modules:
         try:
             import pyspark.errors.exceptions.captured  # noqa: F401 - the classic hook point
@@ -239,7 +241,12 @@ def _wrap(convert: Callable[..., Any]) -> Callable[..., Any]:
             typed = typed_error(converted)
         except Exception:  # noqa: BLE001 - never make an error worse while translating it
             typed = None
-        return typed if typed is not None else converted
+        return typed if typed is not None else error_logs.tidy(converted)
 
     convert_typed._dvlake_typed = True  # type: ignore[attr-defined]
     return convert_typed
+
+
+# PySpark's error records of dvlake's own probes are dropped from the first dvlake module that can raise one
+# (every command and the scan import this module), not only after the first read installs the hooks above.
+error_logs.install()

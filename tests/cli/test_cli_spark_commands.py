@@ -26,9 +26,26 @@ def test_sql_error_is_a_message(tmp_path: Path) -> None:
     assert res.err.startswith("error: ") and "is not a Delta table" in res.err and "Traceback" not in res.err
 
 
+def test_sql_analysis_error_is_one_short_line(known_table: str) -> None:
+    """A typo in a query on a Delta table: Spark's message without its plan, Java stack or PySpark's JSON record;
+    the path of Spark's own log is named."""
+    res = run_cli("sql", f"SELECT dya FROM delta.`{known_table}`", expect=1)
+    first = res.err.splitlines()[0]
+    assert first.startswith("error: AnalysisException: [UNRESOLVED_COLUMN") and "`dya`" in first, res.err
+    assert len(res.err) < 1000, res.err
+    for noise in ("__dvlake_", "LeftAnti", "JVM stacktrace", "QueryContextLogger", "Traceback"):
+        assert noise not in res.err, noise
+    log = res.err.split("Spark's own log of this run: ")[1].split(")")[0]
+    assert Path(log).is_file()
+
+
 class TestOptimize:
     def test_optimize_where_purges_the_partition(self, spark, fresh_table: str) -> None:
-        run_cli("optimize", fresh_table, "--where", "part = 'a'", "--json")
+        """The human summary says what changed; Spark's own output stays off the terminal (and its log is removed)."""
+        res = run_cli("optimize", fresh_table, "--where", "part = 'a'")
+        assert res.out.startswith("2 files → 1, 20 deleted rows dropped in 1 partition ("), res.out
+        assert len(res.out.strip().splitlines()) == 1
+        assert "WARN" not in res.err and "Spark's own log" not in res.err, res.err
         snap = Snapshot.load(fresh_table)
         files = snap.files.to_pylist()
         part_a = [f for f in files if dict(f["partitionValues"])["part"] == "a"]

@@ -4,7 +4,9 @@ the pictures and the HTML page, header checks, and the `dvlake health` command i
 from __future__ import annotations
 
 import json
+import os
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -137,13 +139,37 @@ def test_health_detects_a_corrupt_dv_header(testdata: Path, tmp_path: Path) -> N
 
 
 def test_stale_and_unreferenced_dv_files(testdata: Path) -> None:
-    """15 DELETEs rewrote DVs: superseded DV files are stale (tombstoned or unreferenced) and VACUUM is recommended."""
+    """15 DELETEs rewrote DVs: superseded DV files are stale (tombstoned or unreferenced)."""
     report = table_health(str(testdata / "dv-partitioned-with-checkpoint"))
     states = report.dv_files["state"].value_counts().to_dict()
     assert states["live"] == 2 and states.get("retained by tombstones", 0) + states.get("unreferenced", 0) == 13
     assert report.summary["dv_stale_bytes"] == int(report.dv_files.loc[report.dv_files["live_dvs"] == 0, "size_bytes"].sum())
-    vacuum = [r for r in report.recommendations if r.action == "VACUUM"]
-    assert len(vacuum) == 1 and vacuum[0].bytes_reclaimed == report.summary["dv_stale_bytes"]
+    assert report.summary["dv_files_unreferenced"] == 13
+
+
+def test_vacuum_is_recommended_only_for_what_vacuum_deletes_now(testdata: Path, tmp_path: Path) -> None:
+    """health's VACUUM recommendation reclaims exactly the DV files `dvlake vacuum --dry-run` lists: none while
+    they are younger than the retention (they are named as waiting instead), all of them once they are older."""
+    from dvlake.commands.vacuum import vacuum
+    from tests.conftest import copy_table
+
+    table = copy_table(testdata / "dv-partitioned-with-checkpoint", tmp_path / "t")
+    report = table_health(str(table))  # every file was just copied: inside the 7-day retention
+    assert not [r for r in report.recommendations if r.action == "VACUUM"]
+    assert report.summary["dv_files_vacuumable"] == 0
+    assert report.summary["dv_files_vacuumable_from_ms"] > time.time() * 1000 + 6 * 86_400_000
+    res = run_cli("health", str(table))
+    assert "dvlake vacuum" not in res.out and "Later: 13 DV file(s) no live file uses" in res.out
+
+    old = time.time() - 30 * 86_400
+    for p in [table, *table.rglob("*")]:
+        os.utime(p, (old, old))
+    listed = [p for p in vacuum(None, str(table), dry_run=True).paths if p.endswith(".bin")]
+    assert listed  # the delta-spark tombstones are older than the retention too
+    report = table_health(str(table))
+    vac = [r for r in report.recommendations if r.action == "VACUUM"]
+    assert len(vac) == 1 and vac[0].bytes_reclaimed == sum(os.path.getsize(p) for p in listed)
+    assert report.summary["dv_files_vacuumable"] == len(listed)
     assert report.recommendations[-1].action == "VACUUM"  # reclaims no rows: ranked last
 
 
