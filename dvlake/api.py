@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    DataType,
     LongType,
     MapType,
     StringType,
@@ -23,6 +24,7 @@ from pyspark.sql.types import (
 
 from dvlake.commands import alter, describe
 from dvlake.commands import write as write_cmd
+from dvlake.commands.api_args import check_condition, check_mapping, check_merge_start, require_type, require_value
 from dvlake.commands.merge import DeltaMergeBuilder
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.condition import conjunction
@@ -265,17 +267,18 @@ class DeltaTable:
         """
         from dvlake.commands.delete import delete
 
+        check_condition(condition)
         delete(self._spark, self._path, condition)
 
     # -- UPDATE and MERGE ------------------------------------------------------------------------
-    def update(self, condition: str | Column | dict[str, str | Column] | None = None,
+    def update(self, condition: str | Column | None = None,
                set: dict[str, str | Column] | None = None) -> None:  # noqa: A002 - delta-spark's keyword
         """Update the rows matching ``condition``, as delta-spark's ``update(condition=None, set=None)``.
 
         With DVs the updated rows are marked deleted in their files' DVs and written anew; only they are written.
 
         Args:
-            condition: a SQL predicate string or Column (None updates every row); a dict here is taken as ``set``.
+            condition: a SQL predicate string or Column (None updates every row).
             set: column name (dotted for nested fields) to a SQL expression string or Column.
 
         Raises:
@@ -287,11 +290,11 @@ class DeltaTable:
         """
         from dvlake.commands.update import update
 
-        if set is None and isinstance(condition, dict):
-            condition, set = None, condition
-        if not set:
+        mapping = check_mapping(set, "'set'")  # delta-spark checks set first: update({...}) alone is a ValueError
+        check_condition(condition)
+        if not mapping:
             raise InvalidArgumentError("update() needs set={'column': <SQL string or Column>, ...}")
-        update(self._spark, self._path, set, condition, alias=self._alias)  # type: ignore[arg-type]
+        update(self._spark, self._path, mapping, condition, alias=self._alias)
 
     def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:
         """Start a MERGE of ``source`` into this table (delta-spark's ``merge``).
@@ -308,6 +311,7 @@ class DeltaTable:
             >>> (events.alias("t").merge(updates.alias("s"), "t.id = s.id")
             ...     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
         """
+        check_merge_start(source, condition)
         return DeltaMergeBuilder(self._spark, self._path, self._alias, source, condition,
                                  on_schema_evolution=self._schema_may_have_changed)
 
@@ -354,6 +358,7 @@ class DeltaTable:
         """
         from dvlake.commands.restore import restore
 
+        require_value(version, int, "version needs to be an int")
         result = _restore_frame(self._spark, restore(self._spark, self._path, version=version))
         self._schema_may_have_changed()
         return result
@@ -377,12 +382,15 @@ class DeltaTable:
         """Raise the protocol versions (never lowers them; implied features become explicit at reader 3 / writer 7)."""
         from dvlake.commands.protocol import upgrade_table_protocol
 
+        require_value(readerVersion, int, "The readerVersion needs to be an integer")
+        require_value(writerVersion, int, "The writerVersion needs to be an integer")
         upgrade_table_protocol(self._path, readerVersion, writerVersion)
 
     def addFeatureSupport(self, featureName: str) -> None:
         """Add a table feature to the protocol (reader 3 / writer 7), e.g. 'deletionVectors'."""
         from dvlake.commands.protocol import add_feature_support
 
+        require_value(featureName, str, "featureName needs to be a string")
         add_feature_support(self._path, featureName)
 
     def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
@@ -405,6 +413,10 @@ class DeltaTable:
             >>> DeltaTable.forPath(spark, "/data/events").dropFeatureSupport("deletionVectors")
         """
         from dvlake.commands.drop_feature import drop_feature
+
+        require_value(featureName, str, "featureName needs to be a string")
+        if truncateHistory is not None:
+            require_value(truncateHistory, bool, "truncateHistory needs to be a boolean")
 
         drop_feature(self._spark, self._path, featureName, bool(truncateHistory))
 
@@ -486,16 +498,19 @@ class DeltaTableBuilder:
 
     def tableName(self, identifier: str) -> DeltaTableBuilder:
         """The name recorded in the table's metadata (dvlake tables are opened by path)."""
+        require_type(identifier, str, "Identifier must be str")
         self._name = identifier
         return self
 
     def location(self, location: str) -> DeltaTableBuilder:
         """The table root (required)."""
+        require_type(location, str, "Location must be str")
         self._location = location
         return self
 
     def comment(self, comment: str) -> DeltaTableBuilder:
         """The table description (``metaData.description``)."""
+        require_type(comment, str, "Table comment must be str")
         self._comment = comment
         return self
 
@@ -506,7 +521,13 @@ class DeltaTableBuilder:
         Raises:
             InvalidArgumentError: ``generatedAlwaysAs`` was given (generated columns are not supported).
         """
+        require_type(colName, str, "Column name must be str")
+        require_type(dataType, (str, DataType), "Column data type must be str or DataType")
+        require_type(nullable, bool, "Column nullable must be bool")
+        if comment is not None:
+            require_type(comment, str, "Column comment must be str")
         if generatedAlwaysAs is not None:
+            require_type(generatedAlwaysAs, str, "Generated always as expression must be str")
             raise InvalidArgumentError("generated columns are not supported by dvlake yet")
         if isinstance(dataType, str):
             from pyspark.sql.types import _parse_datatype_string
@@ -518,17 +539,24 @@ class DeltaTableBuilder:
 
     def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder:
         """Add every field of a StructType (or a list of StructFields)."""
+        require_type(cols, (StructType, list), "Schema must be StructType or a list of StructField")
+        for field in cols if isinstance(cols, list) else []:
+            require_type(field, StructField, "Schema must be StructType or a list of StructField")
         self._fields.extend(list(cols.fields if isinstance(cols, StructType) else cols))
         return self
 
     def partitionedBy(self, *cols: str | Sequence[str]) -> DeltaTableBuilder:
         """Partition columns, in order (names or lists of names)."""
-        for c in cols:
-            self._partitioned_by.extend([c] if isinstance(c, str) else list(c))
+        names = list(cols[0]) if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else list(cols)
+        for c in names:
+            require_type(c, str, "Partitioning column must be str")
+        self._partitioned_by.extend(str(n) for n in names)
         return self
 
     def property(self, key: str, value: str) -> DeltaTableBuilder:
         """A table property, e.g. ``("delta.enableDeletionVectors", "true")``."""
+        require_type(key, str, "Key and value of property must be string")
+        require_type(value, str, "Key and value of property must be string")
         self._properties[key] = value
         return self
 

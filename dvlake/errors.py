@@ -665,3 +665,23 @@ def user_text(message: str) -> str:
     if INTERNAL_NAME_PREFIX in text:
         text = _INTERNAL_NAME.sub("", text).replace("[, ", "[").replace("[,", "[")
     return text.rstrip()
+
+
+class UnsupportedDmlTargetError(DeltaErrorClassMixin, InvalidArgumentError):
+    """DELETE, UPDATE or MERGE on a temporary view that is not a plain scan of one Delta table (a filter, renamed or
+    computed columns, a column the table lacks): changing the table through it would not mean what the view shows.
+    ``error_class`` says which (delta-spark's classes for the same refusals)."""
+
+    error_class = "DELTA_UNSUPPORTED_SOURCE"
+    _SQL_STATES = {"DELTA_UNSUPPORTED_SOURCE": "0AKDD", "DELTA_UNEXPECTED_PARTIAL_SCAN": "KD00A",
+                   "DELTA_CANNOT_RESOLVE_COLUMN": "42703", "DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS": "KD007",
+                   "DELTA_FAILED_SCAN_WITH_HISTORICAL_VERSION": "KD002"}
+
+    def __init__(self, message: str, error_class: str | None = None) -> None:
+        super().__init__(message, error_class)
+        self.sql_state = self._SQL_STATES.get(self.error_class or "", "0AKDD")
+
+
+class InvalidArgumentTypeError(DvlakeError, TypeError):
+    """An argument of the Python API has the wrong type (``merge(1, …)``, ``set={"a": 1}``): a ``TypeError``, as
+    delta-spark's Python API raises for the same call."""

@@ -607,7 +607,9 @@ def read_delta(spark: Any, path: Any, options: dict[str, Any], schema: Any) -> A
     if not path:
         raise InvalidArgumentError("spark.read.format('delta').load() needs the table path: load('<path>')")
     path, version, timestamp = _time_travel(str(path), opts)
-    if str(opts.get("readchangefeed", "false")).strip().lower() == "true":
+    # readChangeData is delta-spark's older name of readChangeFeed (DeltaOptions: CDC_READ_OPTION_LEGACY); either asks
+    # for the change feed, and ignoring it would return the table's rows as if they were its changes
+    if any(str(opts.get(key, "false")).strip().lower() == "true" for key in ("readchangefeed", "readchangedata")):
         return _read_changes(api, spark, path, opts)
     return api.read(spark, path, version=version, timestamp=timestamp)
 
@@ -654,8 +656,10 @@ def _read_changes(api: Any, spark: Any, path: str, opts: dict[str, Any]) -> Any:
                         startingTimestamp=opts.get("startingtimestamp"), endingTimestamp=opts.get("endingtimestamp"))
 
 
-def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], options: dict[str, Any]) -> int | None:
-    """``df.write.format("delta")…save(path)``: one Delta commit with delta-spark's writer options."""
+def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], options: dict[str, Any], *,
+                as_select: bool = False) -> int | None:
+    """``df.write.format("delta")…save(path)``: one Delta commit with delta-spark's writer options (``as_select``: the
+    write creates a table by name, recorded as ``CREATE TABLE AS SELECT`` when it creates it)."""
     from dvlake import api
     from dvlake.commands import write as write_cmd
     from dvlake.commands import write_options
@@ -666,7 +670,7 @@ def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], o
     parsed = write_options.parse(options, lambda key: spark.conf.get(key, None))
     mode = "error" if mode.strip().lower() == "default" else mode
     return write_cmd.write(df, path, mode, partition_by or None, None, session_defaults=api._session_defaults(spark),
-                           options=parsed)
+                           options=parsed, as_select=as_select)
 
 
 def _refresh(spark: Any, name: str) -> None:
@@ -692,12 +696,12 @@ def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], 
                                           "use mode('append') or mode('overwrite')", error_class="DELTA_TABLE_ALREADY_EXISTS")
         if key == "ignore":
             return
-        write_delta(df, location, mode, partition_by, opts)
+        write_delta(df, location, mode, partition_by, opts, as_select=True)
         _refresh(spark, name)  # mergeSchema / overwriteSchema: the catalog's columns follow
         return
     given = opts.pop("path", None)
     location = given or default_table_location(spark, name)
-    write_delta(df, location, mode, partition_by, opts)
+    write_delta(df, location, mode, partition_by, opts, as_select=True)
     register_table(spark, name, location, if_not_exists=True, managed=given is None)
 
 

@@ -21,6 +21,16 @@ def try_load(path: str) -> Snapshot | None:
         return None
 
 
+#: delta-spark's switch (default on) for eliding a commit that changes nothing (``commitIfNeeded``).
+SKIP_EMPTY_COMMITS_CONF = "spark.databricks.delta.skipRecordingEmptyCommits"
+
+
+def records_empty_commits(conf_value: str | None) -> bool:
+    """Whether a command that changed nothing still commits a version: only when the session turned delta-spark's
+    ``skipRecordingEmptyCommits`` off (its own metric tests do, to read the metrics of a no-op from the history)."""
+    return str(conf_value if conf_value is not None else "true").strip().lower() == "false"
+
+
 def stats_leaf_paths(schema: dict[str, Any], partition_columns: list[str], mode: str) -> list[str]:
     """Dotted physical paths of the leaf columns Delta collects stats for, in schema order."""
     out: list[str] = []

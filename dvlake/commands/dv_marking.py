@@ -1,7 +1,8 @@
 """Marking matched rows of existing files in deletion vectors: the part DELETE, UPDATE and MERGE share.
 
-Given a DataFrame of matched (file, row index) pairs, the rows are shuffled by file and each
-task ORs them into the file's existing DV and packs its new DVs into one DV file
+Given a DataFrame of matched (file, row index) pairs, the rows are shuffled by file (as many tasks as
+adaptive execution makes of the shuffled rows: one for a small change) and each task ORs them into
+the file's existing DV and packs its new DVs into one DV file
 (``spark/dv_build.py``); only descriptors come back to the driver. Each touched file then becomes
 ``remove`` (old add, old DV) + ``add`` (same path, new DV, ``tightBounds: false``), or a plain
 ``remove`` when every one of its rows is now deleted. A pair naming an already deleted row is a
@@ -51,6 +52,12 @@ def dv_counts(pairs: list[tuple[bool, bool]], prefix: str = "") -> dict[str, int
     return {f"{name}Added": added + updated, f"{name}Removed": removed + updated, f"{name}Updated": updated}
 
 
+def _coalescing(spark: SparkSession) -> bool:
+    """Whether adaptive execution merges small shuffle partitions (Spark's default)."""
+    return all(str(spark.conf.get(key, "true")).strip().lower() == "true"
+               for key in ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled"))
+
+
 def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: list[AddFile], matches: DataFrame,
               file_col: str, row_col: str, *, by_index: bool = False) -> MarkOutcome:
     """Mark ``matches`` (``file_col``, ``row_col``) in the DVs of ``plan.files`` (``candidates`` are their adds).
@@ -64,10 +71,16 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
              for i, f in enumerate(plan.files)}
     index_of_path = None if by_index else {path_key(f.path): i for i, f in enumerate(plan.files)}
     target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)) or DEFAULT_DV_PACKING_TARGET)
-    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
-    tasks = max(1, min(shuffle, math.ceil(len(plan.files) / 64)))
     fn = build_and_write_dvs(table_root, infos, target, file_col, row_col, index_of_path, confine=plan.confine)
-    results = matches.select(file_col, row_col).repartition(tasks, file_col).mapInArrow(fn, RESULT_SCHEMA).collect()
+    pairs = matches.select(file_col, row_col)
+    if _coalescing(spark):
+        # Spark's adaptive execution sizes the tasks by the matched rows it shuffles (as delta-spark's DV writer gets
+        # them): a DELETE of a few rows over hundreds of files is one task, so one DV file; a large one is spread.
+        shuffled = pairs.repartition(file_col)
+    else:  # without it, a fixed count: a task per 64 candidate files
+        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+        shuffled = pairs.repartition(max(1, min(shuffle, math.ceil(len(plan.files) / 64))), file_col)
+    results = shuffled.mapInArrow(fn, RESULT_SCHEMA).collect()
     ts = now_ms()
     out = MarkOutcome()
     for r in sorted(results, key=lambda r: r.file_index):

@@ -34,8 +34,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from dvlake.commands.api_args import check_condition, check_mapping
 from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, write_change_files
+from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
@@ -122,32 +124,36 @@ class DeltaMergeBuilder:
 
     def whenMatchedUpdate(self, condition: str | Column | None = None,
                           set: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:  # noqa: A002
-        if not set:
-            raise InvalidArgumentError("whenMatchedUpdate needs set={'column': <SQL string or Column>, ...}")
-        return self._add(MergeClause(MATCHED, "update", condition, dict(set)))
+        mapping = check_mapping(set, "'set' in whenMatchedUpdate")
+        check_condition(condition)
+        return self._add(MergeClause(MATCHED, "update", condition, dict(mapping)))
 
     def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        check_condition(condition)
         return self._add(MergeClause(MATCHED, "update", condition, None))
 
     def whenMatchedDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        check_condition(condition)
         return self._add(MergeClause(MATCHED, "delete", condition))
 
     def whenNotMatchedInsert(self, condition: str | Column | None = None,
                              values: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:
-        if not values:
-            raise InvalidArgumentError("whenNotMatchedInsert needs values={'column': <SQL string or Column>, ...}")
-        return self._add(MergeClause(NOT_MATCHED, "insert", condition, dict(values)))
+        mapping = check_mapping(values, "'values' in whenNotMatchedInsert")
+        check_condition(condition)
+        return self._add(MergeClause(NOT_MATCHED, "insert", condition, dict(mapping)))
 
     def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        check_condition(condition)
         return self._add(MergeClause(NOT_MATCHED, "insert", condition, None))
 
     def whenNotMatchedBySourceUpdate(self, condition: str | Column | None = None,
                                      set: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:  # noqa: A002
-        if not set:
-            raise InvalidArgumentError("whenNotMatchedBySourceUpdate needs set={'column': <SQL string or Column>, ...}")
-        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", condition, dict(set)))
+        mapping = check_mapping(set, "'set' in whenNotMatchedBySourceUpdate")
+        check_condition(condition)
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", condition, dict(mapping)))
 
     def whenNotMatchedBySourceDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
+        check_condition(condition)
         return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", condition))
 
     def withSchemaEvolution(self) -> DeltaMergeBuilder:
@@ -601,7 +607,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
                     "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": bytes_removed,
                     "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
                     "rewriteTimeMs": rewrite_ms})
-    return _commit(txn, spec, actions, metrics, started, new_md is not None)
+    return _commit(spark, txn, spec, actions, metrics, started, new_md is not None)
 
 
 def _change_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, changes: DataFrame, sides: _Sides,
@@ -653,12 +659,12 @@ def _clause_params(clauses: list[MergeClause]) -> str:
     return json.dumps(out)
 
 
-def _commit(txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action], metrics: dict[str, Any],
-            started: float, schema_changed: bool) -> dict[str, Any]:
+def _commit(spark: SparkSession, txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action],
+            metrics: dict[str, Any], started: float, schema_changed: bool) -> dict[str, Any]:
     changed = bool(actions) or schema_changed
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-    if not changed:
-        return metrics
+    if not changed and not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
+        return metrics  # delta-spark's commitIfNeeded elides a MERGE that changed nothing
     params = {"predicate": json.dumps([condition_text(spec.condition) or ""]),
               "matchedPredicates": _clause_params([c for c in spec.clauses if c.kind == MATCHED]),
               "notMatchedPredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED]),
@@ -693,7 +699,7 @@ def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: 
                     "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": 0,
                     "numTargetChangeFilesAdded": 0, "materializeSourceTimeMs": 0, "scanTimeMs": 0,
                     "rewriteTimeMs": int((time.monotonic() - t0) * 1000)})
-    return _commit(txn, spec, list(new_adds), metrics, started, txn.new_metadata is not None)
+    return _commit(spark, txn, spec, list(new_adds), metrics, started, txn.new_metadata is not None)
 
 
 # --- SQL -----------------------------------------------------------------------------------------------

@@ -139,8 +139,13 @@ def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, f
 
 def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[str] | None = None,
           properties: dict[str, Any] | None = None, *, overwrite_schema: bool = False,
-          session_defaults: dict[str, str] | None = None, options: WriteOptions | None = None) -> int | None:
+          session_defaults: dict[str, str] | None = None, options: WriteOptions | None = None,
+          as_select: bool = False) -> int | None:
     """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored or skipped).
+
+    A write that creates the table is recorded as delta-spark records it: ``WRITE`` for a path write
+    (``df.write…save``, ``dvlake.write``), ``CREATE TABLE AS SELECT`` with ``as_select`` (CTAS, ``saveAsTable``,
+    ``writeTo…create``), which delta-spark runs as a table creation.
 
     ``options`` carries the DataFrameWriter options (``dvlake.commands.write_options``): mergeSchema,
     replaceWhere, dynamic partition overwrite, userMetadata, idempotent ``txnAppId``/``txnVersion``
@@ -154,12 +159,12 @@ def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[
     snapshot = try_load(root)
     with translated():
         return _write(df, root, snapshot, mode, mode_key, partition_by, properties, overwrite_schema or opts.overwrite_schema,
-                      session_defaults, opts)
+                      session_defaults, opts, as_select)
 
 
 def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_key: str,
            partition_by: Sequence[str] | None, properties: dict[str, Any] | None, overwrite_schema: bool,
-           session_defaults: dict[str, str] | None, opts: WriteOptions) -> int | None:
+           session_defaults: dict[str, str] | None, opts: WriteOptions, as_select: bool = False) -> int | None:
     if snapshot is not None and mode_key in ("error", "errorifexists"):
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}; use mode='append' or 'overwrite'")
     if snapshot is not None and mode_key == "ignore":
@@ -246,7 +251,7 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         ts = now_ms()
         actions = [a.remove(ts, data_change=opts.data_change) for a in current] + actions
     num_rows = sum(json.loads(a.stats)["numRecords"] for a in adds if a.stats)
-    operation = "WRITE" if snapshot is not None else "CREATE TABLE AS SELECT"
+    operation = "CREATE TABLE AS SELECT" if snapshot is None and as_select else "WRITE"
     params: dict[str, Any] = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
     if opts.replace_where is not None and mode_key == "overwrite":
         from dvlake.log.condition import display_text as condition_text
@@ -258,7 +263,7 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     for key in ("numRemovedFiles", "numDeletedRows", "numCopiedRows", "numRemovedBytes"):
         if key in removal_metrics:
             metrics[key] = removal_metrics[key]
-    if snapshot is None:
+    if operation != "WRITE":
         params = {"isManaged": "false", "partitionBy": params["partitionBy"],
                   "properties": json.dumps(metadata.configuration)}  # delta-spark's description is null: left out
     if opts.streaming is not None:  # delta-spark's sink: one STREAMING UPDATE per micro-batch, creating the table too

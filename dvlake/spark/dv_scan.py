@@ -352,15 +352,19 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
                                      confine, native))
     else:
         literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
+        if native and literal:
+            # every file of a partition tuple in one native scan (the reader passes DV-less files through): one
+            # relation, not a union of two, so a query's own ``_metadata`` columns resolve (a union has none)
+            parts += _native_scans(spark, sorted(plain + with_dv, key=lambda p: p[0]), data_schema, partition_schema,
+                                   table_root, data_filter, confine)
+            plain, with_dv = [], []
         if plain and literal:
             parts += _literal_scans(spark, plain, data_schema, partition_schema, table_root, data_filter, confine)
         elif plain:
             for group in _scan_groups(_with_actual_sizes(plain, storage), by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
                                          confine))
-        if with_dv and native and literal:
-            parts += _native_scans(spark, with_dv, data_schema, partition_schema, table_root, data_filter, confine)
-        elif with_dv and native:  # many partition tuples: the values joined by file size, as for files without a DV
+        if with_dv and native:  # many partition tuples: the values joined by file size, as for files without a DV
             for group in _dv_groups(with_dv, storage, native, by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
                                          confine, native))

@@ -140,7 +140,7 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         path, managed = _placement(spark, name, path, replace, text, offset_of(target))
     assert path is not None
     from dvlake.api import _session_defaults
-    from dvlake.api import write as write_df
+    from dvlake.commands import write as write_cmd
     from dvlake.commands.write import create_table
     from dvlake.commands.write import load as load_snapshot
 
@@ -150,7 +150,8 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
                                                          "remove the column list")
         df = run_query(spark, query, text)
         mode = "overwrite" if replace else ("ignore" if if_not_exists else "error")
-        write_df(df, path, mode, parts.partitioned_by, parts.properties or None, overwriteSchema=replace)
+        write_cmd.write(df, path, mode, list(parts.partitioned_by or []), parts.properties or None, overwrite_schema=replace,
+                        session_defaults=_session_defaults(spark), as_select=True)  # recorded as CREATE TABLE AS SELECT
     else:
         if not columns:
             try:  # CREATE TABLE … USING delta LOCATION '<existing table>' registers it without a schema

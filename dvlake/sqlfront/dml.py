@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.sqlfront.parse import DIALECT, sql_error, written
+from dvlake.spark.view_target import ViewTarget, view_target
+from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written
 from dvlake.sqlfront.passthrough import passthrough
 from dvlake.sqlfront.refs import (
     catalog_location,
@@ -43,6 +44,15 @@ def target_path(spark: SparkSession, node: exp.Expr, text: str, statement: str) 
     return catalog_location(spark, name_of(node), text, offset_of(node))
 
 
+def view_of(spark: SparkSession, node: exp.Expr, statement: str) -> ViewTarget | None:
+    """The temporary view over a Delta table that a DML statement names as its target, else None (a plain name that
+    is not a temporary view goes on to the catalog, as before)."""
+    if (not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier) or table_ref(node) is not None
+            or node.args.get("version") is not None or node.args.get("catalog") is not None):
+        return None
+    return view_target(spark, name_of(node), statement)
+
+
 def _alias(node: exp.Expr) -> str | None:
     alias = node.args.get("alias")
     return alias.name if alias is not None and alias.name else None
@@ -67,13 +77,19 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
 
     if node.args.get("using") or node.args.get("joins"):
         raise sql_error(text, offset_of(node), "DELETE … USING is not supported; use MERGE … WHEN MATCHED THEN DELETE")
-    path = target_path(spark, node.this, text, "DELETE")
+    view = view_of(spark, node.this, "DELETE")
+    path = view.root if view is not None else target_path(spark, node.this, text, "DELETE")
+    alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
     condition = None
     if where is not None:
         _no_delta_subqueries(where, text, "DELETE condition")
         condition = written(text, where.this)
-    metrics = run_delete(spark, path, condition, alias=_alias(node.this))
+    if view is not None:
+        view.check_resolves(spark, alias, [condition] if condition else [])
+    metrics = run_delete(spark, path, condition, alias=alias)
+    if view is not None:
+        view.refresh(spark)
     return _affected(spark, metrics.get("numDeletedRows", 0))
 
 
@@ -99,7 +115,9 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
 
     if node.args.get("from_") or node.args.get("from"):
         raise sql_error(text, offset_of(node), "UPDATE … FROM is not supported; use MERGE … WHEN MATCHED THEN UPDATE")
-    path = target_path(spark, node.this, text, "UPDATE")
+    view = view_of(spark, node.this, "UPDATE")
+    path = view.root if view is not None else target_path(spark, node.this, text, "UPDATE")
+    alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
     _no_delta_subqueries(where, text, "UPDATE condition")
     pairs = assignments(node.expressions, text)
@@ -108,13 +126,54 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     # refuses subqueries); the tables they read are dvlake's reads, never what plain Spark sees of a name
     reading = {name: pair.expression for name, pair in zip(pairs, node.expressions, strict=True)
                if reads_delta_tables(spark, pair.expression)}
+    if view is not None:  # SET names, values and the condition see the view's columns only
+        view.check_resolves(spark, alias, [t for t in (condition, *pairs, *(v for k, v in pairs.items() if k not in reading))
+                                           if t])
     with delta_tables_as_views(spark, list(reading.values()), text) as values:
         pairs.update(zip(reading, values, strict=True))
-        metrics = run_update(spark, path, pairs, condition, alias=_alias(node.this))
+        metrics = run_update(spark, path, pairs, condition, alias=alias)
+    if view is not None:
+        view.refresh(spark)
     return _affected(spark, metrics.get("numUpdatedRows", 0))
 
 
-def _source(spark: SparkSession, node: exp.Expr, text: str) -> DataFrame:
+def _cte_prefix(text: str) -> str:
+    """``WITH c AS (…) [, …]`` as the user wrote it before ``MERGE``: the text up to the MERGE keyword outside
+    parentheses."""
+    depth = 0
+    for tok in tokenize(text):
+        if tok.token_type.name in ("L_PAREN",):
+            depth += 1
+        elif tok.token_type.name in ("R_PAREN",):
+            depth -= 1
+        elif depth == 0 and is_word(tok, "MERGE"):
+            return text[:tok.start]
+    raise sql_error(text, 0, "cannot find MERGE after the WITH clause")
+
+
+def _with_ctes(spark: SparkSession, node: exp.Expr, text: str, with_: exp.Expr | None) -> DataFrame | None:
+    """A MERGE source that reads the statement's CTEs (``WITH c AS (…) MERGE INTO t USING c …``, or a subquery over
+    them): the CTEs and a ``SELECT *`` of the source run as one query, as Spark resolves a CTE for the whole statement.
+    None when the source reads no CTE."""
+    if not isinstance(with_, exp.With):
+        return None
+    names = {c.alias_or_name.lower() for c in with_.expressions}
+    if isinstance(node, exp.Table):
+        if node.args.get("db") is not None or node.name.lower() not in names:
+            return None
+        body = name_of(node)
+    elif isinstance(node, exp.Subquery):
+        body = f"({written(text, node.this)})"
+    else:
+        return None
+    query = f"{_cte_prefix(text)}SELECT * FROM {body}"
+    return run_query(spark, parse_statement(query), query, whole=True)
+
+
+def _source(spark: SparkSession, node: exp.Expr, text: str, with_: exp.Expr | None = None) -> DataFrame:
+    from_ctes = _with_ctes(spark, node, text, with_)
+    if from_ctes is not None:
+        return from_ctes
     if isinstance(node, exp.Subquery):
         return run_query(spark, node.this, text)
     if isinstance(node, exp.Table):
@@ -158,9 +217,11 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     from dvlake.commands.merge import MergeSpec, evolves, result_frame
     from dvlake.commands.merge import merge as run_merge
 
-    path = target_path(spark, node.this, text, "MERGE")
+    view = view_of(spark, node.this, "MERGE")
+    path = view.root if view is not None else target_path(spark, node.this, text, "MERGE")
+    target_alias = _alias(node.this) or (view.qualifier if view is not None else None)
     using = node.args["using"]
-    source = _source(spark, using, text)
+    source = _source(spark, using, text, node.args.get("with_") or node.args.get("with"))
     source_alias = _alias(using)
     if source_alias:
         source = source.alias(source_alias)
@@ -170,8 +231,12 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     _no_delta_subqueries(on, text, "MERGE ON condition")
     whens = node.args.get("whens")
     clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
-    spec = MergeSpec(source, written(text, on), clauses, _alias(node.this), source_alias, schema_evolution)
+    spec = MergeSpec(source, written(text, on), clauses, target_alias, source_alias, schema_evolution)
+    if view is not None and view.is_projection:
+        view.refuse_merge(spark, target_alias, source, spec)
     metrics = run_merge(spark, path, spec)
+    if view is not None:
+        view.refresh(spark)
     if evolves(spark, spec):
         refresh_catalog_columns(spark, node.this)  # the catalog's columns follow the added ones
     return result_frame(spark, metrics)

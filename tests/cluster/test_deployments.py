@@ -61,7 +61,7 @@ def test_history_and_detail(results, local_results):
     got, local = _table(results), _table(local_results)
     assert got["history"] == local["history"]
     operations = [h[1] for h in got["history"]]
-    assert operations == ["CREATE TABLE AS SELECT", "WRITE"] + ["DELETE"] * len(DELETES)
+    assert operations == ["WRITE", "WRITE"] + ["DELETE"] * len(DELETES)
     dv_delete = got["history"][2][3]
     assert int(dv_delete["numDeletionVectorsAdded"]) > 0 and int(dv_delete["numDeletedRows"]) > 0
     cow_delete = got["history"][4][3]

@@ -161,7 +161,7 @@ def test_bad_assignments_and_invariants_leave_the_table_unchanged(spark, tmp_pat
     with pytest.raises(DeltaInvariantViolationException, match="id"):
         dt.update("id > 15", {"id": "CAST(NULL AS BIGINT)"})
     assert Snapshot.load(path).version == version
-    dt.update({"n": 2.9})  # set alone, positionally; double → int is a store-assignment cast
+    dt.update(set={"n": "2.9"})  # no condition; the double 2.9 → int is a store-assignment cast
     assert {r.n for r in dvlake.read(spark, path).collect()} == {2}
     dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
     dt.update("id = 1", {"n": "0"})  # with the change feed on, the commit carries change data (test_cdf_write.py)

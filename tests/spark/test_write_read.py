@@ -120,7 +120,7 @@ def test_history_detail_and_sql(spark, tmp_path):
     assert set(snap.protocol.writer_features) == {"appendOnly", "invariants", "deletionVectors"}
     hist = dvlake.sql(spark, f"DESCRIBE HISTORY delta.`{path}`").collect()
     assert [r.version for r in hist] == [2, 1, 0]
-    assert [r.operation for r in hist] == ["SET TBLPROPERTIES", "WRITE", "CREATE TABLE AS SELECT"]
+    assert [r.operation for r in hist] == ["SET TBLPROPERTIES", "WRITE", "WRITE"]  # a path write creates with WRITE
     assert hist[1].operationMetrics["numOutputRows"] == "5"
     assert hist[1].readVersion == 0 and hist[1].isBlindAppend is True
     assert DeltaTable.forPath(spark, path).history(1).count() == 1
