@@ -14,6 +14,7 @@ progress appears only on a terminal.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import importlib
 import json
 import os
@@ -21,7 +22,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from dvlake.log.snapshot import Snapshot
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+#: Terminals narrower than this get tables with long cells as blocks of lines instead.
+NARROW = 100
 
 
 class CommandNotAvailableError(DvlakeError):
@@ -54,6 +57,26 @@ class _State:
     debug = _env_debug()
     conf: dict[str, str] = {}
     spark_log: str | None = None
+    own_process = False  # started as the console script: the log-only commands may keep pandas out (terminal.light)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _log_only(command: F) -> F:
+    """Mark a command that reads the log and lists files only: in a process of its own it runs without pandas,
+    which pyarrow would otherwise import on its first conversion (``dvlake.terminal.light``)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not _State.own_process:
+            return command(*args, **kwargs)
+        from dvlake.terminal.light import without_pandas
+
+        with without_pandas():
+            return command(*args, **kwargs)
+
+    return cast(F, run)
 
 
 # --- output --------------------------------------------------------------------------------------
@@ -106,12 +129,16 @@ def _progress(message: str) -> Iterator[Callable[[str], None]]:
 
 
 def _table(title: str | None, columns: list[str], rows: list[list[Any]], *, right: set[str] | None = None,
-           header: bool = True) -> Any:
+           header: bool = True, keep: set[str] | None = None) -> Any:
+    """A rich table. On a narrow terminal cells wrap at spaces; a word longer than its column is folded, except in
+    the ``keep`` columns (short values: versions, times, names, partitions), which are never broken and get their
+    full width first."""
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", show_lines=False, header_style="bold", show_header=header)
     for c in columns:
-        table.add_column(c, justify="right" if c in (right or set()) else "left", overflow="fold")
+        kept = c in (keep or set())
+        table.add_column(c, justify="right" if c in (right or set()) else "left", overflow="fold", no_wrap=kept)
     for r in rows:
         table.add_row(*("" if v is None else (f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
                         for v in r))
@@ -187,6 +214,7 @@ _HISTORY_METRICS = ("numDeletionVectorsAdded", "numDeletionVectorsRemoved", "num
 @path_argument
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Show only the newest N commits.")
 @json_option
+@_log_only
 def history(path: str, limit: int | None, as_json: bool) -> None:
     """Commits of the table, newest first (DESCRIBE HISTORY): operation, parameters, DV metrics.
 
@@ -205,14 +233,30 @@ def history(path: str, limit: int | None, as_json: bool) -> None:
         metrics = r["operationMetrics"]
         shown = ", ".join(f"{k}={metrics[k]}" for k in _HISTORY_METRICS if k in metrics)
         out.append([r["version"], _fmt_ts(r["timestamp"]), r["operation"] or "", params, shown])
-    _console().print(_table(None, ["version", "timestamp (UTC)", "operation", "parameters", "metrics"], out,
-                            right={"version"}))
+    console = _console()
+    if console.width >= NARROW:
+        console.print(_table(None, ["version", "timestamp (UTC)", "operation", "parameters", "metrics"], out,
+                             right={"version"}, keep={"version", "timestamp (UTC)", "operation"}))
+        return
+    # a narrow terminal: one block per commit, lines wrapped between words (a table would cut its words into pieces)
+    import textwrap
+
+    from rich.text import Text
+
+    for version, when, operation, params, shown in out:
+        console.print(Text.assemble((f"version {version:,}", "bold"), f"  {when} UTC  ", (operation, "bold")))
+        for label, text in (("parameters", params), ("metrics", shown)):
+            if text:
+                console.print(textwrap.fill(f"{label}: {text}", width=console.width, initial_indent="  ",
+                                            subsequent_indent="    ", break_on_hyphens=False),
+                              markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.command()
 @path_argument
 @version_option
 @json_option
+@_log_only
 def detail(path: str, version: int | None, as_json: bool) -> None:
     """Table detail (DESCRIBE DETAIL): location, size, partitioning, properties, protocol, DV statistics."""
     from dvlake.commands.describe import detail_row
@@ -230,7 +274,7 @@ def detail(path: str, version: int | None, as_json: bool) -> None:
         elif isinstance(v, dt.datetime):
             v = _fmt_ts(v)
         rows.append([k, v])
-    _console().print(_table(None, ["field", "value"], rows))
+    _console().print(_table(None, ["field", "value"], rows, keep={"field"}))
 
 
 @cli.command()
@@ -240,40 +284,43 @@ def detail(path: str, version: int | None, as_json: bool) -> None:
               help="Only files that carry a DV, with the DV's storage, file, offset, size and cardinality.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Show at most N files.")
 @json_option
+@_log_only
 def files(path: str, version: int | None, with_dvs: bool, limit: int | None, as_json: bool) -> None:
     """Live data files of the table: partition, size, physical rows, rows deleted by their DV.
 
     Rows are sorted by path. With --with-dvs only files that have a DV are listed, with where
     the DV is stored (inline, or a DV file and the offset inside it).
     """
-    from dvlake.commands.health import file_frame
+    import numpy as np
 
-    frame = file_frame(_load(path, version)).sort_values("path")
+    from dvlake.commands.health_files import file_columns, rows
+
+    columns = file_columns(_load(path, version))
+    order = np.argsort(columns["path"], kind="stable")
     if with_dvs:
-        frame = frame[frame["has_dv"]]
+        order = order[columns["has_dv"][order]]
     if limit is not None:
-        frame = frame.head(limit)
+        order = order[:limit]
     cols = ["path", "partition", "size_bytes", "physical_rows", "deleted_rows", "deleted_ratio"]
     if with_dvs:
         cols += ["dv_storage", "dv_file", "dv_offset", "dv_size_bytes"]
+    found = rows(columns, cols, order)
     if as_json:
-        from dvlake.commands.health import records
-
-        _print_json(records(frame[cols]))
+        _print_json(found)
         return
-    rows = []
-    for d in frame[cols].to_dict(orient="records"):
-        d["deleted_ratio"] = percent(d["deleted_ratio"])
+    for d in found:
+        d["deleted_ratio"] = percent(float("nan") if d["deleted_ratio"] is None else d["deleted_ratio"])
         if with_dvs:
-            d["dv_offset"] = "" if d["dv_offset"] is None or d["dv_offset"] != d["dv_offset"] else int(d["dv_offset"])
             d["dv_file"] = os.path.basename(d["dv_file"]) if d["dv_file"] else "(inline)"
-        rows.append([int(v) if hasattr(v, "item") and not isinstance(v, float) else v for v in d.values()])
     labels = {"size_bytes": "bytes", "physical_rows": "rows", "deleted_rows": "deleted", "deleted_ratio": "deleted %",
               "dv_storage": "DV storage", "dv_file": "DV file", "dv_offset": "offset", "dv_size_bytes": "DV bytes"}
-    _console().print(_table(None, [labels.get(c, c) for c in cols], rows,
-                            right={"bytes", "rows", "deleted", "deleted %", "offset", "DV bytes"}))
+    from dvlake.terminal.listing import listing_lines
+
+    lines = listing_lines([labels.get(c, c) for c in cols], [list(d.values()) for d in found],
+                          right={"bytes", "rows", "deleted", "deleted %", "offset", "DV bytes"})
+    click.echo("\n".join(lines))
     if _is_tty():
-        _console(stderr=True).print(f"{len(frame):,} file(s)")
+        _console(stderr=True).print(f"{len(found):,} file(s)")
 
 
 def _find_file(snapshot: Snapshot, file: str) -> dict[str, Any]:
@@ -317,6 +364,7 @@ def _row_ranges(rows: Any, limit: int | None) -> tuple[list[tuple[int, int]], in
 @click.option("--max-ranges", type=click.IntRange(min=0), default=20, show_default=True,
               help="Show at most this many row ranges (0: all).")
 @json_option
+@_log_only
 def dv_command(path: str, file: str, version: int | None, max_ranges: int, as_json: bool) -> None:
     """Decode one data file's DV: deleted rows, row ranges, storage, DV file, offset, checksum.
 
@@ -395,26 +443,33 @@ def dv_command(path: str, file: str, version: int | None, max_ranges: int, as_js
               help="Partitions and recommendations to list.")
 @click.option("--max-deleted-ratio", type=click.FloatRange(0, 1), default=0.05, show_default=True,
               help="Files with more of their rows deleted are worth rewriting (delta-spark's optimize.maxDeletedRowsRatio).")
+@click.option("--max-read-overhead", type=click.FloatRange(min=0), default=0.25, show_default=True,
+              help="Partitions whose files with DVs add more than this to a full scan (estimated, 0.25 = +25%) are "
+                   "worth purging even when no file is above --max-deleted-ratio.")
 @click.option("--history", "history_versions", type=click.IntRange(min=1), default=200, show_default=True,
               help="How many recent versions the DV history covers.")
 @json_option
 def health(path: str, version: int | None, plot_path: str | None, html_path: str | None, top: int,
-           max_deleted_ratio: float, history_versions: int, as_json: bool) -> None:
+           max_deleted_ratio: float, max_read_overhead: float, history_versions: int, as_json: bool) -> None:
     """DV health: deleted rows per file and partition, DV storage, stale DV bytes, read overhead, what to run.
 
     Reads only the log and the DV files' headers (never a data file or a DV body), so it is fast
-    on large tables. The read overhead is an estimate from the measured scan benchmark
-    (BENCHMARKS.md): a file with a DV costs its rows x (measured time ratio at its deleted
-    ratio - 1) extra plain-scan rows. Recommendations give the exact command to run, ranked by
-    rows reclaimed: OPTIMIZE ... WHERE for partitions with several files above --max-deleted-ratio,
-    REORG ... APPLY (PURGE) for a lone such file (OPTIMIZE skips single-file bins), VACUUM for DV
-    files no live file references. Exit 1 when a DV file is missing or a DV header does not
-    match its descriptor.
+    on large tables. The read overhead is an estimate from the read benchmark (BENCHMARKS.md,
+    "Read overhead on Delta tables") for the read path a query would take: the native scan when
+    its jar is built for the installed Spark, else the pure-Python path
+    (--conf spark.dvlake.scan.native=false|true picks one). A file with a DV costs its rows x
+    (time ratio at its deleted ratio - 1) extra plain-scan rows. Recommendations give the exact
+    command to run now, ranked by rows reclaimed: OPTIMIZE ... WHERE for partitions with several
+    files above --max-deleted-ratio, REORG ... APPLY (PURGE) for a lone such file (OPTIMIZE skips
+    single-file bins) or for a partition whose DVs cost readers more than --max-read-overhead,
+    VACUUM for DV files it would delete now. Exit 1 when a DV file is missing or a DV header does
+    not match its descriptor.
     """
-    from dvlake.commands.health import table_health
+    from dvlake.commands.health import NATIVE_SETTING, table_health
 
     with _progress("reading the log") as update:
-        report = table_health(path, version, max_deleted_ratio=max_deleted_ratio, history_versions=history_versions,
+        report = table_health(path, version, max_deleted_ratio=max_deleted_ratio, max_read_overhead=max_read_overhead,
+                              read_path=_State.conf.get(NATIVE_SETTING), history_versions=history_versions,
                               on_step=update)
         if plot_path or html_path:
             update("drawing pictures")
@@ -438,6 +493,15 @@ def health(path: str, version: int | None, plot_path: str | None, html_path: str
         sys.exit(EXIT_ERROR)
 
 
+def _overhead_text(s: dict[str, Any]) -> str:
+    """The summary's read overhead line: both estimates, the fixed cost where measured, and the read path assumed."""
+    text = f"est. +{s['est_full_scan_overhead']:.0%} full scan, +{s['est_aggregate_overhead']:.0%} 2-column aggregate"
+    if s["est_fixed_query_seconds"]:
+        text += f", +{s['est_fixed_query_seconds']:.2f} s per query"
+    path = "native scan" if s["read_path"] == "native" else "pure-Python read path"
+    return f"{text} ({path}: {s['read_path_reason']})"
+
+
 def _print_health(report: Any, top: int) -> None:
     console = _console()
     s = report.summary
@@ -452,23 +516,23 @@ def _print_health(report: Any, top: int) -> None:
                      f"{s['dv_files_unreferenced']:,} no longer referenced"],
         ["DV file bytes", f"{human_bytes(s['dv_file_bytes'])}: {human_bytes(s['dv_live_bytes'])} live, "
                           f"{human_bytes(s['dv_stale_bytes'])} stale"],
-        ["read overhead", f"est. +{s['est_full_scan_overhead']:.0%} full scan, +{s['est_aggregate_overhead']:.0%} "
-                          "2-column aggregate"
-                          + (f", +{s['est_fixed_query_seconds']:.2f} s per query" if s["files_with_dv"] else "")],
+        ["read overhead", _overhead_text(s)],
     ]
     console.print(_table(None, ["", ""], summary, header=False))
-    parts = report.partitions[report.partitions["deleted_rows"] > 0].head(top)
+    listed = (report.partitions["deleted_rows"] > 0) | (report.partitions["action"] != "")
+    parts = report.partitions[listed].head(top)
     if len(parts) and report.partition_columns:
+        actions = {"OPTIMIZE": "OPTIMIZE", "REORG PURGE": "PURGE"}
         rows = [[r.partition, int(r.files), int(r.files_with_dv), int(r.physical_rows), int(r.deleted_rows),
-                 percent(r.deleted_ratio, 1), percent(r.max_file_deleted_ratio, 1), int(r.dv_files), human_bytes(r.dv_bytes),
-                 f"+{r.overhead_rows_full_scan / r.physical_rows:.0%}" if r.physical_rows else ""]
-                for r in parts.itertuples()]
-        n_more = int((report.partitions["deleted_rows"] > 0).sum()) - len(parts)
-        console.print(_table(f"Partitions with the most deleted rows{f' ({n_more:,} more)' if n_more > 0 else ''}",
+                 percent(r.deleted_ratio, 1), percent(r.max_file_deleted_ratio, 1), int(r.dv_files),
+                 f"+{r.est_full_scan_overhead:.0%}" if r.files_with_dv else "", actions.get(r.action, "")]
+                for r in parts.itertuples()]  # DV bytes per partition: in --json and --html
+        n_more = int(listed.sum()) - len(parts)
+        console.print(_table(f"Partitions with the most deleted rows{f' ({n_more:,} more with --top)' if n_more > 0 else ''}",
                              ["partition", "files", "with DV", "rows", "deleted", "deleted %", "worst file", "DV files",
-                              "DV bytes", "est. overhead"], rows,
-                             right={"files", "with DV", "rows", "deleted", "deleted %", "worst file", "DV files", "DV bytes",
-                                    "est. overhead"}))
+                              "est. read cost", "to run"], rows,
+                             right={"files", "with DV", "rows", "deleted", "deleted %", "worst file", "DV files",
+                                    "est. read cost"}, keep={"partition", "to run"}))
     recs = report.recommendations[:top]
     waiting = s["dv_files_unreferenced"] - s["dv_files_vacuumable"]
     later = ""
@@ -478,6 +542,7 @@ def _print_health(report: Any, top: int) -> None:
                  f"(delta.deletedFileRetentionDuration) passes; VACUUM can delete the first from {_fmt_ts(when)} UTC.")
     if not recs:
         console.print(f"Recommendations: nothing to do now (no file above {percent(s['max_deleted_ratio'], 0)} deleted, "
+                      f"no partition whose DVs add more than {s['max_read_overhead']:.0%} to a full scan, "
                       "no DV file VACUUM would delete).", soft_wrap=True)
         if later:
             console.print(later, soft_wrap=True)
@@ -560,25 +625,54 @@ def _ident(path: str) -> str:
     return f"delta.`{root}`"
 
 
+#: A nested value (struct, map, array) longer than this is shortened in a table; --json prints it whole.
+MAX_CELL = 100
+
+
+def _cell(v: Any) -> tuple[Any, bool]:
+    """A result value as a table shows it, and whether it was shortened."""
+    if isinstance(v, (int, float, str)) or v is None:
+        return v, False
+    text = json.dumps(v, default=_json_default, ensure_ascii=False)
+    return (text[:MAX_CELL - 1] + "…", True) if len(text) > MAX_CELL else (text, False)
+
+
+def _collect(df: DataFrame, limit: int | None) -> tuple[list[str], list[dict[str, Any]], bool]:
+    """The columns, the first ``limit`` rows as plain dicts, and whether there were more."""
+    rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
+    truncated = limit is not None and len(rows) > limit
+    return list(df.columns), [r.asDict(recursive=True) for r in rows[:limit]], truncated
+
+
+def _print_rows(cols: list[str], dicts: list[dict[str, Any]], truncated: bool, as_json: bool, limit: int | None = None,
+                title: str | None = None) -> None:
+    """Rows as a table (nested values as JSON text, long ones shortened) or as JSON."""
+    if as_json:
+        _print_json(dicts)
+        return
+    cells, shortened = [], False
+    for d in dicts:
+        row = []
+        for c in cols:
+            value, cut = _cell(d[c])
+            row.append(value)
+            shortened = shortened or cut
+        cells.append(row)
+    _console().print(_table(title, cols, cells))
+    if truncated:
+        click.echo(f"(first {limit} rows; --limit changes it)", err=True)
+    if shortened:
+        click.echo("(long values shortened; --json prints them whole)", err=True)
+
+
 def _show(df: DataFrame | None, as_json: bool, limit: int | None = None, title: str | None = None) -> None:
     """Print a result DataFrame as a table (or JSON); nested values as JSON text."""
     if df is None:
         if as_json:
             _print_json([])
         return
-    rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
-    truncated = limit is not None and len(rows) > limit
-    rows = rows[:limit] if truncated else rows
-    dicts = [r.asDict(recursive=True) for r in rows]
-    if as_json:
-        _print_json(dicts)
-    else:
-        cols = list(df.columns)
-        cells = [[v if isinstance(v, (int, float, str)) or v is None else json.dumps(v, default=_json_default)
-                  for v in (d[c] for c in cols)] for d in dicts]
-        _console().print(_table(title, cols, cells))
-        if truncated:
-            click.echo(f"(first {limit} rows; --limit changes it)", err=True)
+    cols, dicts, truncated = _collect(df, limit)
+    _print_rows(cols, dicts, truncated, as_json, limit, title)
 
 
 def _metrics_row(df: DataFrame) -> dict[str, Any]:
@@ -602,12 +696,25 @@ def sql_command(statement: str, limit: int, as_json: bool) -> None:
     dvlake sql "DELETE FROM delta.\\`/data/t\\` WHERE id = 3".
     """
     from dvlake.terminal.preflight import check_statement_tables
+    from dvlake.terminal.summaries import is_dry_run, sql_line, statement_kind
 
     check_statement_tables(statement)
+    kind = None if as_json else statement_kind(statement)
     spark = _spark()
     with _progress("running the statement"):
         df = _sql_module().sql(spark, statement)
-    _show(df, as_json, limit)
+        if df is not None and kind is not None:
+            cols, dicts, truncated = _collect(df, None if kind == "VACUUM" else limit)  # VACUUM counts every path
+    if df is None or kind is None:
+        _show(df, as_json, limit)
+        return
+    line = sql_line(statement, kind, cols, dicts)
+    if line is None:
+        _print_rows(cols, dicts[:limit], truncated or len(dicts) > limit, False, limit)
+        return
+    if kind == "VACUUM" and dicts and is_dry_run(statement):
+        _print_rows(cols, dicts[:limit], len(dicts) > limit, False, limit)
+    click.echo(line)
 
 
 @cli.command()
@@ -679,6 +786,7 @@ def purge(path: str, where: str | None, as_json: bool) -> None:
                    "delta.deletedFileRetentionDuration, 168 h). Below that, VACUUM refuses unless "
                    "--conf spark.databricks.delta.retentionDurationCheck.enabled=false.")
 @json_option
+@_log_only
 def vacuum(path: str, dry_run: bool, retain_hours: float | None, as_json: bool) -> None:
     """Delete files (data and DV files) the table no longer references and that are older than the retention.
 
@@ -770,6 +878,7 @@ def _error_message(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and turn its outcome into an exit code."""
     _State.debug, _State.conf, _State.spark_log = _env_debug(), {}, None
+    _State.own_process = argv is None
     try:
         code = cli.main(args=argv, prog_name="dvlake", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -11,6 +11,11 @@ from __future__ import annotations
 import math
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``count(1, "file")`` -> '1 file', ``count(3, "file")`` -> '3 files' (thousands separated)."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def human_bytes(n: float) -> str:
     """1,234,567 -> '1.2 MB' (decimal units, as file listings show)."""
     for unit in ("B", "kB", "MB", "GB", "TB"):

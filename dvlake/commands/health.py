@@ -3,76 +3,153 @@
 Reads only the log (one snapshot replay, plus the recent commit files for the DV history) and the
 headers of the DV files (one stat per DV file, its format byte and each DV's 4-byte size field);
 never a data file and never a DV body. All per-file work is vectorised over the snapshot's Arrow
-file table, so a 100,000-file table is reported in about a second.
+file table (``health_files``), so a 100,000-file table is reported in about a second.
 
-Read overhead model (``estimate_read_overhead``). ``bench/read_overhead.py`` (BENCHMARKS.md,
-"Read overhead") measures dvlake's scan against a plain Parquet scan of the same files. A file
-without a DV reads like plain Parquet (0.94-1.05x). Every row of a file *with* a DV goes through
-the DV anti join, so the extra cost scales with that file's physical rows; the deleted ratio
-moves it only a little. The measured time ratios at 0.1 %, 1 % and 10 % of rows deleted are
-interpolated linearly in log10(ratio) and clamped outside that range:
+Read overhead model (``estimate_read_overhead``). ``bench/read_tables.py`` (BENCHMARKS.md, "Read
+overhead on Delta tables") measures each read path on a table before and after a DV DELETE of
+0.1 %, 1 % and 10 % of the rows of every file. A file without a DV reads like plain Parquet. Every
+row of a file *with* a DV goes through the DV test, so the extra cost scales with that file's
+physical rows; the deleted ratio moves it only a little. The estimate uses the path a read would
+take: the native scan (DVs applied in Spark's Parquet reader) when its jar is built for the
+installed Spark and ``spark.dvlake.scan.native`` is not ``false``, else the pure-Python path
+(Spark's reader and an anti join). The measured time ratios are first made non-decreasing in the
+deleted ratio (a least-squares non-decreasing fit, pool-adjacent-violators: run-to-run noise must
+not make a file with more deleted rows look cheaper to read), then interpolated linearly in
+log10(deleted ratio) and clamped outside the measured range:
 
     extra_row_equivalents(file) = physical_rows * (ratio(deleted_ratio) - 1)     (0 without a DV)
-    overhead(table) = sum(extra_row_equivalents) / sum(physical_rows)           (a fraction of a plain scan)
+    overhead(partition or table) = sum(extra_row_equivalents) / sum(physical_rows)
 
-for a full materialisation and for a narrow (2-column) aggregate, plus a fixed ~0.25 s per query
-when any DV is present (building the DV frame, the DV decode job, re-planning after the broadcast,
-BENCHMARKS.md). Rewriting a file (OPTIMIZE / REORG … APPLY (PURGE)) removes both its deleted rows
-and its extra row-equivalents.
+for a full materialisation and for a narrow (2-column) aggregate; on the pure-Python path plus a
+fixed ~0.25 s per query when any DV is present (building the DV frame, the DV decode job,
+re-planning after the broadcast: BENCHMARKS.md "Read overhead"). Rewriting a file (OPTIMIZE /
+REORG … APPLY (PURGE)) removes both its deleted rows and its extra row-equivalents.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import re
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvlake.commands.common import physical_partition_columns
+from dvlake.commands.health_files import column, file_columns, plain
 from dvlake.config import deleted_file_retention_ms
-from dvlake.display import human_bytes, percent
+from dvlake.display import count, human_bytes, percent
 from dvlake.dv.descriptor import DeletionVectorDescriptor
-from dvlake.errors import CorruptLogError
+from dvlake.errors import CorruptLogError, InvalidArgumentError
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.paths import join, normalize_table_root
 
-#: (deleted ratio, time ratio vs plain Parquet) of dvlake's scan, BENCHMARKS.md "Read overhead", 8/8 files with DVs.
-MEASURED_FULL_SCAN = ((0.001, 1.57), (0.01, 1.55), (0.10, 1.30))
-MEASURED_NARROW_AGGREGATE = ((0.001, 2.31), (0.01, 2.51), (0.10, 2.75))
-#: Fixed driver/executor cost per query once any file has a DV (BENCHMARKS.md: frame 70-100 ms, decode job ~100 ms, AQE ~80 ms).
-FIXED_QUERY_SECONDS = 0.25
 #: delta-spark's ``optimize.maxDeletedRowsRatio`` default: files above it are worth rewriting.
 DEFAULT_MAX_DELETED_RATIO = 0.05
+#: A partition whose files with DVs cost readers more than this (estimated extra fraction of a full scan of the
+#: partition) is worth purging even when none of its files is above the deleted ratio.
+DEFAULT_MAX_READ_OVERHEAD = 0.25
 #: Bytes a packed DV takes in its file besides the bitmap: the u32 size before it and the u32 CRC after it.
 DV_RECORD_OVERHEAD = 8
+#: The session setting that picks the read path (``dvlake.spark.native.SETTING``; not imported: that needs PySpark).
+NATIVE_SETTING = "spark.dvlake.scan.native"
 _DV_FILE = re.compile(r"^deletion_vector_[0-9a-fA-F-]{36}\.bin$")
-_UNPARTITIONED = "(table)"
+
+
+@dataclass(frozen=True)
+class ReadPath:
+    """One read path's measured cost of files with DVs: (deleted ratio, time ratio vs the same files without DVs)."""
+
+    name: str  # 'native' | 'python'
+    label: str
+    full_scan: tuple[tuple[float, float], ...]
+    narrow_aggregate: tuple[tuple[float, float], ...]
+    fixed_query_seconds: float | None  # measured fixed cost per query once any file has a DV (None: not measured)
+
+
+#: BENCHMARKS.md "Read overhead on Delta tables" (bench/read_tables.py, 2026-11-25): wall ratios, 8/8 files with DVs.
+NATIVE = ReadPath("native", "native scan", ((0.001, 1.45), (0.01, 1.06), (0.10, 1.17)),
+                  ((0.001, 1.17), (0.01, 1.22), (0.10, 1.23)), None)
+PYTHON = ReadPath("python", "pure-Python path", ((0.001, 1.40), (0.01, 1.49), (0.10, 1.53)),
+                  ((0.001, 2.43), (0.01, 2.79), (0.10, 2.92)), 0.25)
+READ_PATHS = {p.name: p for p in (NATIVE, PYTHON)}
+
+
+def native_jar(spark_version: str) -> Path:
+    """Where ``make jar`` puts the native scan's jar for ``spark_version`` (``dvlake.spark.native.jar_for``'s rule,
+    repeated here because health runs without PySpark; a test keeps the two equal)."""
+    major_minor = ".".join(spark_version.split(".")[:2])
+    return Path(__file__).resolve().parent.parent / "jars" / f"dvlake-scan-spark{major_minor}.jar"
+
+
+def read_path_for(setting: str | None = None) -> tuple[ReadPath, str]:
+    """The read path a query in a session with ``spark.dvlake.scan.native`` = ``setting`` would take, and why.
+
+    ``auto`` (the default) means the native scan when its jar is built for the installed PySpark; this is
+    decided without starting Spark, so a jar that is present but fails to load in a session is not seen.
+    """
+    value = (setting or "auto").strip().lower()
+    if value == "false":
+        return PYTHON, f"{NATIVE_SETTING}=false"
+    if value == "true":
+        return NATIVE, f"{NATIVE_SETTING}=true"
+    if value != "auto":
+        raise InvalidArgumentError(f"{NATIVE_SETTING} must be auto, true or false, got {setting!r}")
+    try:
+        version = importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        return PYTHON, "PySpark is not installed here"
+    jar = native_jar(version)
+    if jar.is_file():
+        return NATIVE, f"its jar for Spark {version} is built"
+    return PYTHON, f"no native-scan jar for Spark {version}; `make jar` builds it"
+
+
+def _non_decreasing(values: list[float]) -> list[float]:
+    """The least-squares non-decreasing fit of ``values`` (pool adjacent violators, equal weights)."""
+    blocks: list[list[float]] = []  # [mean, count]
+    for v in values:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
+    return [m for m, n in blocks for _ in range(int(n))]
 
 
 def _interpolate(points: tuple[tuple[float, float], ...], ratio: np.ndarray) -> np.ndarray:
-    """Time ratio at each deleted ratio: linear in log10(deleted ratio) between the measured points, clamped."""
+    """Time ratio at each deleted ratio: the non-decreasing fit of the measured points, linear in log10(deleted
+    ratio) between them, clamped outside."""
     xs = np.log10([p[0] for p in points])
-    ys = np.array([p[1] for p in points])
+    ys = np.array(_non_decreasing([p[1] for p in points]))
     with np.errstate(divide="ignore"):
         x = np.log10(np.clip(ratio, points[0][0], points[-1][0]))
     return np.interp(x, xs, ys)
 
 
 def estimate_read_overhead(physical_rows: np.ndarray, deleted_rows: np.ndarray, has_dv: np.ndarray,
-                           points: tuple[tuple[float, float], ...] = MEASURED_FULL_SCAN) -> np.ndarray:
+                           points: tuple[tuple[float, float], ...] = NATIVE.full_scan) -> np.ndarray:
     """Extra plain-scan row-equivalents each file costs a reader (the model in the module docstring)."""
     rows = np.maximum(physical_rows, 0).astype(np.float64)
     ratio = np.divide(deleted_rows, rows, out=np.zeros_like(rows), where=rows > 0)
-    extra = rows * (_interpolate(points, ratio) - 1.0)
+    extra = rows * np.maximum(_interpolate(points, ratio) - 1.0, 0.0)
     return np.where(has_dv, extra, 0.0)
+
+
+def model_text(path: ReadPath) -> str:
+    """The model in one sentence, with the numbers it uses (the JSON and HTML reports carry it)."""
+    fit_full = ", ".join(f"{y:.2f}" for y in _non_decreasing([p[1] for p in path.full_scan]))
+    fit_agg = ", ".join(f"{y:.2f}" for y in _non_decreasing([p[1] for p in path.narrow_aggregate]))
+    fixed = f"; plus ~{path.fixed_query_seconds:.2f} s fixed per query when any DV exists" if path.fixed_query_seconds else ""
+    return (f"{path.label}: extra row-equivalents per file with a DV = physical rows x (time ratio at its deleted ratio "
+            f"- 1); time ratios from BENCHMARKS.md 'Read overhead on Delta tables' made non-decreasing (full scan "
+            f"{fit_full}x, 2-column aggregate {fit_agg}x at 0.1/1/10 % deleted), interpolated in log10(deleted ratio), "
+            f"clamped outside{fixed}")
 
 
 @dataclass
@@ -112,6 +189,12 @@ class HealthReport:
     versions: pd.DataFrame
     recommendations: list[Recommendation] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    read_path: ReadPath = NATIVE
+
+    @property
+    def model_text(self) -> str:
+        """The read overhead model with the numbers of the read path the estimate assumes."""
+        return model_text(self.read_path)
 
     def to_dict(self, max_files: int | None = None) -> dict[str, Any]:
         """JSON-friendly form (``max_files`` keeps the per-file list short: most-deleted files first)."""
@@ -121,7 +204,7 @@ class HealthReport:
             files = files.head(max_files)
         return {
             "table": self.table, "version": self.version, "partition_columns": self.partition_columns,
-            "summary": self.summary, "read_overhead_model": MODEL_TEXT,
+            "summary": self.summary, "read_overhead_model": self.model_text,
             "recommendations": [asdict(r) for r in self.recommendations],
             "problems": [asdict(p) for p in self.problems],
             "partitions": records(self.partitions), "dv_files": records(self.dv_files),
@@ -129,149 +212,58 @@ class HealthReport:
         }
 
 
-MODEL_TEXT = (
-    "extra row-equivalents per file = physical rows x (measured time ratio at its deleted ratio - 1) for files with a DV; "
-    "ratios from BENCHMARKS.md 'Read overhead' (full scan 1.57/1.55/1.30x, 2-column aggregate 2.31/2.51/2.75x at "
-    "0.1/1/10 % deleted), interpolated in log10(deleted ratio); plus ~0.25 s fixed per query when any DV exists")
-
-
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows of a frame as JSON-friendly dicts (numpy scalars to Python, NaN to None)."""
-    return [{str(k): _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return None if math.isnan(v) else float(v)
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
+    return [{str(k): plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
 
 
 # --- the report ---------------------------------------------------------------------------------
 
 
 def table_health(path: str, version: int | None = None, *, max_deleted_ratio: float = DEFAULT_MAX_DELETED_RATIO,
+                 max_read_overhead: float = DEFAULT_MAX_READ_OVERHEAD, read_path: str | None = None,
                  history_versions: int = 200, verify_headers: bool = True,
                  on_step: Callable[[str], None] | None = None) -> HealthReport:
     """The DV health of ``path`` at ``version`` (latest when None).
 
-    ``history_versions`` bounds how many recent commits the DV-count history reads;
-    ``verify_headers`` reads each DV's 4-byte size field from its DV file (cheap; off skips it);
-    ``on_step`` is told what is being read next (the CLI shows it as progress on a terminal).
+    ``read_path`` is the value of ``spark.dvlake.scan.native`` the readers' sessions have (``auto``,
+    ``true``, ``false``; None: auto), which picks the measured costs of the estimate; ``max_read_overhead``
+    is the estimated extra cost of a full scan of a partition above which purging it is recommended even
+    when no file is above ``max_deleted_ratio``. ``history_versions`` bounds how many recent commits the
+    DV-count history reads; ``verify_headers`` reads each DV's 4-byte size field from its DV file (cheap;
+    off skips it); ``on_step`` is told what is being read next (the CLI shows it as progress on a terminal).
     """
+    model, why = read_path_for(read_path)
     step = on_step or (lambda _msg: None)
     step("replaying the log")
     snapshot = Snapshot.load(normalize_table_root(path), version=version)
     step(f"summarising {snapshot.num_files:,} files")
-    files = file_frame(snapshot)
+    files = file_frame(snapshot, model)
     step("reading DV file headers")
     dv_files, problems = _dv_file_frame(snapshot, files, verify_headers)
-    partitions = _partition_frame(files)
     step("reading recent commits for the DV history")
     versions = dv_history(snapshot, history_versions)
     now = _now_ms()
-    recs = recommend(snapshot, files, dv_files, max_deleted_ratio, now)
-    summary = _summary(snapshot, files, dv_files, partitions, now)
-    summary["max_deleted_ratio"] = max_deleted_ratio
+    recs = recommend(snapshot, files, dv_files, max_deleted_ratio, now, max_read_overhead=max_read_overhead,
+                     read_path=model)
+    files["action"] = file_actions(files, recs)
+    partitions = _partition_frame(files)
+    summary = _summary(snapshot, files, dv_files, partitions, now, model)
+    summary.update(max_deleted_ratio=max_deleted_ratio, max_read_overhead=max_read_overhead, read_path=model.name,
+                   read_path_reason=why)
     return HealthReport(snapshot.table_root, snapshot.version, snapshot.partition_columns, summary, files, partitions,
-                        dv_files, versions, recs, problems)
+                        dv_files, versions, recs, problems, model)
 
 
-def _column(table: pa.Table, name: str) -> pa.Array:
-    col = table.column(name)
-    return col.combine_chunks() if col.num_chunks else pa.array([], type=col.type)
-
-
-def _partition_keys(snapshot: Snapshot) -> tuple[pa.Array, list[pa.Array]]:
-    """``col=value/col2=value2`` of every live file (``(table)`` when unpartitioned), and each column's raw values.
-
-    Computed per column in Arrow. The raw values (null for a null partition) are kept beside the
-    display key so predicates never have to re-parse a key whose values contain '/' or '='.
-    """
-    n = snapshot.num_files
-    if not snapshot.partition_columns:
-        return pa.array([_UNPARTITIONED] * n, pa.string()), []
-    values = _column(snapshot.files, "partitionValues")
-    physical = physical_partition_columns(snapshot.schema, snapshot.partition_columns, snapshot.column_mapping_mode)
-    parts, raw = [], []
-    for col, key in zip(snapshot.partition_columns, physical, strict=True):  # column mapping: keys are physical names
-        found = pc.map_lookup(values, pa.scalar(key, pa.string()), "first") if n else pa.array([], pa.string())
-        raw.append(found)
-        parts.append(pc.binary_join_element_wise(pa.scalar(col + "="), pc.fill_null(found, "__HIVE_DEFAULT_PARTITION__"), ""))
-    return (pc.binary_join_element_wise(*parts, "/") if len(parts) > 1 else parts[0]), raw
-
-
-def file_frame(snapshot: Snapshot) -> pd.DataFrame:
-    """One row per live file: rows, deletions, DV descriptor fields and the estimated read overhead."""
-    t = snapshot.files
-    dv = _column(t, "deletionVector")
-    n = t.num_rows
-    if n:
-        storage = pc.struct_field(dv, "storageType")
-        has_dv = pc.fill_null(pc.is_valid(storage), False).to_numpy(zero_copy_only=False) & ~dv.is_null().to_numpy(
-            zero_copy_only=False)
-        deleted = pc.fill_null(pc.struct_field(dv, "cardinality"), 0).to_numpy(zero_copy_only=False)
-        dv_size = pc.fill_null(pc.struct_field(dv, "sizeInBytes"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        offset = pc.struct_field(dv, "offset").to_numpy(zero_copy_only=False)
-        dv_path = pc.struct_field(dv, "pathOrInlineDv").to_numpy(zero_copy_only=False)
-        storage_np = storage.to_numpy(zero_copy_only=False)
-    else:
-        has_dv = np.zeros(0, bool)
-        deleted = dv_size = np.zeros(0, np.int64)
-        offset = dv_path = storage_np = np.zeros(0, object)
-    deleted = np.where(has_dv, deleted, 0).astype(np.int64)
-    physical = snapshot.num_records().astype(np.int64)
-    keys, raw_values = _partition_keys(snapshot)
-    frame = pd.DataFrame({
-        "path": _column(t, "path").to_numpy(zero_copy_only=False),
-        "partition": keys.to_numpy(zero_copy_only=False),
-        "size_bytes": _column(t, "size").to_numpy(zero_copy_only=False).astype(np.int64),
-        "physical_rows": physical,
-        "deleted_rows": deleted,
-        "has_dv": has_dv,
-        "dv_storage": np.where(has_dv, pd.Series(storage_np, dtype=object).map(_STORAGE_KIND).to_numpy(), "none"),
-        "dv_size_bytes": np.where(has_dv, dv_size, 0),
-        "dv_offset": offset,
-        "_dv_kind": storage_np,
-        "_dv_path": dv_path,
-    })
-    for i, values in enumerate(raw_values):
-        frame[f"_pv{i}"] = values.to_numpy(zero_copy_only=False)
-    known = physical >= 0
-    frame["deleted_ratio"] = np.divide(deleted, physical, out=np.zeros(n, np.float64), where=known & (physical > 0))
-    frame.loc[~known & has_dv, "deleted_ratio"] = np.nan  # no numRecords: delta-spark would rewrite it on OPTIMIZE
-    frame["live_rows"] = np.where(known, physical - deleted, -1)
-    frame["overhead_rows_full_scan"] = estimate_read_overhead(physical, deleted, has_dv, MEASURED_FULL_SCAN)
-    frame["overhead_rows_aggregate"] = estimate_read_overhead(physical, deleted, has_dv, MEASURED_NARROW_AGGREGATE)
-    frame["dv_file"] = _dv_locations(snapshot.table_root, frame)
+def file_frame(snapshot: Snapshot, read_path: ReadPath = NATIVE) -> pd.DataFrame:
+    """One row per live file (``health_files.file_columns``) with the estimated read overhead on ``read_path``."""
+    frame = pd.DataFrame(file_columns(snapshot))
+    physical = frame["physical_rows"].to_numpy()
+    deleted = frame["deleted_rows"].to_numpy()
+    has_dv = frame["has_dv"].to_numpy()
+    frame["overhead_rows_full_scan"] = estimate_read_overhead(physical, deleted, has_dv, read_path.full_scan)
+    frame["overhead_rows_aggregate"] = estimate_read_overhead(physical, deleted, has_dv, read_path.narrow_aggregate)
     return frame
-
-
-_STORAGE_KIND = {"u": "in DV files (u)", "p": "in DV files by absolute path (p)", "i": "inline (i)"}
-
-
-def _dv_locations(table_root: str, frame: pd.DataFrame) -> np.ndarray:
-    """The absolute DV file of each on-disk DV (None for inline or no DV), decoding each distinct path once."""
-    out = np.full(len(frame), None, dtype=object)
-    on_disk = frame["has_dv"].to_numpy() & frame["_dv_kind"].isin(["u", "p"]).to_numpy()
-    if not on_disk.any():
-        return out
-    kinds = frame["_dv_kind"].to_numpy()[on_disk]
-    paths = frame["_dv_path"].to_numpy()[on_disk]
-    cache: dict[tuple[str, str], str] = {}
-    located = []
-    for kind, p in zip(kinds, paths, strict=True):
-        key = (kind, p)
-        loc = cache.get(key)
-        if loc is None:
-            loc = DeletionVectorDescriptor(kind, p, 0, 0, 1).absolute_path(table_root)
-            cache[key] = loc
-        located.append(loc)
-    out[on_disk] = located
-    return out
 
 
 def _dv_file_frame(snapshot: Snapshot, files: pd.DataFrame, verify_headers: bool) -> tuple[pd.DataFrame, list[Problem]]:
@@ -313,10 +305,10 @@ def _tombstone_dv_files(snapshot: Snapshot) -> dict[str, int]:
     t = snapshot.tombstones
     if not t.num_rows:
         return {}
-    dv = _column(t, "deletionVector")
+    dv = column(t, "deletionVector")
     kinds = pc.struct_field(dv, "storageType").to_pylist()
     paths = pc.struct_field(dv, "pathOrInlineDv").to_pylist()
-    stamps = _column(t, "deletionTimestamp").to_pylist()
+    stamps = column(t, "deletionTimestamp").to_pylist()
     out: dict[str, int] = {}
     located: dict[tuple[str, str], str] = {}
     for kind, p, ts in zip(kinds, paths, stamps, strict=True):
@@ -383,7 +375,8 @@ def _verify_headers(snapshot: Snapshot, live: pd.DataFrame, present: set[str]) -
 
 
 def _partition_frame(files: pd.DataFrame) -> pd.DataFrame:
-    """Per partition: files, files with DVs, rows, deleted rows and ratio, DV bytes, estimated overhead."""
+    """Per partition: files, files with DVs, rows, deleted rows and ratio, DV bytes, estimated overhead (rows and
+    fraction of a full scan), and the recommended action ('' when none)."""
     known_rows = files["physical_rows"].clip(lower=0)
     g = files.assign(physical_rows=known_rows, dv_files_n=files["dv_file"]).groupby("partition", sort=True)
     out = g.agg(files=("path", "size"), files_with_dv=("has_dv", "sum"), size_bytes=("size_bytes", "sum"),
@@ -391,9 +384,11 @@ def _partition_frame(files: pd.DataFrame) -> pd.DataFrame:
                 dv_bytes=("dv_size_bytes", "sum"), dv_files=("dv_files_n", "nunique"),
                 overhead_rows_full_scan=("overhead_rows_full_scan", "sum"),
                 overhead_rows_aggregate=("overhead_rows_aggregate", "sum"),
-                max_file_deleted_ratio=("deleted_ratio", "max")).reset_index()
+                max_file_deleted_ratio=("deleted_ratio", "max"), action=("action", "max")).reset_index()
     rows = out["physical_rows"].to_numpy(np.float64)
     out["deleted_ratio"] = np.divide(out["deleted_rows"].to_numpy(np.float64), rows, out=np.zeros(len(out)), where=rows > 0)
+    out["est_full_scan_overhead"] = np.divide(out["overhead_rows_full_scan"].to_numpy(np.float64), rows,
+                                              out=np.zeros(len(out)), where=rows > 0)
     out["files_with_dv"] = out["files_with_dv"].astype(np.int64)
     out["max_file_deleted_ratio"] = out["max_file_deleted_ratio"].fillna(0.0)
     return out.sort_values(["deleted_rows", "partition"], ascending=[False, True]).reset_index(drop=True)
@@ -491,43 +486,85 @@ def vacuumable(dv_files: pd.DataFrame, now_ms: int) -> pd.Series:
     return (dv_files["live_dvs"] == 0) & after.notna() & (after <= now_ms)
 
 
+def _worth_rewriting(files: pd.DataFrame, max_deleted_ratio: float) -> pd.Series:
+    """Files with a DV above ``max_deleted_ratio`` deleted, or without numRecords (delta-spark rewrites those)."""
+    ratio = files["deleted_ratio"]
+    return files["has_dv"] & (ratio.isna() | (ratio > max_deleted_ratio))
+
+
+def _partition_read_overhead(files: pd.DataFrame) -> pd.Series:
+    """Estimated extra fraction of a full scan of each partition with a DV (by partition key)."""
+    rows = files["physical_rows"].clip(lower=0).groupby(files["partition"]).sum()
+    extra = files.loc[files["has_dv"]].groupby("partition")["overhead_rows_full_scan"].sum()
+    total = rows.reindex(extra.index).to_numpy(np.float64)
+    return pd.Series(np.divide(extra.to_numpy(np.float64), total, out=np.zeros(len(extra)), where=total > 0),
+                     index=extra.index)
+
+
 def recommend(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame,
-              max_deleted_ratio: float = DEFAULT_MAX_DELETED_RATIO, now_ms: int | None = None) -> list[Recommendation]:
-    """What to run, ranked by rows reclaimed.
+              max_deleted_ratio: float = DEFAULT_MAX_DELETED_RATIO, now_ms: int | None = None, *,
+              max_read_overhead: float = DEFAULT_MAX_READ_OVERHEAD, read_path: ReadPath = NATIVE) -> list[Recommendation]:
+    """What to run now, ranked by rows reclaimed.
 
     A partition is worth rewriting when one of its files has more than ``max_deleted_ratio`` of its
     rows deleted (delta-spark's ``optimize.maxDeletedRowsRatio``) or has a DV without numRecords.
     Two or more such files: ``OPTIMIZE … WHERE`` (compacts them together). A lone one:
     ``REORG … APPLY (PURGE)``, because OPTIMIZE drops single-file bins and would leave it as it is.
-    DV files no live file references: ``VACUUM``, only for those already older than the retention (VACUUM
-    would not delete the others yet, so there is nothing to run for them now).
+    A partition with none, whose files with DVs cost readers more than ``max_read_overhead`` of a full
+    scan (``files``' ``overhead_rows_full_scan``, estimated on ``read_path``): ``REORG … APPLY (PURGE)``,
+    which rewrites exactly its files with DVs (OPTIMIZE would leave files below the deleted ratio as they
+    are). DV files no live file references: ``VACUUM``, only for those already older than the retention
+    (VACUUM would not delete the others yet, so there is nothing to run for them now).
     """
     root = snapshot.table_root
     ident = f"delta.`{root}`"
-    ratio = files["deleted_ratio"]
-    worth = files["has_dv"] & (ratio.isna() | (ratio > max_deleted_ratio))
-    out: list[Recommendation] = []
+    worth = _worth_rewriting(files, max_deleted_ratio)
+    with_dv = files[files["has_dv"]]
     n_cols = len(snapshot.partition_columns)
-    for partition, group in files[worth].groupby("partition", sort=False):
+    out: list[Recommendation] = []
+
+    def where(group: pd.DataFrame) -> tuple[str, str]:
         first = group.iloc[0]
         pred = partition_predicate(snapshot, [first[f"_pv{i}"] for i in range(n_cols)])
-        where_cli = f" --where {_shell_quote(pred)}" if pred else ""
-        where_sql = f" WHERE {pred}" if pred else ""
-        rows = int(group["deleted_rows"].sum())
+        return (f" --where {_shell_quote(pred)}" if pred else ""), (f" WHERE {pred}" if pred else "")
+
+    def purge(partition: str, group: pd.DataFrame, reason: str) -> Recommendation:
+        where_cli, where_sql = where(group)
+        return Recommendation("REORG PURGE", partition, f"dvlake purge {_shell_quote(root)}{where_cli}",
+                              f"REORG TABLE {ident}{where_sql} APPLY (PURGE)", int(group["deleted_rows"].sum()),
+                              len(group), int(group["size_bytes"].sum()), 0, reason)
+
+    hot_partitions: set[str] = set()
+    for partition, group in files[worth].groupby("partition", sort=False):
+        hot_partitions.add(str(partition))
         n = len(group)
         worst = group["deleted_ratio"].max()
         worst_text = "unknown" if pd.isna(worst) else percent(worst, 1)
         if n >= 2:
+            where_cli, where_sql = where(group)
             out.append(Recommendation(
                 "OPTIMIZE", str(partition), f"dvlake optimize {_shell_quote(root)}{where_cli}", f"OPTIMIZE {ident}{where_sql}",
-                rows, n, int(group["size_bytes"].sum()), 0,
+                int(group["deleted_rows"].sum()), n, int(group["size_bytes"].sum()), 0,
                 f"{n} files above {max_deleted_ratio:.0%} deleted (worst {worst_text}); OPTIMIZE rewrites them without the "
                 "deleted rows"))
         else:
-            out.append(Recommendation(
-                "REORG PURGE", str(partition), f"dvlake purge {_shell_quote(root)}{where_cli}",
-                f"REORG TABLE {ident}{where_sql} APPLY (PURGE)", rows, n, int(group["size_bytes"].sum()), 0,
-                f"1 file {worst_text} deleted; OPTIMIZE skips a lone file, REORG … APPLY (PURGE) rewrites it"))
+            rewritten = with_dv[with_dv["partition"] == partition]
+            others = len(rewritten) - 1
+            out.append(purge(str(partition), rewritten,
+                             f"1 file {worst_text} deleted; OPTIMIZE skips a lone file, REORG … APPLY (PURGE) rewrites it"
+                             + (f" and the partition's {count(others, 'other file')} with a DV" if others else "")))
+    cost = _partition_read_overhead(files)
+    for key, overhead in cost[cost > max_read_overhead].items():
+        partition = str(key)
+        if partition in hot_partitions:
+            continue
+        group = with_dv[with_dv["partition"] == partition]
+        n = len(group)
+        out.append(purge(
+            str(partition), group,
+            f"Readers pay est. +{overhead:.0%} per full scan (on the {read_path.label}) for {count(n, 'file')} with a DV, "
+            f"though none has more than {percent(float(group['deleted_ratio'].max()), 1)} deleted; REORG … APPLY (PURGE) "
+            "rewrites them without DVs, worth it when the partition is read more often than it is deleted from"))
     stale = dv_files[vacuumable(dv_files, now_ms if now_ms is not None else _now_ms())]
     if len(stale):
         out.append(Recommendation(
@@ -539,6 +576,22 @@ def recommend(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame,
     return out
 
 
+def file_actions(files: pd.DataFrame, recommendations: list[Recommendation],
+                 max_deleted_ratio: float = DEFAULT_MAX_DELETED_RATIO) -> np.ndarray:
+    """What each file gets from the recommendations: 'OPTIMIZE' (its partition's OPTIMIZE rewrites it),
+    'REORG PURGE' (its partition's PURGE rewrites it: every file with a DV there) or ''."""
+    out = np.full(len(files), "", dtype=object)
+    partition = files["partition"].to_numpy()
+    worth = _worth_rewriting(files, max_deleted_ratio).to_numpy()
+    has_dv = files["has_dv"].to_numpy()
+    for r in recommendations:
+        if r.action == "OPTIMIZE":
+            out[(partition == r.partition) & worth] = r.action
+        elif r.action == "REORG PURGE":
+            out[(partition == r.partition) & has_dv] = r.action
+    return out
+
+
 def _now_ms() -> int:
     import time
 
@@ -546,7 +599,7 @@ def _now_ms() -> int:
 
 
 def _summary(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame, partitions: pd.DataFrame,
-             now_ms: int) -> dict[str, Any]:
+             now_ms: int, read_path: ReadPath) -> dict[str, Any]:
     rows = int(files["physical_rows"].clip(lower=0).sum())
     deleted = int(files["deleted_rows"].sum())
     with_dv = int(files["has_dv"].sum())
@@ -573,7 +626,7 @@ def _summary(snapshot: Snapshot, files: pd.DataFrame, dv_files: pd.DataFrame, pa
         "max_dvs_per_dv_file": int(dv_files["live_dvs"].max()) if len(dv_files) else 0,
         "est_full_scan_overhead": float(files["overhead_rows_full_scan"].sum() / rows) if rows else 0.0,
         "est_aggregate_overhead": float(files["overhead_rows_aggregate"].sum() / rows) if rows else 0.0,
-        "est_fixed_query_seconds": FIXED_QUERY_SECONDS if with_dv else 0.0,
+        "est_fixed_query_seconds": (read_path.fixed_query_seconds or 0.0) if with_dv else 0.0,
     }
 
 
@@ -587,4 +640,5 @@ def _first_vacuum_time(dv_files: pd.DataFrame, now_ms: int) -> int | None:
 
 
 __all__ = ["HealthReport", "Recommendation", "Problem", "table_health", "estimate_read_overhead", "dv_history",
-           "recommend", "partition_predicate", "human_bytes", "MODEL_TEXT"]
+           "recommend", "file_actions", "partition_predicate", "human_bytes", "read_path_for", "model_text", "ReadPath",
+           "NATIVE", "PYTHON"]

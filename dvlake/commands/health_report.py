@@ -1,9 +1,11 @@
 """Pictures and an HTML page of a DV health report (matplotlib, Agg backend: no display needed).
 
-One PNG with three panels: the deleted ratio of every file with a DV (histogram), deleted rows
-per partition (the partitions with the most), and live DVs / DV-deleted rows over versions.
-The HTML page embeds the same PNG and the summary, recommendations and partition tables, so it
-can be mailed or attached to a ticket as one file.
+One PNG with three panels: the deleted ratio of every file with a DV (histogram, coloured by what
+the recommendations do to the file: OPTIMIZE, PURGE or nothing), deleted rows per partition (the
+partitions with the most, coloured the same way, each labelled with its deleted share and its
+estimated read cost on the read path the report assumes), and live DVs / DV-deleted rows over
+versions. The HTML page embeds the same PNG and the summary, recommendations and partition tables,
+so it can be mailed or attached to a ticket as one file.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dvlake.commands.health import MODEL_TEXT, HealthReport, human_bytes, records
+from dvlake.commands.health import HealthReport, human_bytes, records
+from dvlake.display import percent
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 MAX_PARTITION_BARS = 25
+#: Colours and legend names of what the recommendations do to a file or partition ('' = nothing to run).
+ACTIONS = {"OPTIMIZE": ("#d1495b", "OPTIMIZE"), "REORG PURGE": ("#8e44ad", "PURGE"), "": ("#9aa5b1", "nothing to run")}
 REC_COLUMNS = ["rank", "action", "partition", "rows reclaimed", "bytes reclaimed", "command", "sql", "why"]
 
 
@@ -35,15 +40,23 @@ def figure(report: HealthReport) -> Figure:
     fig = Figure(figsize=(15, 4.8), layout="constrained")
     ax_hist, ax_part, ax_ver = fig.subplots(1, 3, width_ratios=[1, 1.15, 1])
     s = report.summary
+    path = "native scan" if report.read_path.name == "native" else "pure-Python path"
     fig.suptitle(f"DV health of {report.table} at version {report.version}: {s['deleted_rows']:,} of "
-                 f"{s['physical_rows']:,} rows deleted ({s['deleted_ratio']:.2%}) by {s['files_with_dv']:,} DVs "
-                 f"in {s['files']:,} files", fontsize=11)
+                 f"{s['physical_rows']:,} rows deleted ({percent(s['deleted_ratio'])}) by {s['files_with_dv']:,} DVs "
+                 f"in {s['files']:,} files; est. read overhead +{s['est_full_scan_overhead']:.0%} per full scan ({path})",
+                 fontsize=11)
 
-    # 1. histogram of the deleted ratio per file (files with a DV)
-    with_dv = report.files[report.files["has_dv"]]
-    ratios = with_dv["deleted_ratio"].dropna().to_numpy()
+    # 1. histogram of the deleted ratio per file (files with a DV), stacked by what the recommendations do to it
+    with_dv = report.files[report.files["has_dv"] & report.files["deleted_ratio"].notna()]
     bins = np.linspace(0, 1, 21)
-    ax_hist.hist(ratios, bins=bins, color="#d1495b", edgecolor="white")
+    present = [a for a in ACTIONS if (with_dv["action"] == a).any()]
+    if present:
+        ax_hist.hist([with_dv.loc[with_dv["action"] == a, "deleted_ratio"].to_numpy() for a in present], bins=bins,
+                     stacked=True, color=[ACTIONS[a][0] for a in present], label=[ACTIONS[a][1] for a in present],
+                     edgecolor="white")
+        ax_hist.legend(loc="upper right", fontsize=8, title="recommended", title_fontsize=8)
+    else:
+        ax_hist.text(0.5, 0.5, "no file has a DV", ha="center", va="center", transform=ax_hist.transAxes)
     threshold = float(s.get("max_deleted_ratio", 0.05))
     ax_hist.axvline(threshold, color="#555", linestyle=":", linewidth=1)
     ax_hist.text(threshold, 0.97, f" rewrite above {threshold:.0%}", transform=ax_hist.get_xaxis_transform(), fontsize=8,
@@ -53,33 +66,35 @@ def figure(report: HealthReport) -> Figure:
     ax_hist.set_xlim(0, 1)
     ax_hist.set_xlabel("rows deleted in the file")
     ax_hist.set_ylabel("files")
-    no_dv = len(report.files) - len(with_dv)
+    no_dv = int((~report.files["has_dv"]).sum())
     ax_hist.set_title(f"Deleted ratio per file ({len(with_dv):,} with a DV; {no_dv:,} without, not shown)", fontsize=10)
-    if not len(ratios):
-        ax_hist.text(0.5, 0.5, "no file has a DV", ha="center", va="center", transform=ax_hist.transAxes)
 
-    # 2. deleted rows per partition
-    parts = report.partitions[report.partitions["deleted_rows"] > 0].head(MAX_PARTITION_BARS)
+    # 2. deleted rows per partition, coloured by the recommended action, labelled with the estimated read cost
+    listed = (report.partitions["deleted_rows"] > 0) | (report.partitions["action"] != "")
+    parts = report.partitions[listed].head(MAX_PARTITION_BARS)
     if len(parts):
         labels = [p if len(p) <= 28 else p[:25] + "…" for p in parts["partition"]][::-1]
         deleted = parts["deleted_rows"].to_numpy()[::-1]
-        live = (parts["physical_rows"] - parts["deleted_rows"]).to_numpy()[::-1]
+        share = parts["deleted_ratio"].to_numpy()[::-1]
+        cost = parts["est_full_scan_overhead"].to_numpy()[::-1]
+        actions = parts["action"].to_numpy()[::-1]
         y = np.arange(len(parts))
-        ax_part.barh(y, deleted, height=0.6, color="#d1495b", label="deleted rows")
+        ax_part.barh(y, deleted, height=0.6, color=[ACTIONS.get(a, ACTIONS[""])[0] for a in actions])
         ax_part.set_yticks(y, labels, fontsize=8 if len(parts) > 12 else 9)
         ax_part.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
         ax_part.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
-        for yi, d, lv in zip(y, deleted, live, strict=True):
-            total = d + lv
-            ax_part.text(d, yi, f" {d / total:.0%}" if total else "", va="center", fontsize=7, color="#444")
-        ax_part.set_xlim(0, deleted.max() * 1.18)
-        ax_part.set_xlabel("rows deleted by DVs (label: share of the partition's rows)")
+        for yi, d, sh, c, a in zip(y, deleted, share, cost, actions, strict=True):
+            text = f" {percent(sh, 0)} deleted, read +{c:.0%}" + (f" → {ACTIONS[a][1]}" if a else "")
+            ax_part.text(d, yi, text, va="center", fontsize=7, color="#333")
+        ax_part.set_xlim(0, max(int(deleted.max()), 1) * 1.9)
+        ax_part.set_xlabel(f"rows deleted by DVs (colour: recommended action; label: share deleted, est. extra full-scan "
+                           f"cost on the {path})", fontsize=9)
     else:
         ax_part.text(0.5, 0.5, "no deleted rows", ha="center", va="center", transform=ax_part.transAxes)
         ax_part.set_yticks([])
-    more = int((report.partitions["deleted_rows"] > 0).sum()) - len(parts)
-    ax_part.set_title("Deleted rows per partition" + (f" (top {len(parts)}, {more:,} more)" if more > 0 else ""),
-                      fontsize=10)
+    more = int(listed.sum()) - len(parts)
+    ax_part.set_title("Deleted rows and est. read cost per partition" + (f" (top {len(parts)}, {more:,} more)" if more > 0
+                                                                        else ""), fontsize=10)
 
     # 3. live DVs and deleted rows over versions
     v = report.versions
@@ -133,12 +148,13 @@ def write_html(report: HealthReport, path: str, max_partitions: int = 200) -> No
     summary_rows = [
         {"metric": "files (with a DV)", "value": f"{s['files']:,} ({s['files_with_dv']:,})"},
         {"metric": "rows deleted / physical",
-         "value": f"{s['deleted_rows']:,} / {s['physical_rows']:,} ({s['deleted_ratio']:.2%})"},
+         "value": f"{s['deleted_rows']:,} / {s['physical_rows']:,} ({percent(s['deleted_ratio'])})"},
         {"metric": "DV storage", "value": ", ".join(f"{k}: {v:,}" for k, v in s["dv_storage"].items()) or "none"},
         {"metric": "DV files (unreferenced)", "value": f"{s['dv_files']:,} ({s['dv_files_unreferenced']:,})"},
         {"metric": "DV bytes live / stale", "value": f"{human_bytes(s['dv_live_bytes'])} / {human_bytes(s['dv_stale_bytes'])}"},
         {"metric": "est. read overhead, full scan", "value": f"+{s['est_full_scan_overhead']:.1%}"},
         {"metric": "est. read overhead, 2-column aggregate", "value": f"+{s['est_aggregate_overhead']:.1%}"},
+        {"metric": "read path assumed", "value": f"{report.read_path.label} ({s['read_path_reason']})"},
     ]
     recs = [{"rank": i + 1, "action": r.action, "partition": r.partition, "rows reclaimed": r.rows_reclaimed,
              "bytes reclaimed": r.bytes_reclaimed, "command": r.command, "sql": r.sql, "why": r.reason}
@@ -155,7 +171,7 @@ code{{background:#f6f6f6}} .problems{{color:#a00}}</style></head><body>
 <h1>DV health of <code>{html.escape(report.table)}</code> at version {report.version}</h1>
 {f'<h2 class="problems">Problems</h2><ul class="problems">{problems}</ul>' if problems else ''}
 <h2>Summary</h2>{_table(summary_rows, ["metric", "value"])}
-<p><small>Read overhead model: {html.escape(MODEL_TEXT)}.</small></p>
+<p><small>Read overhead model: {html.escape(report.model_text)}.</small></p>
 <h2>Recommendations (ranked by rows reclaimed)</h2>
 {_table(recs, REC_COLUMNS) if recs else "<p>Nothing to do.</p>"}
 <h2>Pictures</h2><img alt="DV health pictures" src="data:image/png;base64,{img}">

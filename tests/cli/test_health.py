@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 
 from dvlake.commands.health import (
-    MEASURED_FULL_SCAN,
-    MEASURED_NARROW_AGGREGATE,
+    NATIVE,
+    PYTHON,
+    READ_PATHS,
     estimate_read_overhead,
+    native_jar,
+    read_path_for,
     table_health,
 )
 from dvlake.log.snapshot import Snapshot
@@ -43,24 +46,59 @@ def test_known_table_numbers(known_table: str) -> None:
     assert not report.problems
 
 
-def test_known_table_read_overhead_follows_the_stated_model(known_table: str) -> None:
-    report = table_health(known_table)
+@pytest.mark.parametrize("setting", ["false", "true"])
+def test_known_table_read_overhead_follows_the_stated_model(known_table: str, setting: str) -> None:
+    report = table_health(known_table, read_path=setting)
+    path = PYTHON if setting == "false" else NATIVE
+    assert report.read_path is path and report.summary["read_path"] == path.name
     f = report.files
-    # a file with a DV costs its rows x (interpolated measured ratio - 1); the model's points are the benchmark's
+    # a file with a DV costs its rows x (interpolated time ratio - 1); the model's points are the benchmark's, made
+    # non-decreasing: the python path's are already, the native full scan's (1.45, 1.06, 1.17) pool to their mean
+    points = path.full_scan
+    ys = [p[1] for p in points] if path is PYTHON else [sum(p[1] for p in points) / 3] * 3
     part_b = f[f["deleted_ratio"] == 0.5].iloc[0]
-    assert part_b["overhead_rows_full_scan"] == pytest.approx(50 * (MEASURED_FULL_SCAN[-1][1] - 1))  # clamped at 10 %
+    assert part_b["overhead_rows_full_scan"] == pytest.approx(50 * (ys[-1] - 1))  # clamped at 10 %
     part_c = f[f["deleted_ratio"] == 0.02].iloc[0]
     x = (np.log10(0.02) - np.log10(0.01)) / (np.log10(0.1) - np.log10(0.01))
-    expected = 50 * (MEASURED_FULL_SCAN[1][1] + x * (MEASURED_FULL_SCAN[2][1] - MEASURED_FULL_SCAN[1][1]) - 1)
-    assert part_c["overhead_rows_full_scan"] == pytest.approx(expected)
+    assert part_c["overhead_rows_full_scan"] == pytest.approx(50 * (ys[1] + x * (ys[2] - ys[1]) - 1))
     assert (f.loc[~f["has_dv"], "overhead_rows_full_scan"] == 0).all()
     assert report.summary["est_full_scan_overhead"] == pytest.approx(f["overhead_rows_full_scan"].sum() / 400)
-    agg = estimate_read_overhead(np.array([1000]), np.array([1]), np.array([True]), MEASURED_NARROW_AGGREGATE)
-    assert agg[0] == pytest.approx(1000 * (MEASURED_NARROW_AGGREGATE[0][1] - 1))  # 0.1 %: the first measured point
+    agg = estimate_read_overhead(np.array([1000]), np.array([1]), np.array([True]), path.narrow_aggregate)
+    assert agg[0] == pytest.approx(1000 * (path.narrow_aggregate[0][1] - 1))  # 0.1 %: the first measured point
+    assert report.summary["est_fixed_query_seconds"] == (0.25 if path is PYTHON else 0.0)
+    assert path.label in report.model_text
+
+
+@pytest.mark.parametrize("path", list(READ_PATHS.values()), ids=list(READ_PATHS))
+def test_read_overhead_never_falls_as_more_rows_are_deleted(path: object) -> None:
+    """More deleted rows never make a file, or a partition of equal files, look cheaper to read, on either path and
+    for either query; the native full scan's measured points (1.45x at 0.1 %, 1.06x at 1 %) are not monotonic, so
+    this fails without the non-decreasing fit."""
+    assert isinstance(path, type(NATIVE))
+    ratios = np.concatenate([np.zeros(1), np.logspace(-6, 0, 2000)])
+    rows = np.full(len(ratios), 1_000_000)
+    deleted = np.round(ratios * rows).astype(np.int64)
+    for points in (path.full_scan, path.narrow_aggregate):
+        cost = estimate_read_overhead(rows, deleted, np.ones(len(rows), bool), points)
+        assert (np.diff(cost) >= -1e-9).all()
+        assert (cost >= 0).all()
+
+
+def test_health_knows_where_the_native_jar_is() -> None:
+    """health decides the read path without PySpark, with its own copy of the jar's name: the two agree."""
+    from dvlake.spark import native
+
+    for version in ("4.0.1", "4.3.0", "3.5.2"):
+        assert native_jar(version) == native.jar_for(version)
+    assert read_path_for("false")[0] is PYTHON and read_path_for("TRUE")[0] is NATIVE
+    import pyspark
+
+    expected = NATIVE if native.jar_for(pyspark.__version__).is_file() else PYTHON
+    assert read_path_for(None)[0] is expected
 
 
 def test_known_table_recommendations_ranked_by_rows_reclaimed(known_table: str) -> None:
-    recs = table_health(known_table).recommendations
+    recs = table_health(known_table, read_path="true").recommendations
     assert [(r.action, r.partition, r.rows_reclaimed, r.files_rewritten) for r in recs] == [
         ("REORG PURGE", "part=b", 25, 1),  # a lone file at 50 %: OPTIMIZE would skip it
         ("OPTIMIZE", "part=a", 20, 2),  # two files at 20 %
@@ -68,8 +106,30 @@ def test_known_table_recommendations_ranked_by_rows_reclaimed(known_table: str) 
     assert recs[0].command == f'dvlake purge "{known_table}" --where "part = \'b\'"'
     assert recs[0].sql == f"REORG TABLE delta.`{known_table}` WHERE part = 'b' APPLY (PURGE)"
     assert recs[1].sql == f"OPTIMIZE delta.`{known_table}` WHERE part = 'a'"
-    lower = table_health(known_table, max_deleted_ratio=0.01).recommendations
+    lower = table_health(known_table, max_deleted_ratio=0.01, read_path="true").recommendations
     assert ("REORG PURGE", "part=c", 1) in [(r.action, r.partition, r.rows_reclaimed) for r in lower]
+
+
+def test_purge_is_recommended_where_dvs_cost_readers_more_than_the_bound(known_table: str) -> None:
+    """part c has 1 of its 50 rows deleted (2 %, below the 5 % rewrite rule); its one file with a DV holds half the
+    partition's rows. On the pure-Python path that costs est. +25 % per full scan of part c, on the native scan
+    about +11 %: a PURGE is recommended only where the estimate passes --max-read-overhead."""
+    report = table_health(known_table, read_path="false", max_read_overhead=0.2)
+    part_c = report.partitions.set_index("partition").loc["part=c"]
+    assert part_c["est_full_scan_overhead"] == pytest.approx(0.5 * (1.49 + np.log10(2) * 0.04 - 1))
+    purge = [r for r in report.recommendations if r.partition == "part=c"]
+    assert [(r.action, r.rows_reclaimed, r.files_rewritten) for r in purge] == [("REORG PURGE", 1, 1)]
+    assert "+25% per full scan (on the pure-Python path)" in purge[0].reason and "2.0%" in purge[0].reason
+    assert purge[0].sql == f"REORG TABLE delta.`{known_table}` WHERE part = 'c' APPLY (PURGE)"
+    assert part_c["action"] == "REORG PURGE"
+    assert set(report.files.loc[report.files["partition"] == "part=c", "action"]) == {"REORG PURGE", ""}
+    assert report.recommendations[-1] is purge[0]  # reclaims the fewest rows: ranked last
+    native = table_health(known_table, read_path="true", max_read_overhead=0.2)
+    assert native.partitions.set_index("partition").loc["part=c", "est_full_scan_overhead"] < 0.2
+    assert not [r for r in native.recommendations if r.partition == "part=c"]
+    assert native.partitions.set_index("partition").loc["part=c", "action"] == ""
+    files = native.files.set_index("partition")
+    assert set(files.loc["part=a", "action"]) == {"OPTIMIZE"} and set(files.loc["part=d", "action"]) == {""}
 
 
 def test_health_command_text_json_png_html(known_table: str, tmp_path: Path) -> None:
@@ -77,13 +137,17 @@ def test_health_command_text_json_png_html(known_table: str, tmp_path: Path) -> 
     res = run_cli("health", known_table, "--plot", str(png), "--html", str(page))
     assert "46 of 400 physical rows (11.50%)" in res.out
     assert "REORG PURGE" in res.out and "OPTIMIZE" in res.out and f"pictures written to {png}" in res.out
-    assert res.out.index("REORG PURGE") < res.out.index("OPTIMIZE")  # ranked by rows reclaimed
+    recs = res.out[res.out.index("Recommendations"):]
+    assert recs.index("REORG PURGE") < recs.index("OPTIMIZE")  # ranked by rows reclaimed
     data = png.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 20_000
     width, height = struct.unpack(">II", data[16:24])
     assert width > 1000 and height > 400
     text = page.read_text()
     assert "data:image/png;base64," in text and "REORG TABLE delta.`" in text and "part=b" in text
+    assert "est. read cost" in res.out and "to run" in res.out
+    python = run_cli("--conf", "spark.dvlake.scan.native=false", "health", known_table).out
+    assert "(pure-Python read path: spark.dvlake.scan.native=false)" in python and "+0.25 s per query" in python
     doc = run_cli("health", known_table, "--json").json()
     assert doc["summary"]["deleted_rows"] == 46 and doc["recommendations"][0]["rows_reclaimed"] == 25
     assert [v["live_dvs"] for v in doc["versions"]] == [h[1] for h in KNOWN["dv_history"]]

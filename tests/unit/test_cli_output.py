@@ -19,7 +19,7 @@ from dvlake import errors
 from dvlake.cli import cli, main
 from dvlake.config import RETENTION_CHECK
 from dvlake.display import percent
-from dvlake.terminal.summaries import optimize_line, restore_line, vacuum_line
+from dvlake.terminal.summaries import optimize_line, restore_line, sql_line, statement_kind, vacuum_line
 from tests.unit.test_vacuum_rules import OLD, PROTOCOL, _add, _age_dirs, _commit, _dv, _metadata, _remove, _touch
 
 DAY_MS = 86_400_000
@@ -40,9 +40,9 @@ def _table(root: Path, *, physical: int = 300_000, deleted: int = 3) -> str:
     return str(root)
 
 
-def _run(*args: str) -> tuple[int, str, str]:
-    """``dvlake ARGS`` in this process through ``main``, as the console script runs it: (exit code, stdout, stderr)."""
-    with CliRunner().isolation(env={"DVLAKE_DEBUG": None, "COLUMNS": "200"}) as (out, err, _mixed):
+def _run(*args: str, columns: int = 200) -> tuple[int, str, str]:
+    """``dvlake ARGS`` in this process through ``main`` on a ``columns``-wide terminal: (exit code, stdout, stderr)."""
+    with CliRunner().isolation(env={"DVLAKE_DEBUG": None, "COLUMNS": str(columns)}) as (out, err, _mixed):
         try:
             main(list(args))
         except SystemExit as exc:
@@ -90,6 +90,65 @@ def test_restore_summary() -> None:
     row = {"table_size_after_restore": 1_234_567, "num_of_files_after_restore": 8, "num_removed_files": 5,
            "num_restored_files": 2, "removed_files_size": 10, "restored_files_size": 20}
     assert restore_line(row, "version 3") == "restored to version 3: 2 files restored, 5 removed; now 8 files (1.2 MB)"
+
+
+@pytest.mark.parametrize(("statement", "kind"), [
+    ("DELETE FROM delta.`/t` WHERE id = 1", "DELETE"), ("  /* note */ update delta.`/t` SET a = 1", "UPDATE"),
+    ("MERGE WITH SCHEMA EVOLUTION INTO delta.`/t` t USING s ON t.id = s.id WHEN MATCHED THEN DELETE", "MERGE"),
+    ("optimize delta.`/t`;", "OPTIMIZE"), ("SELECT * FROM delta.`/t`", None), ("DESCRIBE HISTORY delta.`/t`", None),
+    ("'unterminated", None), ("", None),
+])
+def test_statement_kind(statement: str, kind: str | None) -> None:
+    assert statement_kind(statement) == kind
+
+
+def test_sql_sentences_from_result_rows() -> None:
+    """The sentences `dvlake sql` prints for each statement that changes a table, from the rows it returns; a result
+    of another shape gives None (the rows are printed as they are)."""
+    assert sql_line("DELETE …", "DELETE", ["num_affected_rows"], [{"num_affected_rows": 1}]) == "1 row deleted"
+    assert sql_line("INSERT …", "INSERT", ["num_affected_rows", "num_inserted_rows"],
+                    [{"num_affected_rows": 1200, "num_inserted_rows": 1200}]) == "1,200 rows inserted"
+    merge = {"num_affected_rows": 5, "num_updated_rows": 2, "num_deleted_rows": 1, "num_inserted_rows": 2}
+    assert sql_line("MERGE …", "MERGE", list(merge), [merge]) == (
+        "5 rows changed by the MERGE: 2 updated, 1 deleted, 2 inserted")
+    assert sql_line("INSERT …", "INSERT", [], []) is None  # Spark's own INSERT returns no row
+    metrics = {"numFilesAdded": 0, "numFilesRemoved": 0, "totalConsideredFiles": 4}
+    assert sql_line("OPTIMIZE delta.`/t` WHERE day = '2024-06-01' ZORDER BY (id)", "OPTIMIZE", ["path", "metrics"],
+                    [{"path": "/t", "metrics": metrics}]) == optimize_line(metrics, where="day = '2024-06-01'")
+    assert sql_line("REORG TABLE delta.`/t` APPLY (PURGE)", "REORG", ["path", "metrics"],
+                    [{"path": "/t", "metrics": metrics}]) == optimize_line(metrics, purge=True)
+    restored = {"table_size_after_restore": 10, "num_of_files_after_restore": 1, "num_removed_files": 1,
+                "num_restored_files": 1, "removed_files_size": 1, "restored_files_size": 1}
+    assert sql_line("RESTORE TABLE delta.`/t` TO TIMESTAMP AS OF '2024-06-01T12:00:00Z';", "RESTORE", list(restored),
+                    [restored]).startswith("restored to timestamp '2024-06-01T12:00:00Z': 1 file restored, 1 removed")
+    assert sql_line("VACUUM delta.`/t` DRY RUN", "VACUUM", ["path"], []).startswith("nothing to delete")
+    assert sql_line("vacuum delta.`/t` retain 0 hours dry  run", "VACUUM", ["path"], [{"path": "/t/a"}, {"path": "/t/b"}]
+                    ) == "2 files and folders would be deleted (listed above)"
+    assert sql_line("VACUUM delta.`/t`", "VACUUM", ["path"], [{"path": "/t"}]).startswith("VACUUM of /t done")
+
+
+def test_history_on_a_narrow_terminal_breaks_lines_between_words(tmp_path: Path) -> None:
+    """Below 100 columns the history is one block per commit, wrapped between words: no word of a timestamp,
+    operation, parameter or metric is cut (a table squeezed to 60 columns cut them into 4-letter pieces)."""
+    root = tmp_path / "t"
+    table = _table(root)
+    info = {"timestamp": 1_700_000_000_000, "operation": "DELETE",
+            "operationParameters": {"predicate": '["((user_id = 3) AND (day = \'2024-06-01\'))"]'},
+            "operationMetrics": {"numDeletionVectorsAdded": "1", "numDeletionVectorsRemoved": "0",
+                                 "numDeletedRows": "3", "numRemovedFiles": "0", "numAddedFiles": "0"}}
+    (root / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"commitInfo": info}) + "\n")
+    code, out, _ = _run("history", table, columns=60)
+    assert code == 0
+    lines = out.splitlines()
+    assert all(len(line) <= 60 for line in lines), out
+    assert [line.split("  ")[0] for line in lines if line.startswith("version")] == ["version 2", "version 1", "version 0"]
+    assert lines[0].endswith(" UTC  DELETE")
+    words = set(out.replace(",", " ").split())
+    for metric, value in info["operationMetrics"].items():
+        assert f"{metric}={value}" in words, out
+    assert 'predicate=["((user_id' in words and "'2024-06-01'))\"]" in words, out
+    code, wide, _ = _run("history", table, columns=200)
+    assert code == 0 and "┃ version ┃" in wide and "numDeletedRows=3" in wide
 
 
 # --- vacuum: no Spark, --conf, an empty dry run in a sentence --------------------------------------
@@ -156,20 +215,74 @@ def test_a_missing_table_is_reported_before_spark_starts(args: list[str], tmp_pa
     assert "is not a Delta table" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def _console_script(argv: list[str], checks: str) -> subprocess.CompletedProcess[str]:
+    """``dvlake ARGV`` as the console script runs it (``main()`` reading ``sys.argv``) in a fresh interpreter, then
+    ``checks`` (Python code writing to stderr)."""
+    return _fresh(
+        "import sys\n"
+        f"sys.argv = ['dvlake', *{argv!r}]\n"
+        "from dvlake.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n" + checks)
+
+
 def test_log_only_commands_stay_light(tmp_path: Path) -> None:
-    """history, detail, files, dv and vacuum never import PySpark, sqlglot or matplotlib (the lazy-import budget
-    that keeps them well under a second); a heavy import added to their path fails this test."""
+    """history, detail, files, dv and vacuum never import pandas, PySpark, sqlglot or matplotlib (the lazy-import
+    budget that keeps them well under a second; pandas alone took about a second, imported by pyarrow's first
+    conversion of a Python value); a heavy import added to their path fails this test."""
     table = _table(tmp_path / "t")
-    heavy = ("pyspark", "sqlglot", "matplotlib", "py4j")
-    for argv in (["history", table], ["detail", table], ["vacuum", table, "--dry-run"],
-                 ["files", table]):
-        proc = _fresh(
-            "import sys, time\nt0 = time.perf_counter()\nfrom dvlake.cli import main\n"
-            f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
-            f"loaded = sorted(m for m in {heavy!r} if m in sys.modules)\n"
-            "sys.stderr.write(f'\\nLOADED={loaded} SECONDS={time.perf_counter() - t0:.2f}')\n")
+    heavy = ("pandas", "pyspark", "sqlglot", "matplotlib", "py4j")
+    for argv in (["history", table], ["detail", table], ["vacuum", table, "--dry-run"], ["files", table],
+                 ["files", table, "--with-dvs", "--json"]):  # dv: in the test below (this DV file is a stub)
+        proc = _console_script(argv, f"loaded = sorted(m for m in {heavy!r} if m in sys.modules)\n"
+                                     "sys.stderr.write(f'\\nLOADED={loaded}')\n")
         assert proc.returncode == 0, proc.stderr
-        assert "LOADED=[]" in proc.stderr, (argv, proc.stderr[-300:])
+        assert proc.stderr.endswith("LOADED=[]"), (argv, proc.stderr[-300:])
+        assert "ignoring unusable checkpoint" not in proc.stderr
+
+
+LIGHT_TABLES = ("dv-partitioned-with-checkpoint", "dv-with-columnmapping", "basic-dv-with-checkpoint", "table-with-dv-small")
+
+
+def test_log_only_commands_answer_the_same_without_pandas(testdata: Path) -> None:
+    """On delta-spark's tables (checkpoints, column mapping, partitions), every log-only command's JSON is the same
+    in a console-script process (pandas kept out) as through main(args) in this process (pandas loaded)."""
+    runs: list[list[str]] = []
+    for name in LIGHT_TABLES:
+        root = str(testdata / name)
+        code, out, _ = _run("files", root, "--with-dvs", "--json")
+        assert code == 0
+        runs += [["history", root, "--json"], ["detail", root, "--json"], ["files", root, "--json"],
+                 ["files", root, "--with-dvs", "--json"], ["dv", root, json.loads(out)[0]["path"], "--json"],
+                 ["vacuum", root, "--dry-run", "--json"]]
+    proc = _fresh(
+        "import contextlib, io, json, sys\nfrom dvlake.cli import main\nresults = []\n"
+        f"for argv in {runs!r}:\n"
+        "    sys.argv = ['dvlake', *argv]\n    buf = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(buf):\n"
+        "        try:\n            main()\n        except SystemExit as exc:\n            code = exc.code\n"
+        "    results.append([code, buf.getvalue()])\n"
+        "sys.stderr.write('\\nRESULTS=' + json.dumps({'pandas': 'pandas' in sys.modules, 'results': results}))\n")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ignoring unusable checkpoint" not in proc.stderr
+    found = json.loads(proc.stderr.rsplit("RESULTS=", 1)[1])
+    assert found["pandas"] is False
+    for argv, (code, out) in zip(runs, found["results"], strict=True):
+        expected_code, expected, _ = _run(*argv)
+        assert (code, out) == (expected_code, expected), argv
+
+
+def test_main_called_by_a_program_leaves_pandas_alone(tmp_path: Path) -> None:
+    """Only a process of its own keeps pandas out: a program calling main(args) gets pyarrow's pandas detection
+    untouched (afterwards pa.array of a pandas Series still converts it as pandas data)."""
+    table = _table(tmp_path / "t")
+    proc = _fresh(
+        "import sys\nfrom dvlake.cli import main\n"
+        f"try:\n    main(['history', {table!r}])\nexcept SystemExit as exc:\n    assert exc.code == 0\n"
+        "import pandas as pd, pyarrow as pa\n"
+        "arr = pa.array(pd.Series(pd.to_datetime(['2024-06-01']).tz_localize('UTC')))\n"
+        "sys.stderr.write(f'\\nTYPE={arr.type}')\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.endswith("TYPE=timestamp[ns, tz=UTC]"), proc.stderr[-300:]
 
 
 # --- error text ----------------------------------------------------------------------------------------
