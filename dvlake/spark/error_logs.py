@@ -9,7 +9,9 @@ ones, so those records are noise that arrives before the error the caller gets. 
 adds a filter that drops the records of errors raised while dvlake's code is on the stack; the
 exception itself still reaches the caller (typed by dvlake, or as Spark raised it). Errors of the
 caller's own Spark code, and of statements ``dvlake.sql`` hands to Spark unchanged, are logged as
-PySpark always does.
+PySpark always does, except that a record whose text shows a plan dvlake built (a typo in the
+caller's filter on a frame dvlake read through the pure-Python path, whose plan is dvlake's anti
+join) keeps the error's message without that plan and without the Java stack.
 
 ``tidy`` shortens the message of a Spark error about a plan dvlake built (it names a
 ``__dvlake_`` column): Spark appends that whole plan, which is dvlake's anti join, not the user's
@@ -73,12 +75,33 @@ def show_full_errors() -> bool:
     return debug_enabled() or _session_debug()
 
 
+def _shorten(record: logging.LogRecord) -> None:
+    """Make a record about a plan dvlake built (its text names a ``__dvlake_`` column) say only the error.
+
+    The error is the caller's (a typo in their filter on a frame dvlake read), so the record stays; but its
+    message carries dvlake's anti join plan, and its exception, the Py4J error being converted, the Java
+    stack. The message keeps the error without the plan (``user_text``); the exception is dropped.
+    """
+    message = record.getMessage()
+    exception = record.exc_info[1] if record.exc_info else None
+    if INTERNAL_NAME_PREFIX not in message and INTERNAL_NAME_PREFIX not in str(exception or ""):
+        return
+    record.msg, record.args = user_text(message), ()
+    record.exc_info, record.exc_text = None, None
+
+
 class _DropInsideDvlake(logging.Filter):
-    """Drops a converted-error record when the error was raised inside dvlake's own call."""
+    """Drops a converted-error record when the error was raised inside dvlake's own call, and shortens one about
+    a plan dvlake built when the error is the caller's."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            return not _inside_dvlake() or show_full_errors()
+            if show_full_errors():
+                return True
+            if _inside_dvlake():
+                return False
+            _shorten(record)
+            return True
         except Exception:  # noqa: BLE001 - never lose a record to a bug here
             return True
 

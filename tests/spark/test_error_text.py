@@ -102,6 +102,40 @@ def test_no_pyspark_json_record_for_an_error_dvlake_raised(spark: SparkSession, 
     assert len(pyspark_error_records) >= 2
 
 
+def test_the_users_typo_on_a_dvlake_frame_logs_no_dvlake_plan(spark: SparkSession, dv_table: str,
+                                                              pyspark_error_records: list[logging.LogRecord]) -> None:
+    """A typo in the user's own filter on a frame dvlake read through the pure-Python path: PySpark still logs its
+    record (the error is the user's), but its message and exception text do not carry dvlake's anti join plan or
+    internal column names, nor the Java stack; with spark.dvlake.debug=true the record is PySpark's, whole."""
+    import json
+
+    from dvlake.spark import native
+
+    spark.conf.set(native.SETTING, "false")  # the pure-Python path: its plan names dvlake's columns
+    try:
+        with pytest.raises(AnalysisException):
+            dvlake.read(spark, dv_table).filter("dya = '1'").count()
+        assert len(pyspark_error_records) == 1
+        record = pyspark_error_records[0]
+        shown = json.dumps({"msg": record.getMessage(), "exception": logging.Formatter().formatException(record.exc_info)
+                            if record.exc_info else ""})  # what PySpark's JSON formatter writes from the record
+        assert "`dya`" in record.getMessage() and len(shown) < 2000, shown
+        for internal in (*INTERNALS, "JVM stacktrace", "at org.apache"):
+            assert internal not in shown, (internal, shown)
+
+        spark.conf.set(DEBUG_CONF, "true")
+        try:
+            with pytest.raises(AnalysisException):
+                dvlake.read(spark, dv_table).filter("dya = '1'").count()
+        finally:
+            spark.conf.unset(DEBUG_CONF)
+        assert len(pyspark_error_records) == 2
+        debug = pyspark_error_records[1]
+        assert debug.exc_info and "__dvlake_" in logging.Formatter().formatException(debug.exc_info)
+    finally:
+        spark.conf.unset(native.SETTING)
+
+
 def test_schema_errors_name_the_writer_options(spark: SparkSession, dv_table: str) -> None:
     wider = spark.range(1).selectExpr("id", "'0' AS day", "'x' AS note")
     with pytest.raises(SchemaMismatchError) as info:
