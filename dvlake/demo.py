@@ -102,7 +102,8 @@ def _run(spark: SparkSession, out: Path, rows: int) -> None:
     print(f"1. Building {_shown(table)} with {rows:,} rows in 10 day partitions")
     actions = (spark.range(rows)
                .withColumn("day", F.date_add(F.lit("2024-06-01").cast("date"), (F.col("id") % 10).cast("int")))
-               .withColumn("user_id", ((F.col("id") / 10).cast("long") * 7919 % 100_000))  # each user on every day
+               # 100,000 users, each on every day (10 consecutive ids share one), user 3 at any --rows from 40
+               .withColumn("user_id", (F.col("id") / 10).cast("long") % 100_000)
                .withColumn("action", F.element_at(F.array(*[F.lit(a) for a in ("view", "click", "buy", "share")]),
                                                   (F.col("id") % 4 + 1).cast("int")))
                .withColumn("amount", (F.col("id") % 1000) / 10.0))
