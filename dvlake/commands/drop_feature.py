@@ -257,7 +257,7 @@ class _LostRace(Exception):
 class _PinnedTransaction(OptimisticTransaction):
     """A transaction that never rebases: its metadata names its own version, so a lost race means prepare again."""
 
-    def _rebase(self, attempt: int, our_removed: set[str]) -> int:
+    def _rebase(self, attempt: int, our_removed: set[str], our_domains: set[str] | None = None) -> int:
         raise _LostRace(attempt)
 
 
