@@ -1,0 +1,87 @@
+"""Row tracking end to end: ``_metadata.row_id`` / ``row_commit_version`` read through ``dvlake.read`` and
+``format("delta")``, kept by every command that rewrites rows, in DV and copy-on-write modes, and enabling it on an
+existing table (the backfill). The oracle is the protocol's rule computed here from the log and the files."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import dvlake
+from dvlake import DeltaTable
+from dvlake.dv.store import load_bitmap
+from dvlake.errors import RowTrackingError
+from dvlake.log import row_tracking as rt
+from dvlake.log.snapshot import Snapshot
+
+ENABLE = {"delta.enableRowTracking": "true"}
+DV = {"delta.enableDeletionVectors": "true"}
+
+
+def ids(spark: SparkSession, path: str) -> dict[int, tuple[int, int]]:
+    """id column → (row_id, row_commit_version) as dvlake reads them."""
+    rows = dvlake.read(spark, path, row_tracking=True).select("id", "_metadata.row_id", "_metadata.row_commit_version")
+    return {r.id: (r.row_id, r.row_commit_version) for r in rows.collect()}
+
+
+def protocol_ids(path: str) -> dict[int, tuple[int, int]]:
+    """The same, computed from the log and the Parquet files by the protocol's rule (no Spark, no dvlake scan)."""
+    snap = Snapshot.load(path)
+    rid_col, rcv_col = rt.materialized_columns_or_raise(snap.metadata)
+    out: dict[int, tuple[int, int]] = {}
+    for add in snap.add_files():
+        table = pq.read_table(os.path.join(snap.table_root, add.path))
+        deleted = set(load_bitmap(add.deletion_vector, snap.table_root)) if add.deletion_vector else set()
+        rid = table.column(rid_col).to_pylist() if rid_col in table.column_names else [None] * table.num_rows
+        rcv = table.column(rcv_col).to_pylist() if rcv_col in table.column_names else [None] * table.num_rows
+        for i, key in enumerate(table.column("id").to_pylist()):
+            if i in deleted:
+                continue
+            out[key] = (rid[i] if rid[i] is not None else add.base_row_id + i,
+                        rcv[i] if rcv[i] is not None else add.default_row_commit_version)
+    return out
+
+
+def check_unique(found: dict[int, tuple[int, int]]) -> None:
+    row_ids = [v[0] for v in found.values()]
+    assert len(set(row_ids)) == len(row_ids)
+
+
+def test_read_row_ids_of_appends(spark: SparkSession, tmp_path, scan_path: str) -> None:
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(0, 6, 1, numPartitions=2), path, properties=ENABLE)
+    dvlake.write(spark.range(6, 10, 1, numPartitions=1), path, mode="append")
+    found = ids(spark, path)
+    assert found == protocol_ids(path)
+    assert sorted(v[0] for v in found.values()) == list(range(10))  # consecutive from 0
+    assert {found[i][1] for i in range(6)} == {0} and {found[i][1] for i in range(6, 10)} == {1}
+    assert rt.high_water_mark(Snapshot.load(path).domains) == 9
+    # the hidden columns never show
+    assert dvlake.read(spark, path).columns == ["id"]
+    assert dvlake.read(spark, path, row_tracking=True).columns == ["id", "_metadata"]
+    meta = dvlake.read(spark, path, row_tracking=True).select("_metadata.*").columns
+    assert {"row_id", "row_commit_version", "base_row_id", "default_row_commit_version", "row_index"} <= set(meta)
+
+
+def test_read_through_format_delta_and_refused_without_row_tracking(spark: SparkSession, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(3), path, properties=ENABLE)
+    from dvlake import faces
+
+    was_on = faces.enabled(spark)
+    dvlake.configure_spark(spark)
+    try:
+        rows = spark.read.format("delta").option("dvlake.rowTracking", "true").load(path).select("id", "_metadata.row_id")
+        assert sorted((r.id, r.row_id) for r in rows.collect()) == sorted((k, v[0]) for k, v in ids(spark, path).items())
+    finally:
+        if not was_on:
+            faces.disable(spark)
+    plain = str(tmp_path / "plain")
+    dvlake.write(spark.range(3), plain)
+    with pytest.raises(RowTrackingError, match="not enabled"):
+        dvlake.read(spark, plain, row_tracking=True)
