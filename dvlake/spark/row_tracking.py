@@ -17,6 +17,7 @@ enter the table's schema: readers see them only as ``_metadata.row_id``/``_metad
 from __future__ import annotations
 
 from dataclasses import replace
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType

@@ -4,16 +4,13 @@ existing table (the backfill). The oracle is the protocol's rule computed here f
 
 from __future__ import annotations
 
-import json
 import os
 
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 import dvlake
-from dvlake import DeltaTable
 from dvlake.dv.store import load_bitmap
 from dvlake.errors import RowTrackingError
 from dvlake.log import row_tracking as rt
