@@ -24,6 +24,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from dvlake.errors import RowTrackingError
 from dvlake.log import row_tracking as rt
+from dvlake.log.actions import Metadata, Protocol
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
@@ -118,25 +119,69 @@ def read_with_metadata(spark: SparkSession, snapshot: Snapshot, condition: str |
 
 
 # --- writing: what goes into the new files' materialized columns -------------------------------------
+# The commands call these small hooks; each is the old behaviour when row tracking is not enabled.
 
 
-def preserved(df: DataFrame, names: tuple[str, str], logical: list[str], *, keep_commit_version: bool) -> DataFrame:
-    """A tracked frame's logical columns plus the materialized columns to write.
+def scan_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan) -> DataFrame:
+    """``logical_frame`` for a rewrite: with row tracking enabled, plus ``ROW_ID_COL``/``ROW_COMMIT_VERSION_COL``
+    (which ``materialize`` and ``write_rows`` turn into the new files' hidden columns)."""
+    if materialized_columns(snapshot) is None:
+        return logical_frame(spark, snapshot, plan)
+    return tracked_frame(spark, snapshot, plan)
 
-    ``keep_commit_version``: the rows are copied unchanged (OPTIMIZE, PURGE, the untouched rows of a
-    copy-on-write rewrite); otherwise they were updated and take the new file's default version.
+
+def carried(df: DataFrame, updated: Column | None) -> list[Column]:
+    """The tracking columns through an UPDATE's projection (none when ``df`` has none).
+
+    ``updated``: which rows the assignments change (None: all of them). A changed row keeps its id and
+    gets NULL as commit version, so its new file's ``defaultRowCommitVersion`` (this commit) applies.
     """
-    rid, rcv = names
+    if ROW_ID_COL not in df.columns:
+        return []
+    null = F.lit(None).cast(LongType())
+    version = null if updated is None else F.when(updated, null).otherwise(F.col(ROW_COMMIT_VERSION_COL))
+    return [F.col(ROW_ID_COL), version.alias(ROW_COMMIT_VERSION_COL)]
+
+
+def materialized_out(df: DataFrame, metadata: Metadata, protocol: Protocol) -> tuple[list[Column], tuple[str, ...]]:
+    """(columns to write after the table's, their names for ``to_physical(extra=…)``): the tracking columns of
+    ``df`` under the table's materialized names; nothing when ``df`` has none or row tracking is off."""
+    if ROW_ID_COL not in df.columns or not rt.is_enabled(protocol, metadata):
+        return [], ()
+    rid, rcv = rt.materialized_columns_or_raise(metadata)
+    return [F.col(ROW_ID_COL).alias(rid), F.col(ROW_COMMIT_VERSION_COL).alias(rcv)], (rid, rcv)
+
+
+def materialize(df: DataFrame, snapshot: Snapshot) -> tuple[DataFrame, tuple[str, ...]]:
+    """``df`` (logical columns, maybe the tracking ones) ready for ``to_physical(…, extra=names)``."""
+    cols, names = materialized_out(df, snapshot.metadata, snapshot.protocol)
+    if not names:
+        return df, ()
+    logical = [c for c in df.columns if c not in (ROW_ID_COL, ROW_COMMIT_VERSION_COL)]
+    return df.select(*[F.col(f"`{c}`") for c in logical], *cols), names
+
+
+def ids_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan) -> DataFrame | None:
+    """(``FILE_INDEX_COL``, ``ROW_INDEX_COL``, ``ROW_ID_COL``, ``ROW_COMMIT_VERSION_COL``) of every live row of
+    ``plan``, for MERGE, whose changed rows carry their target (file, row) position; None without row tracking."""
+    if materialized_columns(snapshot) is None:
+        return None
+    df = tracked_frame(spark, snapshot, plan, keep_row_index=True)
+    return df.select(FILE_INDEX_COL, ROW_INDEX_COL, ROW_ID_COL, ROW_COMMIT_VERSION_COL)
+
+
+def with_kept_ids(df: DataFrame, ids: DataFrame | None, file_col: str, row_col: str, columns: list[str], *,
+                  keep_commit_version: bool) -> DataFrame:
+    """``df``'s ``columns``, plus (when ``ids``) the tracking values of the target row at (``file_col``, ``row_col``).
+
+    Rows without a target position (a MERGE insert) get NULL for both; ``keep_commit_version`` is for rows
+    copied unchanged, the others (updated) get NULL as version.
+    """
+    out = [F.col(f"`{c}`") for c in columns]
+    if ids is None:
+        return df.select(*out)
+    keyed = ids.withColumnRenamed(FILE_INDEX_COL, file_col).withColumnRenamed(ROW_INDEX_COL, row_col)
+    joined = df.join(keyed, [file_col, row_col], "left")
     version = F.col(ROW_COMMIT_VERSION_COL) if keep_commit_version else F.lit(None).cast(LongType())
-    return df.select(*[F.col(f"`{c}`") for c in logical], F.col(ROW_ID_COL).alias(rid), version.alias(rcv))
-
-
-def fresh_values() -> tuple[Column, Column]:
-    """What an inserted row writes: NULL for both (its new file's defaults apply)."""
-    return F.lit(None).cast(LongType()), F.lit(None).cast(LongType())
-
-
-def write_extra(names: tuple[str, str] | None) -> tuple[str, ...]:
-    """The columns ``to_physical(extra=…)`` passes through to the Parquet files."""
-    return tuple(names) if names else ()
+    return joined.select(*out, F.col(ROW_ID_COL), version.alias(ROW_COMMIT_VERSION_COL))
 

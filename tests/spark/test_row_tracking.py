@@ -9,8 +9,10 @@ import os
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import dvlake
+from dvlake import DeltaTable
 from dvlake.dv.store import load_bitmap
 from dvlake.errors import RowTrackingError
 from dvlake.log import row_tracking as rt
@@ -82,3 +84,63 @@ def test_read_through_format_delta_and_refused_without_row_tracking(spark: Spark
     dvlake.write(spark.range(3), plain)
     with pytest.raises(RowTrackingError, match="not enabled"):
         dvlake.read(spark, plain, row_tracking=True)
+
+
+def _versions(found: dict[int, tuple[int, int]]) -> dict[int, int]:
+    return {k: v[1] for k, v in found.items()}
+
+
+@pytest.mark.parametrize("dvs", [True, False], ids=["dv", "copy_on_write"])
+def test_ids_survive_update_delete_merge_optimize_purge(spark: SparkSession, tmp_path, dvs: bool) -> None:
+    from dvlake.commands.reorg import purge
+
+    path = str(tmp_path / "t")
+    props = {**ENABLE, **(DV if dvs else {})}
+    dvlake.write(spark.range(0, 20, 1, numPartitions=2).withColumn("v", F.lit(0)), path, properties=props)
+    table = DeltaTable.forPath(spark, path)
+    start = ids(spark, path)
+    assert start == protocol_ids(path)
+
+    def step(expected_ids: dict[int, int], changed: set[int], version: int) -> dict[int, tuple[int, int]]:
+        """After a command at ``version``: the ids the rows should have; ``changed`` rows carry ``version``."""
+        found = ids(spark, path)
+        assert found == protocol_ids(path)  # the read agrees with the protocol's rule
+        check_unique(found)
+        assert {k: v[0] for k, v in found.items() if k in expected_ids} == expected_ids
+        for k, (_, cv) in found.items():
+            if k in changed:
+                assert cv == version, (k, cv, version)
+        return found
+
+    before = {k: v[0] for k, v in start.items()}
+    table.update("id < 5", {"v": "1"})
+    v = Snapshot.load(path).version
+    found = step(before, set(range(5)), v)
+    assert all(found[k][1] == start[k][1] for k in range(5, 20))  # untouched rows keep their version
+
+    table.delete("id IN (7, 8)")
+    kept_ids = {k: i for k, i in before.items() if k not in (7, 8)}
+    prev = step(kept_ids, set(), -1)
+    assert _versions(prev) == {k: found[k][1] for k in kept_ids}  # a delete changes no remaining row's version
+
+    mark = rt.high_water_mark(Snapshot.load(path).domains)
+    source = spark.createDataFrame([(10, 2), (11, 2), (100, 3), (101, 3)], "id long, v int")
+    (table.alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"v": "s.v"})
+     .whenNotMatchedInsertAll().execute())
+    v = Snapshot.load(path).version
+    found = step(kept_ids, {10, 11, 100, 101}, v)
+    assert all(found[k][0] > mark for k in (100, 101))  # inserted rows get fresh ids above the old mark
+    assert all(found[k][1] == prev[k][1] for k in kept_ids if k not in (10, 11))
+
+    prev = found
+    table.optimize().executeCompaction()
+    assert Snapshot.load(path).num_files == 1
+    found = step({k: i for k, (i, _) in prev.items()}, set(), -1)
+    assert found == prev  # OPTIMIZE keeps ids and versions
+
+    if dvs:
+        table.delete("id = 3")
+        prev = ids(spark, path)
+        purge(spark, path)
+        assert all(a.deletion_vector is None for a in Snapshot.load(path).add_files())
+        assert step({k: i for k, (i, _) in prev.items()}, set(), -1) == prev  # PURGE keeps both too
