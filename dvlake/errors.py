@@ -694,4 +694,4 @@ class RowTrackingError(DeltaErrorClassMixin, DeltaProtocolError):
     """Row ids or row commit versions cannot be assigned, preserved or enabled as the protocol requires;
     ``error_class`` says which rule (e.g. DELTA_ROW_ID_ASSIGNMENT_WITHOUT_STATS)."""
 
-    error_class = "DELTA_ROW_TRACKING_ILLEGAL_STATE"
+    error_class = "DVLAKE_ROW_TRACKING_ILLEGAL_STATE"

@@ -151,7 +151,7 @@ def high_water_mark_of(domain: DomainMetadata | None) -> int:
     except (ValueError, KeyError, TypeError) as exc:
         raise RowTrackingError(
             f"the {DOMAIN} domain's configuration {domain.configuration!r} has no integer {HIGH_WATER_MARK_KEY}",
-            error_class="DELTA_ROW_TRACKING_ILLEGAL_STATE") from exc
+            error_class="DVLAKE_ROW_TRACKING_ILLEGAL_STATE") from exc
 
 
 def high_water_mark(domains: dict[str, DomainMetadata]) -> int:
@@ -189,7 +189,7 @@ def assign(actions: Sequence[Action], mark: int, version: int, table: str = "") 
     for a in actions:
         if isinstance(a, DomainMetadata) and a.domain == DOMAIN:
             raise RowTrackingError(f"a commit may not set the {DOMAIN} domain itself: row ids are assigned at commit",
-                                   error_class="DELTA_ROW_TRACKING_ILLEGAL_STATE")
+                                   error_class="DVLAKE_ROW_TRACKING_ILLEGAL_STATE")
         if isinstance(a, AddFile) and (a.base_row_id is None or a.default_row_commit_version is None):
             base = a.base_row_id
             if base is None:
@@ -216,7 +216,7 @@ def strip(actions: Sequence[Action]) -> list[Action]:
     for a in actions:
         if isinstance(a, DomainMetadata) and a.domain == DOMAIN:
             raise RowTrackingError(f"a commit may not set the {DOMAIN} domain while row tracking is suspended",
-                                   error_class="DELTA_ROW_TRACKING_ILLEGAL_STATE")
+                                   error_class="DVLAKE_ROW_TRACKING_ILLEGAL_STATE")
         if isinstance(a, AddFile) and (a.base_row_id is not None or a.default_row_commit_version is not None):
             a = replace(a, base_row_id=None, default_row_commit_version=None)
         out.append(a)

@@ -84,7 +84,7 @@ def _file_ids(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan) -> DataFr
             raise RowTrackingError(
                 f"{snapshot.table_root} has row tracking enabled but its file {path} has no baseRowId/"
                 "defaultRowCommitVersion (written by a writer that ignored the feature): its rows have no ids. "
-                "Rewrite the file with a row-tracking writer.", error_class="DELTA_ROW_TRACKING_ILLEGAL_STATE")
+                "Rewrite the file with a row-tracking writer.", error_class="DVLAKE_ROW_TRACKING_ILLEGAL_STATE")
     rows = [(i, int(b), int(v), f.path, int(f.size))
             for i, (f, b, v) in enumerate(zip(plan.files, bases, versions, strict=True))]
     schema = StructType([StructField(FILE_INDEX_COL, IntegerType(), False), StructField(_BASE, LongType(), False),
@@ -100,10 +100,10 @@ def read_with_metadata(spark: SparkSession, snapshot: Snapshot, condition: str |
         raise RowTrackingError(
             f"cannot read row ids of {snapshot.table_root}: row tracking is not enabled on it (version "
             f"{snapshot.version}). Enable it with ALTER TABLE … SET TBLPROPERTIES ('{rt.ENABLE_KEY}' = 'true').",
-            error_class="DELTA_ROW_TRACKING_NOT_ENABLED")
+            error_class="DVLAKE_ROW_TRACKING_NOT_ENABLED")
     if METADATA_COL in {f["name"] for f in snapshot.schema["fields"]}:
         raise RowTrackingError(f"{snapshot.table_root} has a column named {METADATA_COL}: the row tracking struct "
-                               "would hide it; rename the column", error_class="DELTA_ROW_TRACKING_ILLEGAL_STATE")
+                               "would hide it; rename the column", error_class="DVLAKE_ROW_TRACKING_ILLEGAL_STATE")
     cond = Condition.of(condition)
     check_condition(spark, snapshot, cond, "read")
     plan = plan_scan(spark, snapshot, cond)

@@ -301,7 +301,7 @@ class OptimisticTransaction:
                 f"cannot set {row_tracking.ENABLE_KEY}=true on {self.table_root}: {len(paths)} live file(s) have no "
                 f"baseRowId/defaultRowCommitVersion (e.g. {sorted(paths)[0]}). Enable it with ALTER TABLE … SET "
                 "TBLPROPERTIES, which first re-commits those files with ids (the backfill).",
-                error_class="DELTA_ROW_TRACKING_BACKFILL_REQUIRED")
+                error_class="DVLAKE_ROW_TRACKING_BACKFILL_REQUIRED")
 
     def _check_dv_add(self, add: AddFile, protocol: Protocol, metadata: Metadata) -> None:
         if not features.dvs_enabled(protocol, metadata):

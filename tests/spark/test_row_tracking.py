@@ -144,3 +144,20 @@ def test_ids_survive_update_delete_merge_optimize_purge(spark: SparkSession, tmp
         purge(spark, path)
         assert all(a.deletion_vector is None for a in Snapshot.load(path).add_files())
         assert step({k: i for k, (i, _) in prev.items()}, set(), -1) == prev  # PURGE keeps both too
+
+
+def test_alter_enables_row_tracking_on_a_table_with_data_and_dvs(spark: SparkSession, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(0, 12, 1, numPartitions=3), path, properties=DV)
+    table = DeltaTable.forPath(spark, path)
+    table.delete("id IN (1, 5)")  # files with DVs are backfilled with their DV, deleted rows keep their positions
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    ops = [h["operation"] for h in Snapshot.load(path).history(3)]
+    assert ops == ["SET TBLPROPERTIES", rt.BACKFILL_OPERATION, "UPGRADE PROTOCOL"]
+    found = ids(spark, path)
+    assert found == protocol_ids(path) and sorted(found) == [i for i in range(12) if i not in (1, 5)]
+    check_unique(found)
+    table.update("id = 0", {"id": "100"})
+    after = ids(spark, path)
+    assert after[100][0] == found[0][0] and after[100][1] == Snapshot.load(path).version
+    assert {k: v for k, v in after.items() if k != 100} == {k: v for k, v in found.items() if k != 0}

@@ -167,10 +167,50 @@ def test_enabling_needs_every_live_file_to_have_ids() -> None:
     txn.update_metadata(txn.metadata.with_configuration(**{rt.ENABLE_KEY: "true"}))
     with pytest.raises(RowTrackingError) as err:
         txn.commit([], "SET TBLPROPERTIES")
-    assert err.value.error_class == "DELTA_ROW_TRACKING_BACKFILL_REQUIRED" and "a" in str(err.value)
+    assert err.value.error_class == "DVLAKE_ROW_TRACKING_BACKFILL_REQUIRED" and "a" in str(err.value)
 
 
 def test_enabled_without_the_feature_is_refused() -> None:
     md = Metadata("id", json.dumps(SCHEMA), configuration={rt.ENABLE_KEY: "true"})
     with pytest.raises(RowTrackingError, match="rowTracking"):
         rt.is_enabled(Protocol(1, 2), md)
+
+
+def test_enabling_on_a_table_with_data_backfills_then_sets_the_property() -> None:
+    from dvlake.commands.alter import set_properties
+    from dvlake.commands.row_tracking_backfill import backfill
+
+    root = f"memory://{uuid.uuid4().hex}/t"
+    create_table(root, SCHEMA, [], {})
+    start(root).commit([add("a", 4), add("b", 6)], "WRITE")
+    start(root).commit([add("c", 5)], "WRITE")
+    before = Snapshot.load(root).version
+    assert backfill(root, max_files_per_commit=2) is not None  # steps 1-2 alone, in batches of two files
+    history = [h["operation"] for h in reversed(Snapshot.load(root).history())][before + 1:]
+    assert history == ["UPGRADE PROTOCOL", rt.BACKFILL_OPERATION, rt.BACKFILL_OPERATION]
+    snap = Snapshot.load(root)
+    assert not rt.is_enabled(snap.protocol, snap.metadata)  # supported, not yet enabled
+    spans = sorted((a.base_row_id, a.base_row_id + json.loads(a.stats)["numRecords"] - 1) for a in snap.add_files())
+    assert spans[0][0] == 0 and all(e < s for (_, e), (s, _) in zip(spans, spans[1:], strict=False))
+    assert rt.high_water_mark(snap.domains) == 14
+    assert all(not a["dataChange"] for a in adds_of(root, snap.version))  # re-adds, no data change
+
+    set_properties(root, {rt.ENABLE_KEY: "true"})
+    snap = Snapshot.load(root)
+    assert rt.is_enabled(snap.protocol, snap.metadata) and rt.materialized_columns(snap.metadata) is not None
+    assert snap.history(1)[0]["operation"] == "SET TBLPROPERTIES"
+    assert backfill(root) is None  # nothing left to do
+
+
+def test_alter_on_a_table_with_data_runs_the_backfill() -> None:
+    from dvlake.commands.alter import set_properties
+
+    root = f"memory://{uuid.uuid4().hex}/t"
+    create_table(root, SCHEMA, [], {})
+    start(root).commit([add("a", 4)], "WRITE")
+    version = set_properties(root, {rt.ENABLE_KEY: "true"})
+    ops = [h["operation"] for h in Snapshot.load(root).history(3)]
+    assert ops == ["SET TBLPROPERTIES", rt.BACKFILL_OPERATION, "UPGRADE PROTOCOL"]
+    snap = Snapshot.load(root)
+    assert snap.version == version and snap.add_files()[0].base_row_id == 0
+    assert {"rowTracking", "domainMetadata"} <= set(snap.protocol.writer_features or ())
