@@ -68,7 +68,7 @@ MAX_ATTEMPTS = 10
 REMOVABLE_FEATURES = frozenset({
     features.DELETION_VECTORS, features.COLUMN_MAPPING, "checkConstraints", "typeWidening", "typeWidening-preview",
     "v2Checkpoint", "vacuumProtocolCheck", "inCommitTimestamp", "checkpointProtection", "allowColumnDefaults",
-    "coordinatedCommits-preview", "catalogOwned-preview",
+    "coordinatedCommits-preview", "catalogOwned-preview", "rowTracking",
 })
 #: The removable features dvlake knows how to remove (the rest are refused before anything is written).
 DROPPABLE_BY_DVLAKE = frozenset({features.DELETION_VECTORS})

@@ -161,3 +161,32 @@ def test_alter_enables_row_tracking_on_a_table_with_data_and_dvs(spark: SparkSes
     after = ids(spark, path)
     assert after[100][0] == found[0][0] and after[100][1] == Snapshot.load(path).version
     assert {k: v for k, v in after.items() if k != 100} == {k: v for k, v in found.items() if k != 0}
+
+
+@pytest.mark.interop
+def test_peers_read_a_row_tracking_table_without_the_hidden_columns(spark: SparkSession, tmp_path) -> None:
+    from tests.peers import read_with_deltalake, read_with_duckdb
+
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(0, 10, 1, numPartitions=2).withColumn("v", F.lit(0)), path, properties={**ENABLE, **DV})
+    table = DeltaTable.forPath(spark, path)
+    table.update("id < 3", {"v": "1"})  # new file with materialized ids, old files with DVs
+    table.delete("id = 9")
+    rid, rcv = rt.materialized_columns_or_raise(Snapshot.load(path).metadata)
+    assert any(rid in pq.read_schema(os.path.join(path, a.path)).names for a in Snapshot.load(path).add_files())
+    expected = sorted((r.id, r.v) for r in dvlake.read(spark, path).collect())
+    for reader in (read_with_deltalake, read_with_duckdb):
+        got = reader(path)
+        assert got.column_names == ["id", "v"], reader.__name__  # the hidden columns stay hidden
+        assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), strict=True)) == expected
+
+
+def test_drop_feature_row_tracking_is_refused_clearly(spark: SparkSession, tmp_path) -> None:
+    from dvlake.errors import DeltaTableFeatureException
+
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(3), path, properties=ENABLE)
+    with pytest.raises(DeltaTableFeatureException, match="rowTracking") as err:
+        dvlake.sql(spark, f"ALTER TABLE delta.`{path}` DROP FEATURE rowTracking")
+    assert err.value.error_class == "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"  # removable, but not by dvlake
+    assert rt.is_enabled(Snapshot.load(path).protocol, Snapshot.load(path).metadata)

@@ -214,3 +214,17 @@ def test_alter_on_a_table_with_data_runs_the_backfill() -> None:
     snap = Snapshot.load(root)
     assert snap.version == version and snap.add_files()[0].base_row_id == 0
     assert {"rowTracking", "domainMetadata"} <= set(snap.protocol.writer_features or ())
+
+
+def test_ids_and_the_mark_survive_a_checkpoint(root: str) -> None:
+    from dvlake.txn.transaction import checkpoint
+
+    start(root).commit([add("a", 3)], "WRITE")
+    start(root).commit([add("b", 2)], "WRITE")
+    checkpoint(root)
+    start(root).commit([add("c", 1)], "WRITE")  # replayed on top of the checkpoint: above its mark
+    snap = Snapshot.load(root)
+    assert [c.version for c in snap.listing.checkpoints] == [2]
+    assert sorted((a.path, a.base_row_id, a.default_row_commit_version) for a in snap.add_files()) == [
+        ("a", 0, 1), ("b", 3, 2), ("c", 5, 3)]
+    assert rt.high_water_mark(snap.domains) == 5
