@@ -46,6 +46,9 @@ HIGH_WATER_MARK_KEY = "rowIdHighWaterMark"
 MISSING_HIGH_WATER_MARK = -1
 #: commitInfo tag telling readers whether every copied/updated row kept its stable id and version
 PRESERVED_TAG = "delta.rowTracking.preserved"
+#: commands that copy or update rows and preserve their ids and versions when row tracking is enabled: their
+#: commits carry PRESERVED_TAG=true, as delta-spark's DELETE, UPDATE, MERGE and OPTIMIZE (PURGE is one) commits do
+PRESERVING_OPERATIONS = frozenset({"DELETE", "UPDATE", "MERGE", "OPTIMIZE", "REORG"})
 #: delta-spark's operation name for the commits that give existing files ids when row tracking is enabled
 BACKFILL_OPERATION = "ROW TRACKING BACKFILL"
 

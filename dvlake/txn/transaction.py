@@ -171,8 +171,12 @@ class OptimisticTransaction:
             "engineInfo": self.engine_info,
             "txnId": str(uuid.uuid4()),
         })
+        tags = dict(tags or {})
+        if (operation in row_tracking.PRESERVING_OPERATIONS and self.snapshot is not None
+                and row_tracking.is_enabled(self.snapshot.protocol, self.snapshot.metadata)):
+            tags.setdefault(row_tracking.PRESERVED_TAG, "true")  # the command kept ids in the materialized columns
         if tags:
-            info["tags"] = dict(tags)
+            info["tags"] = tags
         our_removed = {normalize_path(a.path) for a in actions if isinstance(a, RemoveFile)}
         attempt = self.read_version + 1
         for _ in range(MAX_ATTEMPTS):

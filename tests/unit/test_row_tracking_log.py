@@ -228,3 +228,11 @@ def test_ids_and_the_mark_survive_a_checkpoint(root: str) -> None:
     assert sorted((a.path, a.base_row_id, a.default_row_commit_version) for a in snap.add_files()) == [
         ("a", 0, 1), ("b", 3, 2), ("c", 5, 3)]
     assert rt.high_water_mark(snap.domains) == 5
+
+
+def test_row_preserving_commands_tag_their_commits(root: str) -> None:
+    start(root).commit([add("a", 3)], "WRITE")
+    start(root).commit([], "UPDATE")
+    assert Snapshot.load(root).history(1)[0]["tags"] == {rt.PRESERVED_TAG: "true"}
+    start(root).commit([add("b", 1)], "WRITE")
+    assert "tags" not in Snapshot.load(root).history(1)[0]
