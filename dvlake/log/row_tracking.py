@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from dvlake.errors import RowTrackingError
-from dvlake.log.actions import Action, AddFile, DomainMetadata, Metadata, Protocol
+from dvlake.log.actions import Action, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile
 from dvlake.log.stats import num_records_of
 
 FEATURE = "rowTracking"
@@ -211,6 +211,26 @@ def assign(actions: Sequence[Action], mark: int, version: int, table: str = "") 
     if next_mark != mark:
         out.append(domain_action(next_mark))
     return out, next_mark
+
+
+def backfilled_ids(operation: str, actions: Sequence[dict[str, Any]]) -> dict[str, tuple[int | None, int | None]]:
+    """path → (baseRowId, defaultRowCommitVersion) of the files a winning backfill commit re-added (else empty)."""
+    if operation != BACKFILL_OPERATION:
+        return {}
+    return {a["add"]["path"]: (a["add"].get("baseRowId"), a["add"].get("defaultRowCommitVersion"))
+            for a in actions if a.get("add")}
+
+
+def with_backfilled_ids(actions: Sequence[Action], backfilled: dict[str, tuple[int | None, int | None]]) -> list[Action]:
+    """Our re-commits (and removes) of files a concurrent backfill gave ids carry those ids, not fresh ones: a
+    re-committed file keeps the ids of its last committed add (PROTOCOL.md, writer requirements)."""
+    out: list[Action] = []
+    for a in actions:
+        if isinstance(a, (AddFile, RemoveFile)) and a.path in backfilled and a.base_row_id is None:
+            base, version = backfilled[a.path]
+            a = replace(a, base_row_id=base, default_row_commit_version=version)
+        out.append(a)
+    return out
 
 
 def strip(actions: Sequence[Action]) -> list[Action]:

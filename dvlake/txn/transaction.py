@@ -80,6 +80,8 @@ class OptimisticTransaction:
         self.require_loose_dv_stats = True
         #: row tracking's high-water mark the next attempt assigns above (the read snapshot's, raised by winners)
         self._row_id_mark = row_tracking.MISSING_HIGH_WATER_MARK
+        #: path -> (baseRowId, defaultRowCommitVersion) a winning backfill gave a file this transaction re-commits
+        self._backfilled: dict[str, tuple[int | None, int | None]] = {}
 
     # -- what the transaction read ---------------------------------------------------------------
     @property
@@ -204,6 +206,8 @@ class OptimisticTransaction:
         mark and its own version as ``defaultRowCommitVersion``.
         """
         if assigns_row_ids:
+            if self._backfilled:
+                actions = row_tracking.with_backfilled_ids(actions, self._backfilled)
             return row_tracking.assign(actions, self._row_id_mark, version, self.table_root)[0]
         if row_tracking.is_supported(self.protocol):  # supported but suspended
             return row_tracking.strip(actions)
@@ -230,6 +234,7 @@ class OptimisticTransaction:
             winner_mark = row_tracking.high_water_mark_in(winner.actions)
             if winner_mark is not None:  # our fresh ids go above the winner's
                 self._row_id_mark = max(self._row_id_mark, winner_mark)
+            self._backfilled.update(row_tracking.backfilled_ids(winner.operation, winner.actions))
             log.info("rebased over concurrent commit %s (%s)", v, winner.operation)
         return latest + 1
 

@@ -236,3 +236,22 @@ def test_row_preserving_commands_tag_their_commits(root: str) -> None:
     assert Snapshot.load(root).history(1)[0]["tags"] == {rt.PRESERVED_TAG: "true"}
     start(root).commit([add("b", 1)], "WRITE")
     assert "tags" not in Snapshot.load(root).history(1)[0]
+
+
+def test_a_recommit_that_loses_to_a_backfill_keeps_the_backfilled_ids() -> None:
+    from dvlake.commands.row_tracking_backfill import backfill
+
+    root = f"memory://{uuid.uuid4().hex}/t"
+    create_table(root, SCHEMA, [], {})
+    start(root).commit([add("a", 4), add("b", 3)], "WRITE")
+    txn = start(root)
+    txn.update_protocol(with_features(txn.protocol, writer=["rowTracking"]))
+    txn.commit([], "UPGRADE PROTOCOL")
+    loser = start(root)  # re-commits "b" (as a new DV would), read before the backfill
+    old_b = next(a for a in Snapshot.load(root).add_files() if a.path == "b")
+    backfill(root)
+    b_ids = next((a.base_row_id, a.default_row_commit_version) for a in Snapshot.load(root).add_files() if a.path == "b")
+    version = loser.commit([old_b.remove(), replace(old_b, tags={"k": "v"})], "DELETE")
+    committed = next(a for a in adds_of(root, version) if a["path"] == "b")
+    assert (committed["baseRowId"], committed["defaultRowCommitVersion"]) == b_ids
+    assert rt.high_water_mark(Snapshot.load(root).domains) == 6  # no fresh ids were taken
