@@ -190,3 +190,22 @@ def test_drop_feature_row_tracking_is_refused_clearly(spark: SparkSession, tmp_p
         dvlake.sql(spark, f"ALTER TABLE delta.`{path}` DROP FEATURE rowTracking")
     assert err.value.error_class == "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"  # removable, but not by dvlake
     assert rt.is_enabled(Snapshot.load(path).protocol, Snapshot.load(path).metadata)
+
+
+def test_column_mapped_partitioned_table_keeps_ids(spark: SparkSession, tmp_path) -> None:
+    """Physical column names differ from logical ones and partition values come from the path: the hidden columns
+    pass through both renamings."""
+    path = str(tmp_path / "t")
+    df = spark.range(0, 12, 1, numPartitions=2).withColumn("p", (F.col("id") % 2).cast("string"))
+    dvlake.write(df, path, partitionBy=["p"], properties={**ENABLE, **DV, "delta.columnMapping.mode": "name"})
+    table = DeltaTable.forPath(spark, path)
+    start = ids(spark, path)
+    check_unique(start)
+    table.update("id IN (2, 3)", {"id": "id + 100"})
+    table.optimize().executeCompaction()
+    after = ids(spark, path)
+    assert {k: v[0] for k, v in after.items()} == {(k + 100 if k in (2, 3) else k): v[0] for k, v in start.items()}
+    assert dvlake.read(spark, path).columns == ["id", "p"]
+    snap = Snapshot.load(path)
+    rid, _ = rt.materialized_columns_or_raise(snap.metadata)
+    assert all(rid in pq.read_schema(os.path.join(path, a.path)).names for a in snap.add_files())
