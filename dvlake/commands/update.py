@@ -143,9 +143,9 @@ def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: Assigned, matche
     if not cdf_enabled(snapshot.metadata):
         return []
     names = [F.col(f"`{f.name}`") for f in plan.logical_schema.fields]
-    matched = matched.select(*names)  # without row tracking's columns: change files have the table's only
-    pre = with_change_type(matched, UPDATE_PREIMAGE)
-    post = with_change_type(_updated(matched, plan, resolved, None), UPDATE_POSTIMAGE)
+    pre = with_change_type(matched.select(*names), UPDATE_PREIMAGE)
+    # without row tracking's columns (``carried``): change files have the table's columns only
+    post = with_change_type(_updated(matched, plan, resolved, None).select(*names), UPDATE_POSTIMAGE)
     return write_change_files(pre.unionByName(post), snapshot)
 
 

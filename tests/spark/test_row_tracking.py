@@ -209,3 +209,19 @@ def test_column_mapped_partitioned_table_keeps_ids(spark: SparkSession, tmp_path
     snap = Snapshot.load(path)
     rid, _ = rt.materialized_columns_or_raise(snap.metadata)
     assert all(rid in pq.read_schema(os.path.join(path, a.path)).names for a in snap.add_files())
+
+
+def test_update_with_alias_and_change_feed_keeps_ids_and_writes_plain_change_rows(spark: SparkSession, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    props = {**ENABLE, **DV, "delta.enableChangeDataFeed": "true"}
+    dvlake.write(spark.range(0, 6, 1, numPartitions=2).withColumn("v", F.lit(0)), path, properties=props)
+    start = ids(spark, path)
+    dvlake.sql(spark, f"UPDATE delta.`{path}` AS t SET v = t.v + 1 WHERE t.id < 2")
+    version = Snapshot.load(path).version
+    after = ids(spark, path)
+    assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in start.items()}
+    assert {k for k, v in after.items() if v[1] == version} == {0, 1}
+    changes = dvlake.read_changes(spark, path, startingVersion=version)
+    assert {c for c in changes.columns if not c.startswith("_")} == {"id", "v"}
+    assert sorted((r.id, r.v, r._change_type) for r in changes.collect()) == [
+        (0, 0, "update_preimage"), (0, 1, "update_postimage"), (1, 0, "update_preimage"), (1, 1, "update_postimage")]
