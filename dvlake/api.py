@@ -603,7 +603,7 @@ class DeltaTableBuilder:
 
 
 def read(spark: SparkSession, path: str, version: int | None = None, timestamp: Any = None,
-         condition: str | Column | None = None) -> DataFrame:
+         condition: str | Column | None = None, row_tracking: bool = False) -> DataFrame:
     """Read a Delta table as a DataFrame, deleted rows dropped.
 
     Args:
@@ -612,6 +612,9 @@ def read(spark: SparkSession, path: str, version: int | None = None, timestamp: 
         version: time travel to this version (``VERSION AS OF``).
         timestamp: time travel to the version current at this time (datetime, date, epoch ms or ISO string).
         condition: a filter used for partition pruning and data skipping, then applied to the rows.
+        row_tracking: add a ``_metadata`` struct column with each row's ``row_id`` and ``row_commit_version``
+            (and ``base_row_id``, ``default_row_commit_version``, ``row_index``, ``file_path``, ``file_name``,
+            ``file_size``); needs ``delta.enableRowTracking``.
 
     Returns:
         The table's rows with its logical column names (column mapping resolved).
@@ -620,11 +623,13 @@ def read(spark: SparkSession, path: str, version: int | None = None, timestamp: 
         TableNotFoundError: no Delta table at ``path``.
         VersionNotFoundError: the version or timestamp is outside the table's history.
         InvalidArgumentError: both ``version`` and ``timestamp``, or a timestamp that cannot be parsed.
+        RowTrackingError: ``row_tracking`` on a table without row tracking enabled.
 
     Example:
         >>> read(spark, "/data/events", version=3, condition="day = '2024-06-01'").count()
+        >>> read(spark, "/data/events", row_tracking=True).select("id", "_metadata.row_id")
     """
-    return scan.read(spark, path, version=version, timestamp=timestamp, condition=condition)
+    return scan.read(spark, path, version=version, timestamp=timestamp, condition=condition, row_tracking=row_tracking)
 
 
 def write(df: DataFrame, path: str, mode: str = "error", partitionBy: Sequence[str] | str | None = None,

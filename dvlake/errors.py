@@ -685,3 +685,13 @@ class UnsupportedDmlTargetError(DeltaErrorClassMixin, InvalidArgumentError):
 class InvalidArgumentTypeError(DvlakeError, TypeError):
     """An argument of the Python API has the wrong type (``merge(1, …)``, ``set={"a": 1}``): a ``TypeError``, as
     delta-spark's Python API raises for the same call."""
+
+
+# --- row tracking (delta-spark's DELTA_ROW_ID_* / row tracking error classes) ------------------------
+
+
+class RowTrackingError(DeltaErrorClassMixin, DeltaProtocolError):
+    """Row ids or row commit versions cannot be assigned, preserved or enabled as the protocol requires;
+    ``error_class`` says which rule (e.g. DELTA_ROW_ID_ASSIGNMENT_WITHOUT_STATS)."""
+
+    error_class = "DVLAKE_ROW_TRACKING_ILLEGAL_STATE"

@@ -585,6 +585,10 @@ def _registered(spark: Any, name: str) -> str | None:
     return path_of_identifier(name) or registered_location(spark, name)
 
 
+#: ``spark.read.format("delta").option(ROW_TRACKING_OPTION, "true")``: ``dvlake.read(…, row_tracking=True)``
+ROW_TRACKING_OPTION = "dvlake.rowTracking"
+
+
 def read_delta(spark: Any, path: Any, options: dict[str, Any], schema: Any) -> Any:
     """``spark.read.format("delta")…load(path)``: ``dvlake.read`` (or ``read_changes`` with ``readChangeFeed``).
 
@@ -611,7 +615,9 @@ def read_delta(spark: Any, path: Any, options: dict[str, Any], schema: Any) -> A
     # for the change feed, and ignoring it would return the table's rows as if they were its changes
     if any(str(opts.get(key, "false")).strip().lower() == "true" for key in ("readchangefeed", "readchangedata")):
         return _read_changes(api, spark, path, opts)
-    return api.read(spark, path, version=version, timestamp=timestamp)
+    # dvlake's own option: the ``_metadata`` struct with row ids (a real column, so it is asked for, not implied)
+    tracked = str(opts.get(ROW_TRACKING_OPTION.lower(), "false")).strip().lower() == "true"
+    return api.read(spark, path, version=version, timestamp=timestamp, row_tracking=tracked)
 
 
 def _time_travel(path: str, opts: dict[str, Any]) -> tuple[str, int | None, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from dvlake.config import normalize_properties
 from dvlake.errors import InvalidArgumentError
-from dvlake.log import features
+from dvlake.log import features, row_tracking
 from dvlake.log.actions import Protocol
 from dvlake.log.protocol_ops import merge_protocols
 from dvlake.log.schema import MODE_KEY
@@ -27,6 +27,7 @@ _AUTO_FEATURES = {
     "delta.enableDeletionVectors": ({features.DELETION_VECTORS}, set()),
     "delta.appendOnly": (set(), {"appendOnly"}),
     "delta.enableIcebergCompatV2": (set(), {"icebergCompatV2"}),
+    row_tracking.ENABLE_KEY: (set(), {row_tracking.FEATURE}),
 }
 #: Properties whose feature is a legacy one: the protocol is merged with the legacy versions that
 #: imply it, as delta-spark's Protocol.merge does ((1,2) → (1,4); a table-features protocol gains the
@@ -39,6 +40,11 @@ def set_properties(path: str, properties: dict[str, Any]) -> int:
     root = normalize_table_root(path)
     snapshot = Snapshot.load(root)
     props = normalize_properties(properties)
+    if _enables_row_tracking(snapshot, props):  # delta-spark's backfill commits first, then this one sets it
+        from dvlake.commands.row_tracking_backfill import backfill
+
+        backfill(root)
+        snapshot = Snapshot.load(root)
     from dvlake.commands.protocol import split_protocol_properties
 
     props, requested = split_protocol_properties(snapshot.protocol, props)  # delta.feature.* → protocol, not properties
@@ -61,6 +67,11 @@ def set_properties(path: str, properties: dict[str, Any]) -> int:
     if protocol != snapshot.protocol:
         txn.update_protocol(protocol)
     return txn.commit([], "SET TBLPROPERTIES", {"properties": json.dumps(props)})
+
+
+def _enables_row_tracking(snapshot: Snapshot, props: dict[str, str]) -> bool:
+    turning_on = str(props.get(row_tracking.ENABLE_KEY, "false")).strip().lower() == "true"
+    return turning_on and not row_tracking.is_enabled(snapshot.protocol, snapshot.metadata) and snapshot.num_files > 0
 
 
 def unset_properties(path: str, keys: Iterable[str], if_exists: bool = True) -> int:

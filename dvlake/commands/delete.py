@@ -42,6 +42,7 @@ from dvlake.log.condition import Condition
 from dvlake.log.schema import strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
+from dvlake.spark import row_tracking
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.executors import executors_need_dvlake
 from dvlake.spark.pruning import condition_column
@@ -197,12 +198,13 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
 
     sub = ScanPlan([plan.files[i] for i in touched_idx], plan.data_schema, plan.partition_schema, plan.logical_schema,
                    plan.physical_to_logical, plan.rows_indexes[touched_idx], plan.confine)
-    kept = _aliased(logical_frame(spark, snapshot, sub), condition).filter(~F.coalesce(cond, F.lit(False)))
+    kept = _aliased(row_tracking.scan_frame(spark, snapshot, sub), condition).filter(~F.coalesce(cond, F.lit(False)))
+    kept, kept_ids = row_tracking.materialize(kept, snapshot)  # row ids and versions kept (row tracking)
     md = snapshot.metadata
     cm = mode_of(md)
     schema = md.schema
     new_adds = write_data_files(
-        to_physical(kept, schema, cm), snapshot.table_root, snapshot.storage,
+        to_physical(kept, schema, cm, extra=kept_ids), snapshot.table_root, snapshot.storage,
         physical_partition_columns(schema, list(md.partition_columns), cm),
         stats_leaf_paths(schema, list(md.partition_columns), cm), tight_bounds=tight_bounds_flag(snapshot.protocol),
         num_indexed_cols=num_indexed_cols(md.configuration))

@@ -32,6 +32,7 @@ from dvlake.log import features
 from dvlake.log.actions import AddFile, Metadata, Protocol
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
+from dvlake.spark import row_tracking
 from dvlake.spark.scan import ScanPlan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
@@ -219,7 +220,8 @@ def with_not_null_checks(df: DataFrame, schema: StructType) -> DataFrame:
                                                            "field "), which)))
     cols = [guarded.otherwise(F.col(f"`{first}`")).cast(schema.fields[0].dataType).alias(first)]
     cols += [F.col(f"`{f.name}`") for f in schema.fields[1:]]
-    return df.select(*cols)
+    names = set(schema.fieldNames())
+    return df.select(*cols, *[F.col(f"`{c}`") for c in df.columns if c not in names])  # hidden columns pass through
 
 
 def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Metadata | None = None,
@@ -231,12 +233,13 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
     from dvlake.log.schema import strip_column_mapping
 
     logical = StructType.fromJson(strip_column_mapping(schema_json))
-    ordered = df.select(*[F.col(f"`{f.name}`") for f in logical.fields])
+    kept_ids, kept_names = row_tracking.materialized_out(df, md, proto)  # row tracking: ids the rows keep
+    ordered = df.select(*[F.col(f"`{f.name}`") for f in logical.fields], *kept_ids)
     checked = with_not_null_checks(ordered, logical)
     cm = mode_of(md)
     parts = list(md.partition_columns)
     try:
-        return write_data_files(to_physical(checked, schema_json, cm), table_root, snapshot.storage,
+        return write_data_files(to_physical(checked, schema_json, cm, extra=kept_names), table_root, snapshot.storage,
                                 physical_partition_columns(schema_json, parts, cm), stats_leaf_paths(schema_json, parts, cm),
                                 tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration))
     except Exception as exc:  # noqa: BLE001 - Spark wraps the raise_error; re-raise it typed

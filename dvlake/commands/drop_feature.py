@@ -68,7 +68,7 @@ MAX_ATTEMPTS = 10
 REMOVABLE_FEATURES = frozenset({
     features.DELETION_VECTORS, features.COLUMN_MAPPING, "checkConstraints", "typeWidening", "typeWidening-preview",
     "v2Checkpoint", "vacuumProtocolCheck", "inCommitTimestamp", "checkpointProtection", "allowColumnDefaults",
-    "coordinatedCommits-preview", "catalogOwned-preview",
+    "coordinatedCommits-preview", "catalogOwned-preview", "rowTracking",
 })
 #: The removable features dvlake knows how to remove (the rest are refused before anything is written).
 DROPPABLE_BY_DVLAKE = frozenset({features.DELETION_VECTORS})
@@ -257,7 +257,7 @@ class _LostRace(Exception):
 class _PinnedTransaction(OptimisticTransaction):
     """A transaction that never rebases: its metadata names its own version, so a lost race means prepare again."""
 
-    def _rebase(self, attempt: int, our_removed: set[str]) -> int:
+    def _rebase(self, attempt: int, our_removed: set[str], our_domains: set[str] | None = None) -> int:
         raise _LostRace(attempt)
 
 

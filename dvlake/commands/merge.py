@@ -69,6 +69,7 @@ from dvlake.log.condition import display_text as condition_text
 from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
+from dvlake.spark import row_tracking
 from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -558,7 +559,9 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
 
     t2 = time.monotonic()
     marks = changes.filter(F.col(sides.kind).isin(*_MARKED)).select(sides.fid, sides.rid)
-    new_rows = changes.filter(F.col(sides.kind).isin(*_WRITTEN)).select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    ids = row_tracking.ids_frame(spark, snapshot, plan)  # row tracking: updated rows keep their target row's id
+    new_rows = row_tracking.with_kept_ids(changes.filter(F.col(sides.kind).isin(*_WRITTEN)), ids, sides.fid, sides.rid,
+                                          [f.name for f in schema.fields], keep_commit_version=False)
     any_marked = any(counts.get(k, 0) for k in _MARKED)
     actions: list[Action] = []
     metrics: dict[str, Any] = {}
@@ -578,7 +581,8 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
                                                                                         sides.rid)
         kept = kept.withColumn(sides.fid, F.element_at(positions, F.col(sides.fid) + 1))
         kept = kept.join(marks, [sides.fid, sides.rid], "left_anti")
-        copied_rows = kept.select(*old_row)
+        copied_rows = row_tracking.with_kept_ids(kept.select(*old_row, sides.fid, sides.rid), ids, sides.fid, sides.rid,
+                                                 [f.name for f in schema.fields], keep_commit_version=True)
         touched = [candidates[i] for i in touched_idx]
         ts = _now()
         actions += [a.remove(ts) for a in touched]

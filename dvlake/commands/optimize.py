@@ -72,9 +72,10 @@ from dvlake.log.condition import Condition
 from dvlake.log.replay import normalize_path
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import build_stats, num_records_of
+from dvlake.spark import row_tracking
 from dvlake.spark.dv_scan import ScanFile
 from dvlake.spark.pruning import partition_only_mask
-from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
+from dvlake.spark.scan import ScanPlan, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.spark.zorder import with_zorder_value
 from dvlake.storage.paths import normalize_table_root
@@ -315,7 +316,7 @@ def _rewrite_bins(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, bins:
             return []  # every row of every input is deleted: nothing to write
         sub = ScanPlan(files, plan.data_schema, plan.partition_schema, plan.logical_schema, plan.physical_to_logical,
                        np.array([index_of[a.path] for a in bin_files if index_of[a.path] in scan_file_of]))
-        df = logical_frame(spark, snapshot, sub)
+        df = row_tracking.scan_frame(spark, snapshot, sub)  # row ids and versions kept (row tracking)
         if zorder:
             out_files = max(1, math.ceil(sum(a.size for a in bin_files) / settings.max_file_size))
             live = sum(max(0, (num_records_of(a.stats) or 0) - (a.deletion_vector.cardinality if a.deletion_vector else 0))
@@ -325,7 +326,8 @@ def _rewrite_bins(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, bins:
             df = df.repartitionByRange(out_files, F.col(z)).sortWithinPartitions(z).drop(z)
         else:
             df = df.repartition(1) if settings.repartition else df.coalesce(1)
-        written = write_data_files(to_physical(df, schema, cm), snapshot.table_root, snapshot.storage, part_phys,
+        df, kept_ids = row_tracking.materialize(df, snapshot)
+        written = write_data_files(to_physical(df, schema, cm, extra=kept_ids), snapshot.table_root, snapshot.storage, part_phys,
                                    stats_cols, tight_bounds=tight, num_indexed_cols=indexed)
         return [a for a in written if (num_records_of(a.stats) or 0) > 0]  # empty outputs are dropped
 

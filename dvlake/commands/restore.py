@@ -135,8 +135,14 @@ def _check_files_exist(storage: Storage, root: str, adds: list[AddFile], version
 
 
 def _domain_changes(current: Snapshot, target: Snapshot) -> list[DomainMetadata]:
-    """Domain metadata as of the target version: changed/added domains re-set, newer domains removed."""
-    out = [d for name, d in target.domains.items() if current.domains.get(name) != d]
+    """Domain metadata as of the target version: changed/added domains re-set, newer domains removed.
+
+    Row tracking's high-water mark is the exception: it never goes back, or ids handed out after the
+    target version would be handed out again (the restored files keep their own ids, all below it).
+    """
+    from dvlake.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
+
+    out = [d for name, d in target.domains.items() if current.domains.get(name) != d and name != ROW_TRACKING_DOMAIN]
     out += [DomainMetadata(name, d.configuration, removed=True) for name, d in current.domains.items()
-            if name not in target.domains]
+            if name not in target.domains and name != ROW_TRACKING_DOMAIN]
     return out

@@ -43,6 +43,7 @@ from dvlake.log.cdf_plan import UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
+from dvlake.spark import row_tracking
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, logical_frame, match_frame, plan_scan
@@ -131,9 +132,10 @@ def _updated(df: DataFrame, plan: ScanPlan, resolved: Assigned, condition: str |
     cond = as_column(condition) if condition is not None else None
     cols = assigned_columns(df, plan.logical_schema, resolved.paths, _same_column, resolved.rules)
     if cond is None:
-        return df.select(*cols)
+        return df.select(*cols, *row_tracking.carried(df, None))
     names = [f.name for f in plan.logical_schema.fields]
-    return df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)])
+    return df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)],
+                     *row_tracking.carried(df, F.coalesce(cond, F.lit(False))))
 
 
 def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: Assigned, matched: DataFrame) -> list[AddCDCFile]:
@@ -142,7 +144,8 @@ def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: Assigned, matche
         return []
     names = [F.col(f"`{f.name}`") for f in plan.logical_schema.fields]
     pre = with_change_type(matched.select(*names), UPDATE_PREIMAGE)
-    post = with_change_type(_updated(matched, plan, resolved, None), UPDATE_POSTIMAGE)
+    # without row tracking's columns (``carried``): change files have the table's columns only
+    post = with_change_type(_updated(matched, plan, resolved, None).select(*names), UPDATE_POSTIMAGE)
     return write_change_files(pre.unionByName(post), snapshot)
 
 
@@ -151,8 +154,8 @@ def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan
                          alias: str | None) -> tuple[dict[str, Any], list[Action]]:
     """Partition-only (or no) condition: every row of the candidate files matches; rewrite them all, no DVs."""
     t0 = time.monotonic()
-    new_adds = write_rows(_updated(_aliased(logical_frame(spark, snapshot, plan), alias), plan, resolved, condition),
-                          snapshot.table_root, snapshot)
+    new_adds = write_rows(_updated(_aliased(row_tracking.scan_frame(spark, snapshot, plan), alias), plan, resolved,
+                                   condition), snapshot.table_root, snapshot)
     matched = _aliased(logical_frame(spark, snapshot, plan), alias)
     cdc = _change_files(snapshot, plan, resolved, matched if condition is None else matched.filter(as_column(condition)))
     ts = now_ms()
@@ -176,7 +179,7 @@ def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
         return {}, []
     t1 = time.monotonic()
     touched_plan = sub_plan(plan, outcome.touched_positions)
-    rows = _aliased(logical_frame(spark, snapshot, touched_plan), alias).filter(cond)
+    rows = _aliased(row_tracking.scan_frame(spark, snapshot, touched_plan), alias).filter(cond)
     new_adds = write_rows(_updated(rows, plan, resolved, None), snapshot.table_root, snapshot)
     cdc = _change_files(snapshot, plan, resolved, rows)
     metrics = {"numRemovedFiles": len(outcome.touched), "numAddedFiles": len(new_adds), **outcome.dv_metrics(),
@@ -199,8 +202,8 @@ def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     t1 = time.monotonic()
     touched_idx = sorted(counts)
     touched_plan = sub_plan(plan, touched_idx)
-    new_adds = write_rows(_updated(_aliased(logical_frame(spark, snapshot, touched_plan), alias), plan, resolved, condition),
-                          snapshot.table_root, snapshot)
+    new_adds = write_rows(_updated(_aliased(row_tracking.scan_frame(spark, snapshot, touched_plan), alias), plan, resolved,
+                                   condition), snapshot.table_root, snapshot)
     cdc = _change_files(snapshot, plan, resolved,
                         _aliased(logical_frame(spark, snapshot, touched_plan), alias).filter(cond))
     ts = now_ms()

@@ -14,6 +14,7 @@ from dvlake.log.actions import Metadata, Protocol
 
 DELETION_VECTORS = "deletionVectors"
 COLUMN_MAPPING = "columnMapping"
+ROW_TRACKING = "rowTracking"
 
 #: Reader features dvlake's scan implements.
 SUPPORTED_READER_FEATURES = frozenset({
@@ -21,7 +22,7 @@ SUPPORTED_READER_FEATURES = frozenset({
 })
 
 #: Writer features dvlake honours when it commits. Features whose rules we do not enforce
-#: (CHECK constraints, generated and identity columns, row tracking...) are absent on purpose.
+#: (CHECK constraints, generated and identity columns...) are absent on purpose.
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
     "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
@@ -30,7 +31,12 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "checkpointProtection",
     # its rules (column mapping, no DVs, numRecords stats, allowed types) are checked on every commit (uniform/compat.py)
     "icebergCompatV2",
+    # ids assigned above the high-water mark on every commit and preserved by rewrites (log/row_tracking.py)
+    ROW_TRACKING,
 })
+
+#: Features another feature needs in the same protocol (delta-spark's requiredFeatures).
+REQUIRED_WRITER_FEATURES = {ROW_TRACKING: frozenset({"domainMetadata"})}
 
 #: Features a legacy writer version implies (delta-spark's LEGACY table features).
 LEGACY_WRITER_FEATURES = {
@@ -136,6 +142,8 @@ def with_features(protocol: Protocol, reader: Iterable[str] = (), writer: Iterab
     does (e.g. (1,2) + deletionVectors → writer {appendOnly, invariants, deletionVectors}).
     """
     add_reader, add_writer = set(reader), set(writer) | set(reader)
+    for name in list(add_writer):
+        add_writer |= REQUIRED_WRITER_FEATURES.get(name, frozenset())
     if add_reader <= reader_features(protocol) and add_writer <= writer_features(protocol):
         return protocol
     new_reader = reader_features(protocol) | add_reader
@@ -162,6 +170,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("appendOnly")
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")
+    if configuration.get("delta.enableRowTracking", "").lower() == "true":
+        writer |= {ROW_TRACKING, *REQUIRED_WRITER_FEATURES[ROW_TRACKING]}
     if not reader and not writer:
         return Protocol(1, 2)
     if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly"}:

@@ -153,17 +153,20 @@ def _physical_paths(schema: dict[str, Any], mode: str, parts: list[str]) -> dict
     return out
 
 
-def logical_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, *, include_row_index: bool = False) -> DataFrame:
+def logical_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, *, include_row_index: bool = False,
+                  hidden_columns: tuple[str, ...] = ()) -> DataFrame:
     """The planned files' live rows under logical column names.
 
     With ``include_row_index`` the frame also has ``FILE_INDEX_COL`` (position in ``plan.files``)
     and ``ROW_INDEX_COL`` (physical row index in that file), which DML uses to build DVs.
+    ``hidden_columns``: physical columns of ``plan.data_schema`` outside the table's schema (row
+    tracking's materialized columns) kept after the logical ones.
     """
     install_typed_errors()
     remember_table(snapshot.table_root)
     df = scan_files(spark, plan.files, plan.data_schema, plan.partition_schema, snapshot.table_root,
                     include_row_index=include_row_index, confine=plan.confine)
-    return _to_logical(df, plan, [FILE_INDEX_COL, ROW_INDEX_COL] if include_row_index else [])
+    return _to_logical(df, plan, [*hidden_columns, *([FILE_INDEX_COL, ROW_INDEX_COL] if include_row_index else [])])
 
 
 def match_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan) -> DataFrame:
@@ -204,6 +207,15 @@ def metadata_row_count(snapshot: Snapshot) -> int | None:
 
 
 def read(spark: SparkSession, path: str, version: int | None = None, timestamp: Any = None,
-         condition: str | Column | None = None) -> DataFrame:
-    """Read a Delta table (optionally at a version or timestamp) as a DataFrame."""
-    return scan_snapshot(spark, Snapshot.load(path, version=version, timestamp=timestamp), condition)
+         condition: str | Column | None = None, *, row_tracking: bool = False) -> DataFrame:
+    """Read a Delta table (optionally at a version or timestamp) as a DataFrame.
+
+    ``row_tracking``: add the ``_metadata`` struct with each row's ``row_id`` and ``row_commit_version``
+    (``spark/row_tracking.py``); the table must have row tracking enabled.
+    """
+    snapshot = Snapshot.load(path, version=version, timestamp=timestamp)
+    if row_tracking:
+        from dvlake.spark.row_tracking import read_with_metadata
+
+        return read_with_metadata(spark, snapshot, condition)
+    return scan_snapshot(spark, snapshot, condition)

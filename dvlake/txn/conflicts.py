@@ -22,6 +22,7 @@ from dvlake.errors import (
     ProtocolChangedException,
 )
 from dvlake.log.replay import normalize_path
+from dvlake.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 
 #: A read predicate: given an add action's JSON dict, could this file hold rows we read?
 FilePredicate = Callable[[dict[str, Any]], bool]
@@ -64,8 +65,12 @@ class WinningCommit:
 
 
 def check_conflicts(winner: WinningCommit, read: ReadSet, our_removed_paths: set[str], isolation: str,
-                    our_changes_metadata: bool) -> None:
-    """Raise the delta-spark-named exception if ``winner`` invalidates this transaction."""
+                    our_changes_metadata: bool, our_domains: set[str] | None = None) -> None:
+    """Raise the delta-spark-named exception if ``winner`` invalidates this transaction.
+
+    ``our_domains``: the metadata domains this transaction sets; the winner setting one of them is a
+    conflict, except row tracking's high-water mark, which the retry recomputes above the winner's.
+    """
     where = f"version {winner.version} ({winner.operation})"
     if winner.of("protocol"):
         raise ProtocolChangedException(
@@ -98,6 +103,10 @@ def check_conflicts(winner: WinningCommit, read: ReadSet, our_removed_paths: set
                 raise ConcurrentAppendException(
                     f"Files were added to the data this operation read by a concurrent commit at {where}, "
                     f"e.g. {add['path']}. {RERUN}")
+    for dm in winner.of("domainMetadata"):
+        if dm.get("domain") in (our_domains or set()) and dm.get("domain") != ROW_TRACKING_DOMAIN:
+            raise ConcurrentTransactionException(
+                f"A conflicting metadata domain {dm['domain']} was set by a concurrent commit at {where}. {RERUN}")
     for txn in winner.of("txn"):
         if txn["appId"] in read.app_ids:
             raise ConcurrentTransactionException(

@@ -23,13 +23,20 @@ from dvlake.config import (
     table_bool,
     table_isolation_level,
 )
-from dvlake.errors import CorruptLogError, DeletionVectorsNotAllowedError, DeltaProtocolError, InvalidArgumentError
-from dvlake.log import features
+from dvlake.errors import (
+    CorruptLogError,
+    DeletionVectorsNotAllowedError,
+    DeltaProtocolError,
+    InvalidArgumentError,
+    RowTrackingError,
+)
+from dvlake.log import features, row_tracking
 from dvlake.log.actions import (
     Action,
     AddCDCFile,
     AddFile,
     CommitInfo,
+    DomainMetadata,
     Metadata,
     Protocol,
     RemoveFile,
@@ -71,6 +78,10 @@ class OptimisticTransaction:
         #: delta-spark's checkAddFileWithDeletionVectorStatsAreNotTightBounds: false for RESTORE and CLONE,
         #: which re-add files exactly as an older version had them.
         self.require_loose_dv_stats = True
+        #: row tracking's high-water mark the next attempt assigns above (the read snapshot's, raised by winners)
+        self._row_id_mark = row_tracking.MISSING_HIGH_WATER_MARK
+        #: path -> (baseRowId, defaultRowCommitVersion) a winning backfill gave a file this transaction re-commits
+        self._backfilled: dict[str, tuple[int | None, int | None]] = {}
 
     # -- what the transaction read ---------------------------------------------------------------
     @property
@@ -131,13 +142,19 @@ class OptimisticTransaction:
         if self.committed_version is not None:
             raise InvalidArgumentError("this transaction has already committed")
         actions = list(actions)
+        if self.new_metadata is not None:  # a row-tracking table's hidden column names are set once, then kept
+            self.new_metadata = row_tracking.with_column_names(
+                self.protocol, self.snapshot.metadata if self.snapshot else None, self.new_metadata)
         self._validate(actions)
-        staged: list[Action] = []
+        head: list[Action] = []
         if self.new_protocol is not None and (self.snapshot is None or self.new_protocol != self.snapshot.protocol):
-            staged.append(self.new_protocol)
+            head.append(self.new_protocol)
         if self.new_metadata is not None:
-            staged.append(self.new_metadata)
-        staged.extend(actions)
+            head.append(self.new_metadata)
+        assigns_row_ids = row_tracking.assigns(self.protocol, self.metadata)
+        self._row_id_mark = (row_tracking.high_water_mark(self.snapshot.domains)
+                             if self.snapshot is not None and assigns_row_ids else row_tracking.MISSING_HIGH_WATER_MARK)
+        our_domains = {a.domain for a in actions if isinstance(a, DomainMetadata)}
         is_blind_append = (all(isinstance(a, (AddFile, AddCDCFile, Txn)) for a in actions)
                            and not self.read_set.whole_table and not self.read_set.predicates
                            and not self.read_set.paths and self.new_metadata is None)
@@ -156,8 +173,12 @@ class OptimisticTransaction:
             "engineInfo": self.engine_info,
             "txnId": str(uuid.uuid4()),
         })
+        tags = dict(tags or {})
+        if (operation in row_tracking.PRESERVING_OPERATIONS and self.snapshot is not None
+                and row_tracking.is_enabled(self.snapshot.protocol, self.snapshot.metadata)):
+            tags.setdefault(row_tracking.PRESERVED_TAG, "true")  # the command kept ids in the materialized columns
         if tags:
-            info["tags"] = dict(tags)
+            info["tags"] = tags
         our_removed = {normalize_path(a.path) for a in actions if isinstance(a, RemoveFile)}
         attempt = self.read_version + 1
         for _ in range(MAX_ATTEMPTS):
@@ -165,19 +186,34 @@ class OptimisticTransaction:
             ict = self._in_commit_timestamp(attempt)
             if ict is not None:
                 commit_info = {"inCommitTimestamp": ict, **commit_info}
+            staged = head + self._with_row_ids(actions, attempt, assigns_row_ids)
             data = serialize_actions([CommitInfo(commit_info), *staged])
             path = join(log_path(self.table_root), commit_file_name(attempt))
             try:
                 self.storage.write_if_absent(path, data)
             except FileExistsError:
-                attempt = self._rebase(attempt, our_removed)
+                attempt = self._rebase(attempt, our_removed, our_domains)
                 continue
             self.committed_version = attempt
             self._post_commit(attempt)
             return attempt
         raise DeltaProtocolError(f"gave up committing to {self.table_root} after {MAX_ATTEMPTS} attempts")
 
-    def _rebase(self, attempt: int, our_removed: set[str]) -> int:
+    def _with_row_ids(self, actions: list[Action], version: int, assigns_row_ids: bool) -> list[Action]:
+        """The actions as committed at ``version``: row ids assigned above the current mark (row tracking).
+
+        Redone from the unassigned actions on every attempt, so a retry gets ids above every winner's
+        mark and its own version as ``defaultRowCommitVersion``.
+        """
+        if assigns_row_ids:
+            if self._backfilled:
+                actions = row_tracking.with_backfilled_ids(actions, self._backfilled)
+            return row_tracking.assign(actions, self._row_id_mark, version, self.table_root)[0]
+        if row_tracking.is_supported(self.protocol):  # supported but suspended
+            return row_tracking.strip(actions)
+        return actions
+
+    def _rebase(self, attempt: int, our_removed: set[str], our_domains: set[str] | None = None) -> int:
         """Check every commit that won since our read version; return the next version to try."""
         listing = list_log(self.storage, self.table_root)
         latest = max(listing.commits)
@@ -193,7 +229,12 @@ class OptimisticTransaction:
                 from dvlake.errors import TableAlreadyExistsError
 
                 raise TableAlreadyExistsError(f"a table was created concurrently at {self.table_root}")
-            check_conflicts(winner, self.read_set, our_removed, self.isolation_level(), self.new_metadata is not None)
+            check_conflicts(winner, self.read_set, our_removed, self.isolation_level(), self.new_metadata is not None,
+                            our_domains or set())
+            winner_mark = row_tracking.high_water_mark_in(winner.actions)
+            if winner_mark is not None:  # our fresh ids go above the winner's
+                self._row_id_mark = max(self._row_id_mark, winner_mark)
+            self._backfilled.update(row_tracking.backfilled_ids(winner.operation, winner.actions))
             log.info("rebased over concurrent commit %s (%s)", v, winner.operation)
         return latest + 1
 
@@ -225,6 +266,7 @@ class OptimisticTransaction:
                 live_dvs = self.snapshot.dv_count() if self.snapshot and features.dvs_supported(self.snapshot.protocol) else 0
                 compat.check_metadata(metadata, features.writer_features(protocol), live_dvs, self.table_root)
             compat.check_actions(metadata, actions, self.table_root)
+        self._check_row_tracking(actions, protocol, metadata)
         if metadata.format_provider != "parquet" and any(isinstance(a, AddFile) and a.deletion_vector for a in actions):
             raise DeltaProtocolError("deletion vectors are only allowed in Parquet tables")
         seen_adds: set[str] = set()
@@ -247,6 +289,28 @@ class OptimisticTransaction:
             raise InvalidArgumentError(
                 f"{self.table_root} is append-only (delta.appendOnly=true): deletes and updates are not allowed. "
                 "Unset the property to allow them.")
+
+    def _check_row_tracking(self, actions: list[Action], protocol: Protocol, metadata: Metadata) -> None:
+        """Enabling row tracking promises ids on every live file: the files must have them by this commit."""
+        row_tracking.is_suspended(metadata)  # raises on enabled + suspended
+        if not row_tracking.is_enabled(protocol, metadata):
+            return
+        row_tracking.materialized_columns_or_raise(metadata, self.table_root)
+        snap = self.snapshot
+        if snap is None or row_tracking.is_enabled(snap.protocol, snap.metadata) or not snap.num_files:
+            return
+        import pyarrow.compute as pc
+
+        files = snap.files
+        lacking = pc.or_(pc.is_null(files.column("baseRowId")), pc.is_null(files.column("defaultRowCommitVersion")))
+        paths = set(files.filter(lacking).column("path").to_pylist())
+        paths -= {a.path for a in actions if isinstance(a, (AddFile, RemoveFile))}
+        if paths:
+            raise RowTrackingError(
+                f"cannot set {row_tracking.ENABLE_KEY}=true on {self.table_root}: {len(paths)} live file(s) have no "
+                f"baseRowId/defaultRowCommitVersion (e.g. {sorted(paths)[0]}). Enable it with ALTER TABLE … SET "
+                "TBLPROPERTIES, which first re-commits those files with ids (the backfill).",
+                error_class="DVLAKE_ROW_TRACKING_BACKFILL_REQUIRED")
 
     def _check_dv_add(self, add: AddFile, protocol: Protocol, metadata: Metadata) -> None:
         if not features.dvs_enabled(protocol, metadata):

@@ -3,8 +3,9 @@
 dvlake honours IcebergCompatV2 as a writer: column mapping ``name``/``id``, deletion vectors
 disabled and purged, ``numRecords`` stats on every added file, types in Iceberg's allowlist. It
 cannot enable IcebergCompatV3 yet: V3 requires row tracking enabled (``delta.enableRowTracking``),
-which dvlake does not implement, so V3 is refused with the error delta-spark gives for a missing
-required feature. Enabling Iceberg in ``enabledFormats`` needs one IcebergCompat version, as in
+refused with the error delta-spark gives for a missing required feature when it is not, and with
+COMPAT_VERSION_NOT_SUPPORTED when it is (V3's row lineage in the Iceberg metadata is not written yet).
+Enabling Iceberg in ``enabledFormats`` needs one IcebergCompat version, as in
 delta-spark (``DELTA_UNIVERSAL_FORMAT_VIOLATION.ICEBERG_COMPAT_REQUIRED``).
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dvlake.errors import IcebergCompatViolationError, UniversalFormatViolationError
+from dvlake.log import row_tracking
 from dvlake.log.actions import Action, AddFile, Metadata
 from dvlake.log.schema import column_mapping_mode
 from dvlake.log.stats import parse_stats
@@ -66,12 +68,19 @@ def check_metadata(metadata: Metadata, protocol_writer_features: set[str], live_
     if not versions:
         return
     version = versions[0]
-    if version == 3:
+    if version == 3 and not (row_tracking.FEATURE in protocol_writer_features
+                             and str(conf.get(row_tracking.ENABLE_KEY, "")).lower() == "true"):
         raise IcebergCompatViolationError(
             "The validation of IcebergCompatV3 has failed. IcebergCompatV3 requires feature rowTracking to be supported "
-            f"and enabled ({table}); dvlake does not implement row tracking yet, so it cannot enable IcebergCompatV3. "
-            "Use IcebergCompatV2 (deletion vectors disabled), or `dvlake uniform sync` to publish Iceberg v3 metadata "
-            "with deletion vectors on demand.", f"{_VIOLATION}.MISSING_REQUIRED_TABLE_FEATURE")
+            f"and enabled ({table}): set 'delta.enableRowTracking' = 'true' first. (dvlake cannot enable "
+            "IcebergCompatV3 yet either; use IcebergCompatV2, or `dvlake uniform sync` to publish Iceberg v3 metadata "
+            "with deletion vectors on demand.)", f"{_VIOLATION}.MISSING_REQUIRED_TABLE_FEATURE")
+    if version == 3:
+        raise IcebergCompatViolationError(
+            f"The validation of IcebergCompatV3 has failed. IcebergCompatV3 is not implemented by dvlake yet ({table}): "
+            "row tracking is, but V3's row lineage in the Iceberg metadata (first-row-id, the row-id field ids) is not. "
+            "Use IcebergCompatV2, or `dvlake uniform sync` to publish Iceberg v3 metadata with deletion vectors on "
+            "demand.", f"{_VIOLATION}.COMPAT_VERSION_NOT_SUPPORTED")
     if version == 1:
         raise IcebergCompatViolationError(
             f"The validation of IcebergCompatV1 has failed. IcebergCompatVersion = 1 is not supported by dvlake ({table}); "

@@ -160,8 +160,25 @@ def scenario_shared_table(spark: Any, testdata: Path | None) -> dict[str, Any] |
     return {"latest": rows(dvlake.read(spark, path)), "v1": rows(dvlake.read(spark, path, version=1))}
 
 
+def scenario_row_tracking(spark: Any, root: Path) -> dict[str, Any]:
+    """Row tracking: ids assigned, kept by a DV UPDATE and OPTIMIZE, read as ``_metadata.row_id`` (a user path whose
+    per-file table is built on the driver and joined on executors)."""
+    import dvlake
+    from dvlake import DeltaTable
+
+    path = str(root / "tracked")
+    dvlake.write(source(spark, 0, 300), path, properties={**DV, "delta.enableRowTracking": "true"})
+    table = DeltaTable.forPath(spark, path)
+    before = rows(dvlake.read(spark, path, row_tracking=True).select("id", "_metadata.row_id"))
+    table.update("id % 10 = 0", {"v": "v + 1"})
+    table.optimize().executeCompaction()
+    after = rows(dvlake.read(spark, path, row_tracking=True).select("id", "_metadata.row_id"))
+    return {"before": before, "after": after}
+
+
 SCENARIOS: dict[str, Callable[[Any, Path, Path | None], Any]] = {
     "table": lambda spark, root, testdata: scenario_table(spark, root),
+    "row_tracking": lambda spark, root, testdata: scenario_row_tracking(spark, root),
     "shared_table": lambda spark, root, testdata: scenario_shared_table(spark, testdata),
 }
 

@@ -57,6 +57,12 @@ def test_time_travel_to_every_version(results, local_results):
     assert len(got["1"]["rows"]) > len(got["2"]["rows"]) > len(got["3"]["rows"]) > len(got["4"]["rows"])
 
 
+def test_row_ids_kept_by_update_and_optimize(results, local_results):
+    got, local = scenario(results, "row_tracking"), scenario(local_results, "row_tracking")
+    assert len(got["before"]) == 300 and got["before"] == got["after"] == local["after"]
+    assert sorted(r[1] for r in got["after"]) == list(range(300))
+
+
 def test_history_and_detail(results, local_results):
     got, local = _table(results), _table(local_results)
     assert got["history"] == local["history"]

@@ -96,7 +96,9 @@ def test_upgrade_protocol_and_add_features(tmp_path: Path) -> None:
     with pytest.raises(ProtocolFeatureError) as err:
         add_feature_support(str(root), "noSuchFeature")
     assert err.value.error_class == "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG"
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        add_feature_support(str(root), "rowTracking")
+    with pytest.raises(UnsupportedFeatureError, match="clustering"):
+        add_feature_support(str(root), "clustering")
     upgrade_table_protocol(str(root), 3, 7)  # already table features: nothing changes
     assert Snapshot.load(str(root)).protocol == snap.protocol
+    add_feature_support(str(root), "rowTracking")  # brings the feature it requires along
+    assert {"rowTracking", "domainMetadata"} <= set(Snapshot.load(str(root)).protocol.writer_features or ())

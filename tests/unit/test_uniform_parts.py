@@ -124,6 +124,12 @@ def test_enabling_rules(conf, error, match):
         compat.check_metadata(_metadata(conf), {"icebergCompatV2"}, 0, "t")
 
 
+def test_v3_with_row_tracking_enabled_is_refused_as_not_implemented():
+    conf = {"delta.enableIcebergCompatV3": "true", "delta.enableRowTracking": "true"}
+    with pytest.raises(IcebergCompatViolationError, match="COMPAT_VERSION_NOT_SUPPORTED"):
+        compat.check_metadata(_metadata(conf), {"rowTracking", "domainMetadata"}, 0, "t")
+
+
 def test_v2_rules_pass_and_catch_live_dvs_and_missing_feature():
     conf = {"delta.enableIcebergCompatV2": "true", "delta.universalFormat.enabledFormats": "iceberg"}
     compat.check_metadata(_metadata(conf), {"icebergCompatV2", "columnMapping"}, 0, "t")
