@@ -140,6 +140,17 @@ class ExecutorEnvironmentError(UnsupportedEnvironmentError):
     error_class = "DVLAKE_EXECUTOR_ENVIRONMENT"
 
 
+class NativeEngineScanError(UnsupportedEnvironmentError):
+    """The session runs an engine (Comet, Gluten, RAPIDS, ...) that may replace Spark's Parquet scans with its own.
+
+    Such an engine does not know deletion vectors: a scan it replaced would return deleted rows with no error.
+    dvlake refuses to read files with a DV in that session; the message names the engine and the setting that
+    switches its scans off.
+    """
+
+    error_class = "DVLAKE_SCAN_REPLACED_BY_NATIVE_ENGINE"
+
+
 class SchemaMismatchError(InvalidArgumentError):
     """Data written does not match the table schema."""
 

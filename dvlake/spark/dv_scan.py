@@ -57,6 +57,7 @@ from dvlake.spark.dv_words import (
     split_for_driver,
     words_batch,
 )
+from dvlake.spark.engines import refuse_scan_replacing_engines
 from dvlake.spark.native import enabled as native_enabled
 from dvlake.spark.native import read as native_read
 from dvlake.spark.task_errors import MapInArrowFn, on_executor
@@ -341,6 +342,9 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     plain = [(i, f) for i, f in live if not _has_dv(f)]
     with_dv = [(i, f) for i, f in live if _has_dv(f)]
     storage = storage_for(table_root)
+    if with_dv or include_row_index:  # an engine that swaps Spark's Parquet scan for its own would skip the DVs
+        refuse_scan_replacing_engines(spark, f"reading {len(with_dv)} file(s) with a DV would return deleted rows"
+                                      if with_dv else "the row indexes DML marks deleted would not be Spark's")
     native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
     parts: list[DataFrame] = []
     if include_row_index:  # every file keyed: the file index comes from the key
@@ -397,6 +401,7 @@ def scan_for_matches(spark: SparkSession, files: Sequence[ScanFile], data_schema
         by_partition[tuple(f.partition_values)].append(f.path)
     if not by_partition:
         return _empty(spark, out_schema)
+    refuse_scan_replacing_engines(spark, "the row indexes DML marks deleted would not be Spark's")
     parts = []
     for values, paths in by_partition.items():
         df = _read(spark, paths, data_schema, None)
