@@ -55,6 +55,7 @@ class QueryId:
         self.checkpoint = checkpoint
         self.remote = remote  # Spark Connect: batches run in another process, only the checkpoint can tell
         self.token = uuid.uuid4().hex
+        self._value: str | None = None  # read once per process that runs batches
 
     def set(self, value: str) -> None:
         """``start()`` returned ``value`` as the query's id (in the process that called it)."""
@@ -68,10 +69,12 @@ class QueryId:
         Raises:
             InvalidArgumentError: neither the checkpoint nor ``start()`` told it in time.
         """
+        if self._value is not None:
+            return self._value
         if self.checkpoint:
-            value = checkpoint_query_id(self.checkpoint)
-            if value is not None:
-                return value
+            self._value = checkpoint_query_id(self.checkpoint)
+            if self._value is not None:
+                return self._value
         if self.remote:
             raise InvalidArgumentError(
                 f"the Delta sink could not read its streaming query's id from {self.checkpoint}/metadata, which Spark "
