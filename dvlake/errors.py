@@ -616,6 +616,21 @@ class StreamingSchemaChangedError(DeltaErrorClassMixin, DvlakeError):
     error_class = "DELTA_SCHEMA_CHANGED_WITH_VERSION"
 
 
+class StreamingSchemaChangedWithStartingOptionsError(StreamingSchemaChangedError):
+    """As ``StreamingSchemaChangedError``, for a query given ``startingVersion``/``startingTimestamp``: the schema at a
+    version it reads cannot be read with the stream's schema; starting at or after that version avoids it."""
+
+    error_class = "DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS"
+
+
+class StreamingIncompatibleSchemaChangeError(DeltaErrorClassMixin, DvlakeError):
+    """A column was renamed or dropped (column mapping), or the partitioning changed, between a version the stream
+    reads and the schema it reads with: old files would come back under new names or without columns. delta-spark
+    asks for a ``schemaTrackingLocation`` here; dvlake has none, so a new query must start after the change."""
+
+    error_class = "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG"
+
+
 class DifferentTableReadByStreamError(DeltaErrorClassMixin, DvlakeError):
     """The checkpoint's offsets belong to another table (another table id) than the one at the path."""
 
