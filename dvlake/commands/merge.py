@@ -51,9 +51,10 @@ from dvlake.commands.dml import (
 )
 from dvlake.commands.dv_marking import dv_counts, mark_rows
 from dvlake.commands.merge_names import BOTH, SOURCE_ONLY, TARGET_ONLY, MergeNames, checked
+from dvlake.commands.merge_source import materializes
 from dvlake.commands.store_assign import Casting, cast_if_needed, casting
 from dvlake.commands.write_options import AUTO_MERGE_CONF
-from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH, MERGE_MATERIALIZE_SOURCE
+from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH
 from dvlake.errors import (
     InvalidArgumentError,
     MergeUnresolvedExpressionError,
@@ -513,7 +514,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
 
     t0 = time.monotonic()
     source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
-    if str(spark.conf.get(MERGE_MATERIALIZE_SOURCE, "auto")).lower() != "none":
+    if materializes(spark, spec.source):  # ``none`` only where re-reading the source cannot change the answer
         source = source.localCheckpoint(eager=True)
     materialize_ms = int((time.monotonic() - t0) * 1000)
     num_source_rows = source.count()
