@@ -56,6 +56,7 @@ from dvlake.commands.store_assign import Casting, cast_if_needed, casting
 from dvlake.commands.write_options import AUTO_MERGE_CONF
 from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH
 from dvlake.errors import (
+    DeltaAnalysisException,
     InvalidArgumentError,
     MergeUnresolvedExpressionError,
     MultipleSourceRowMatchingTargetRowError,
@@ -185,7 +186,8 @@ _OMIT_CONDITION_CLASS = {MATCHED: ("MATCHED", "NON_LAST_MATCHED_CLAUSE_OMIT_COND
 
 def _check_clauses(clauses: list[MergeClause]) -> None:
     if not clauses:
-        raise InvalidArgumentError("DELTA_MERGE_MISSING_WHEN: MERGE needs at least one WHEN clause")
+        raise DeltaAnalysisException("There must be at least one WHEN clause in a MERGE statement: add WHEN MATCHED, "
+                                     "WHEN NOT MATCHED or WHEN NOT MATCHED BY SOURCE.", "DELTA_MERGE_MISSING_WHEN")
     for kind, (label, error_class) in _OMIT_CONDITION_CLASS.items():
         of_kind = [c for c in clauses if c.kind == kind]
         if any(c.condition is None for c in of_kind[:-1]):

@@ -113,8 +113,11 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
     try:
         probe.filter(condition_column(cond, logical.fieldNames())).schema  # noqa: B018 - analysis (Connect is lazy)
     except (AnalysisException, ParseException) as exc:
-        raise InvalidArgumentError(f"{command} condition {cond.display()!r} on "
-                                   f"{snapshot.table_root} cannot be resolved: {str(exc).splitlines()[0]}") from exc
+        # Spark's class (UNRESOLVED_COLUMN…, PARSE_SYNTAX_ERROR) and SQLSTATE, as delta-spark lets them through
+        err = InvalidArgumentError(f"{command} condition {cond.display()!r} on {snapshot.table_root} cannot be "
+                                   f"resolved: {str(exc).splitlines()[0]}", error_class=exc.getCondition())
+        err.sql_state = exc.getSqlState() or err.sql_state
+        raise err from exc
 
 
 def _nullable(dtype: Any) -> Any:
