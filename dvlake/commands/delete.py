@@ -25,9 +25,11 @@ from pyspark.sql.types import StructType
 from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
 from dvlake.commands.common import (
+    SKIP_EMPTY_COMMITS_CONF,
     mode_of,
     num_indexed_cols,
     physical_partition_columns,
+    records_empty_commits,
     stats_leaf_paths,
     tight_bounds_flag,
 )
@@ -56,7 +58,8 @@ RETRIES_ON_CONFLICT = 3
 
 def delete(spark: SparkSession, path: str, condition: str | Column | Condition | None = None, *,
            alias: str | None = None) -> dict[str, Any]:
-    """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed).
+    """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed, unless
+    ``spark.databricks.delta.skipRecordingEmptyCommits`` is false: then an empty DELETE commit is recorded).
 
     ``alias`` names the table in the condition (``DELETE FROM … AS t WHERE t.id = 3``).
     """
@@ -116,7 +119,9 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     else:
         metrics, actions = _delete_copy_on_write(spark, snapshot, plan, candidates, condition)
     if not actions:
-        return {}
+        if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
+            return {}  # delta-spark's commitIfNeeded elides a DELETE that matched nothing
+        metrics = _remove_whole_files([], snapshot)[0]  # every count zero
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     metrics.setdefault("scanTimeMs", scan_ms)
     metrics.setdefault("rewriteTimeMs", 0)
