@@ -198,10 +198,7 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     if not touched_idx:
         return {}, []
     t1 = time.monotonic()
-    from dvlake.spark.scan import ScanPlan
-
-    sub = ScanPlan([plan.files[i] for i in touched_idx], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                   plan.physical_to_logical, plan.rows_indexes[touched_idx], plan.confine)
+    sub = plan.restricted(touched_idx)
     kept = _aliased(logical_frame(spark, snapshot, sub), condition).filter(~F.coalesce(cond, F.lit(False)))
     md = snapshot.metadata
     cm = mode_of(md)

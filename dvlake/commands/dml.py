@@ -76,9 +76,8 @@ def as_column(value: Any) -> Column:
 
 
 def sub_plan(plan: ScanPlan, positions: list[int]) -> ScanPlan:
-    """The plan restricted to some of its files (positions in ``plan.files``)."""
-    return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                    plan.physical_to_logical, plan.rows_indexes[positions], plan.confine)
+    """The plan restricted to some of its files (positions in ``plan.files``), its ``confine`` kept."""
+    return plan.restricted(positions)
 
 
 # --- assignments ------------------------------------------------------------------------------
