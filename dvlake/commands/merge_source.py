@@ -12,6 +12,9 @@ the same rows in the same order every time (file and range scans, projections, f
 (declared deterministic or not), ``rand()``, an aggregation, a join or a repartition (row order after a shuffle
 varies, and with it the ids), an RDD, or a session where the plan cannot be inspected (Spark Connect) keep the
 materialization: slower than asked, never a different answer.
+
+Reading the plan needs the classic session's JVM Dataset (``_jdf``), which CONTRIBUTING otherwise keeps out of
+dvlake: here it is only read on the driver, and where it is absent (Spark Connect) the answer is the safe one.
 """
 
 from __future__ import annotations
