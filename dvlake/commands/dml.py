@@ -77,9 +77,8 @@ def as_column(value: Any) -> Column:
 
 
 def sub_plan(plan: ScanPlan, positions: list[int]) -> ScanPlan:
-    """The plan restricted to some of its files (positions in ``plan.files``)."""
-    return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                    plan.physical_to_logical, plan.rows_indexes[positions], plan.confine)
+    """The plan restricted to some of its files (positions in ``plan.files``), its ``confine`` kept."""
+    return plan.restricted(positions)
 
 
 # --- assignments ------------------------------------------------------------------------------
@@ -91,12 +90,19 @@ def split_name(name: str) -> list[str]:
     return [(q.replace("``", "`") if q else p.strip()) for q, p in parts]
 
 
-def _field(struct: StructType, name: str, where: str) -> StructField:
+def _field(struct: StructType, name: str, where: str, parent: list[str]) -> StructField:
     for f in struct.fields:
         if f.name.lower() == name.lower():
             return f
+    names = [f.name for f in struct.fields]
+    if parent:  # Spark's classes, as delta-spark reports them
+        raise UnresolvedAssignmentError(
+            f"[FIELD_NOT_FOUND] No such struct field `{name}` in {', '.join(f'`{n}`' for n in names)} "
+            f"(the SET column {'.'.join([*parent, name])!r} of {where}).", error_class="FIELD_NOT_FOUND")
     raise UnresolvedAssignmentError(
-        f"{where}: the table has no column {name!r}; its columns are {[f.name for f in struct.fields]}")
+        f"[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `{name}` cannot be "
+        f"resolved: {where} has no such column. Did you mean one of the following? "
+        f"[{', '.join(f'`{n}`' for n in names)}].")
 
 
 def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: str,
@@ -114,7 +120,7 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
                 raise NestedFieldUpdateError(
                     f"Updating nested fields is only supported for StructType, but you are trying to update a field "
                     f"of `{'.'.join(canonical)}`, which is of type: {struct.simpleString()} ({where}, {key!r}).")
-            f = _field(struct, p, where)
+            f = _field(struct, p, where, canonical)
             canonical.append(f.name)
             struct = f.dataType
             del i

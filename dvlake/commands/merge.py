@@ -51,11 +51,12 @@ from dvlake.commands.dml import (
 )
 from dvlake.commands.dv_marking import dv_counts, mark_rows
 from dvlake.commands.merge_names import BOTH, SOURCE_ONLY, TARGET_ONLY, MergeNames, checked
+from dvlake.commands.merge_source import materializes
 from dvlake.commands.store_assign import Casting, cast_if_needed, casting
 from dvlake.commands.write_options import AUTO_MERGE_CONF
-from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH, MERGE_MATERIALIZE_SOURCE
+from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH
 from dvlake.errors import (
-    InvalidArgumentError,
+    DeltaAnalysisException,
     MergeUnresolvedExpressionError,
     MultipleSourceRowMatchingTargetRowError,
     NestedFieldUpdateError,
@@ -185,7 +186,8 @@ _OMIT_CONDITION_CLASS = {MATCHED: ("MATCHED", "NON_LAST_MATCHED_CLAUSE_OMIT_COND
 
 def _check_clauses(clauses: list[MergeClause]) -> None:
     if not clauses:
-        raise InvalidArgumentError("DELTA_MERGE_MISSING_WHEN: MERGE needs at least one WHEN clause")
+        raise DeltaAnalysisException("There must be at least one WHEN clause in a MERGE statement: add WHEN MATCHED, "
+                                     "WHEN NOT MATCHED or WHEN NOT MATCHED BY SOURCE.", "DELTA_MERGE_MISSING_WHEN")
     for kind, (label, error_class) in _OMIT_CONDITION_CLASS.items():
         of_kind = [c for c in clauses if c.kind == kind]
         if any(c.condition is None for c in of_kind[:-1]):
@@ -514,7 +516,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
 
     t0 = time.monotonic()
     source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
-    if str(spark.conf.get(MERGE_MATERIALIZE_SOURCE, "auto")).lower() != "none":
+    if materializes(spark, spec.source):  # ``none`` only where re-reading the source cannot change the answer
         source = source.localCheckpoint(eager=True)
     materialize_ms = int((time.monotonic() - t0) * 1000)
     num_source_rows = source.count()
@@ -704,56 +706,3 @@ def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: 
                     "numTargetChangeFilesAdded": 0, "materializeSourceTimeMs": 0, "scanTimeMs": 0,
                     "rewriteTimeMs": int((time.monotonic() - t0) * 1000)})
     return _commit(spark, txn, spec, list(new_adds), metrics, started, txn.new_metadata is not None)
-
-
-# --- SQL -----------------------------------------------------------------------------------------------
-
-
-_CLAUSE_SPLIT = re.compile(r"\bWHEN\s+(?=(?:NOT\s+)?MATCHED\b)", re.I)
-
-
-def merge_from_sql(spark: SparkSession, path: str, alias: str | None, source_text: str, source_alias: str | None,
-                   on: str, clauses_text: str, split_top_level: Callable[[str], list[str]],
-                   parse_assignments: Callable[[str], dict[str, str]], schema_evolution: bool = False) -> DataFrame:
-    """``MERGE INTO delta.`path` t USING src s ON … WHEN …`` (parsed by ``dvlake.sql``) run as a MERGE."""
-    if source_text.startswith("("):
-        source = spark.sql(source_text[1:-1])
-    else:
-        source = spark.table(source_text)
-    if source_alias:
-        source = source.alias(source_alias)
-    clauses = [_parse_clause(c.strip(), split_top_level, parse_assignments)
-               for c in _CLAUSE_SPLIT.split(clauses_text.strip()) if c.strip()]
-    spec = MergeSpec(source, on.strip(), clauses, alias, source_alias, schema_evolution)
-    return result_frame(spark, merge(spark, path, spec))
-
-
-def _parse_clause(text: str, split_top_level: Callable[[str], list[str]],
-                  parse_assignments: Callable[[str], dict[str, str]]) -> MergeClause:
-    m = re.fullmatch(r"(?P<kind>MATCHED|NOT\s+MATCHED(?:\s+BY\s+(?P<by>TARGET|SOURCE))?)(?:\s+AND\s+(?P<cond>.+?))?"
-                     r"\s+THEN\s+(?P<action>.+)", text, re.I | re.S)
-    if not m:
-        raise InvalidArgumentError(f"cannot parse the MERGE clause 'WHEN {text}'")
-    kind_text = re.sub(r"\s+", " ", m.group("kind").upper())
-    kind = MATCHED if kind_text == "MATCHED" else (NOT_MATCHED_BY_SOURCE if (m.group("by") or "").upper() == "SOURCE"
-                                                   else NOT_MATCHED)
-    cond = m.group("cond")
-    action = m.group("action").strip()
-    if re.fullmatch(r"DELETE", action, re.I):
-        return MergeClause(kind, "delete", cond)
-    if re.fullmatch(r"UPDATE\s+SET\s+\*", action, re.I):
-        return MergeClause(kind, "update", cond, None)
-    um = re.fullmatch(r"UPDATE\s+SET\s+(.+)", action, re.I | re.S)
-    if um:
-        return MergeClause(kind, "update", cond, dict(parse_assignments(um.group(1))))
-    if re.fullmatch(r"INSERT\s*\*", action, re.I):
-        return MergeClause(kind, "insert", cond, None)
-    im = re.fullmatch(r"INSERT\s*\((?P<cols>.+?)\)\s*VALUES\s*\((?P<vals>.+)\)", action, re.I | re.S)
-    if im:
-        cols = split_top_level(im.group("cols"))
-        vals = split_top_level(im.group("vals"))
-        if len(cols) != len(vals):
-            raise InvalidArgumentError(f"INSERT names {len(cols)} columns but gives {len(vals)} values: 'WHEN {text}'")
-        return MergeClause(kind, "insert", cond, dict(zip(cols, vals, strict=True)))
-    raise InvalidArgumentError(f"cannot parse the action of the MERGE clause 'WHEN {text}'")
-

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, with_change_type, write_change_files
+from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
@@ -33,7 +34,7 @@ from dvlake.commands.dml import (
     write_rows,
 )
 from dvlake.commands.dml_checks import require_deterministic
-from dvlake.commands.dv_marking import mark_rows
+from dvlake.commands.dv_marking import dv_counts, mark_rows
 from dvlake.commands.store_assign import Casting, casting
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
@@ -55,7 +56,8 @@ Assignments = dict[str, str | Column]
 
 def update(spark: SparkSession, path: str, assignments: Assignments, condition: str | Column | Condition | None = None, *,
            alias: str | None = None) -> dict[str, Any]:
-    """Set ``assignments`` on the rows matching ``condition``; returns the commit's operationMetrics ({} if none).
+    """Set ``assignments`` on the rows matching ``condition``; returns the commit's operationMetrics ({} if none;
+    an empty UPDATE commit is recorded when ``spark.databricks.delta.skipRecordingEmptyCommits`` is false).
 
     ``alias`` names the table in the condition and values (``t.id``) as ``UPDATE … AS t`` does.
     """
@@ -94,16 +96,21 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     txn.read_files(candidates)
     txn.read_whole_table()  # a concurrent data-changing append the condition could match is a conflict
     partition_only = parsed is None or parsed.references_only(set(snapshot.partition_columns))
+    metrics: dict[str, Any]
+    actions: list[Action]
     if not plan.files:
-        return {}
-    if partition_only:
+        metrics, actions = {}, []
+    elif partition_only:
         metrics, actions = _rewrite_whole_files(spark, snapshot, plan, candidates, resolved, condition, alias)
     elif use_dvs(spark, snapshot, UPDATE_DVS_PERSISTENT):
         metrics, actions = _update_with_dvs(spark, snapshot, plan, candidates, resolved, condition, alias)
     else:
         metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
     if not actions:
-        return {}
+        if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
+            return {}  # delta-spark's commitIfNeeded elides an UPDATE that matched nothing
+        metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, **dv_counts([]), "numUpdatedRows": 0, "numCopiedRows": 0,
+                   "numAddedBytes": 0, "numRemovedBytes": 0, "scanTimeMs": 0, "rewriteTimeMs": 0}
     metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     version = txn.commit(actions, "UPDATE", {"predicate": predicate_param(parsed)}, metrics)
@@ -214,7 +221,5 @@ def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
                "numCopiedRows": written - updated, "numAddedBytes": sum(a.size for a in new_adds),
                "numRemovedBytes": sum(a.size for a in touched), "scanTimeMs": scan_ms,
                "rewriteTimeMs": int((time.monotonic() - t1) * 1000)}
-    from dvlake.commands.dv_marking import dv_counts
-
     metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched]))
     return metrics, [*[a.remove(ts) for a in touched], *new_adds, *cdc]

@@ -7,7 +7,7 @@ mapping is undone on top: Parquet is read by physical names and renamed to logic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,13 @@ class ScanPlan:
     logical_schema: StructType       # the table's columns as users see them
     physical_to_logical: list[tuple[str, str, Any]]  # (physical, logical, logical Spark type) for data columns
     rows_indexes: np.ndarray         # index into snapshot.files of each planned file
-    confine: bool = True             # data and DV paths must stay inside the table root (storage/confine.py)
+    # data and DV paths must stay inside the table root (storage/confine.py); no default, so no plan built from
+    # another can silently turn a table's "confinement off" back on (or off): derive plans with ``restricted``
+    confine: bool
+
+    def restricted(self, positions: list[int] | np.ndarray) -> ScanPlan:
+        """The plan narrowed to some of its files (positions in ``files``), everything else kept, ``confine`` too."""
+        return replace(self, files=[self.files[i] for i in positions], rows_indexes=self.rows_indexes[positions])
 
 
 def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None = None) -> ScanPlan:
@@ -113,8 +119,11 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
     try:
         probe.filter(condition_column(cond, logical.fieldNames())).schema  # noqa: B018 - analysis (Connect is lazy)
     except (AnalysisException, ParseException) as exc:
-        raise InvalidArgumentError(f"{command} condition {cond.display()!r} on "
-                                   f"{snapshot.table_root} cannot be resolved: {str(exc).splitlines()[0]}") from exc
+        # Spark's class (UNRESOLVED_COLUMN…, PARSE_SYNTAX_ERROR) and SQLSTATE, as delta-spark lets them through
+        err = InvalidArgumentError(f"{command} condition {cond.display()!r} on {snapshot.table_root} cannot be "
+                                   f"resolved: {str(exc).splitlines()[0]}", error_class=exc.getCondition())
+        err.sql_state = exc.getSqlState() or err.sql_state
+        raise err from exc
 
 
 def _nullable(dtype: Any) -> Any:
