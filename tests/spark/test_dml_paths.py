@@ -57,7 +57,7 @@ COMMANDS = {
     "merge by source": lambda spark, dt: (dt.alias("t").merge(_source(spark).alias("s"), "t.id = s.id")
                                           .whenMatchedUpdate(set={"v": "s.v"})
                                           .whenNotMatchedBySourceDelete("t.id % 5 = 0")
-                                          .whenNotMatchedBySourceUpdate(set={"v": "t.v * 100"}).execute()),
+                                          .whenNotMatchedBySourceUpdate("t.id < 20", {"v": "t.v * 100"}).execute()),
 }
 
 
