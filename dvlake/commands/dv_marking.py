@@ -101,13 +101,14 @@ def _rows_bound(plan: ScanPlan) -> int | None:
 
 
 def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: list[AddFile], matches: DataFrame,
-              file_col: str, row_col: str, *, by_index: bool = False, rows: int | None = None,
+              file_col: str, row_col: str, *, by_index: bool = False, rows: int | None = None, exact: bool = False,
               kinds: Kinds | None = None) -> MarkOutcome:
     """Mark ``matches`` (``file_col``, ``row_col``) in the DVs of ``plan.files`` (``candidates`` are their adds).
 
     ``file_col`` holds the file's location as the scan reports it (``_metadata.file_path``), or with
     ``by_index`` the file's position in ``plan.files``. ``rows``: an upper bound of the pairs, when the caller
-    knows one; without it each pair must be a distinct physical row of the planned files (DELETE, UPDATE).
+    knows one (``exact``: the count itself, never re-counted); without it each pair must be a distinct physical row of
+    the planned files (DELETE).
     ``kinds``: only pairs of its marked kinds are marked; all are counted per kind, checked ones for duplicates.
     """
     if not plan.files:
@@ -119,7 +120,7 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
     pairs = matches.select(file_col, row_col, *([kinds.column] if kinds is not None else []))
     limit = driver_mark_rows(spark)
     bound = rows if rows is not None else _rows_bound(plan)
-    if limit and (bound is None or bound > limit):
+    if limit and (bound is None or bound > limit) and not (exact and bound is not None):
         pairs, bound = counted(pairs, "marked_rows")  # one job that a later shuffle or collect reads back
     if bound == 0:
         return MarkOutcome()

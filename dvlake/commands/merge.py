@@ -658,7 +658,7 @@ def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, tx
         bound = None if any(f.num_records is None for f in plan.files) else \
             num_pairs + sum(int(f.num_records or 0) for f in plan.files)
     outcome = mark_rows(spark, root, plan, candidates, marks, sides.fid, sides.rid, by_index=True, rows=bound,
-                        kinds=Kinds(sides.kind, frozenset(_MARKED), checked_kinds))
+                        exact=not by_source and not exempt, kinds=Kinds(sides.kind, frozenset(_MARKED), checked_kinds))
     if outcome.duplicate:
         raise _multiple_matches(root, None)
     insert_frame = None

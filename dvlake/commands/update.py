@@ -177,7 +177,7 @@ def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
     if count == 0:
         return {}, []
     outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matched, FILE_INDEX_COL, ROW_INDEX_COL,
-                        by_index=True, rows=count)
+                        by_index=True, rows=count, exact=True)
     scan_ms = int((time.monotonic() - t0) * 1000)
     if not outcome.touched:
         return {}, []

@@ -64,7 +64,8 @@ COMMANDS = {
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_driver_and_executor_dv_building_agree(spark, tmp_path, command):
     results = {}
-    for where, limit in (("driver", "1000000"), ("executors", "0")):
+    # 40: below the planned rows but at or above some commands' matched rows: counted first, then either path
+    for where, limit in (("driver", "1000000"), ("executors", "0"), ("counted", "40")):
         path = str(tmp_path / where)
         _make(spark, path)
         spark.conf.set(DML_DRIVER_MARK_ROWS, limit)
@@ -74,7 +75,7 @@ def test_driver_and_executor_dv_building_agree(spark, tmp_path, command):
             spark.conf.unset(DML_DRIVER_MARK_ROWS)
         with_dv = any(a.deletion_vector is not None for a in Snapshot.load(path).add_files())
         results[where] = (_rows(dvlake.read(spark, path)), _metrics(path), with_dv)
-    assert results["driver"] == results["executors"]
+    assert results["driver"] == results["executors"] == results["counted"]
     assert results["driver"][2], "the command should have written deletion vectors"
 
 
