@@ -231,8 +231,10 @@ def with_not_null_checks(df: DataFrame, schema: StructType) -> DataFrame:
 
 
 def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Metadata | None = None,
-               protocol: Protocol | None = None) -> list[AddFile]:
-    """Write ``df`` (logical columns of the table, in any order) as new data files; NOT NULL enforced."""
+               protocol: Protocol | None = None, *, skip_empty: bool = False) -> list[AddFile]:
+    """Write ``df`` (logical columns of the table, in any order) as new data files; NOT NULL enforced.
+
+    ``skip_empty``: no file is added for a frame that turns out empty (the caller did not count it first)."""
     md = metadata or snapshot.metadata
     proto = protocol or snapshot.protocol
     schema_json = md.schema
@@ -247,7 +249,8 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
     try:
         return write_data_files(to_physical(checked, schema_json, cm, extra=kept_names), table_root, snapshot.storage,
                                 physical_partition_columns(schema_json, parts, cm), stats_leaf_paths(schema_json, parts, cm),
-                                tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration))
+                                tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration),
+                                skip_empty=skip_empty)
     except Exception as exc:  # noqa: BLE001 - Spark wraps the raise_error; re-raise it typed
         text = str(exc)
         if NOT_NULL_MARKER in text:

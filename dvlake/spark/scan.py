@@ -73,8 +73,7 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
                       for pv in pv_column]
     cond = Condition.of(condition)
     if cond is not None and n:
-        facts = FileFacts(files.column("stats"), [f["name"] for f in part_fields], partition_rows,
-                          column_types(schema), _physical_paths(schema, mode, parts), session_time_zone(spark))
+        facts = _file_facts(spark, snapshot, files.column("stats"), partition_rows)
         pruned = prune(cond, facts)
         keep &= pruned.keep
         if not pruned.exact and cond.references_only(set(parts)):  # constant conditions too (1 = 0)
@@ -96,6 +95,33 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
                             partition_values=partition_rows[i]))
     check_local_files(snapshot.table_root, [f.path for f in out], confine)
     return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx, confine)
+
+
+def _file_facts(spark: SparkSession, snapshot: Snapshot, stats: Any, partition_rows: list[tuple]) -> FileFacts:
+    """What pruning knows of files: their stats column and typed partition tuples, in one order."""
+    schema, mode = snapshot.schema, snapshot.column_mapping_mode
+    parts = [p.lower() for p in snapshot.partition_columns]
+    part_names = [next(f["name"] for f in schema["fields"] if f["name"].lower() == p) for p in parts]
+    return FileFacts(stats, part_names, partition_rows, column_types(schema), _physical_paths(schema, mode, parts),
+                     session_time_zone(spark))
+
+
+def prune_plan(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, conditions: list[Condition]) -> ScanPlan:
+    """``plan`` without the files where none of ``conditions`` can hold, proven from stats and partition values
+    alone (``log/predicates.py``; nothing is evaluated by Spark, so a condition may be a parsed tree that is not
+    the user's whole text, e.g. the target-only conjuncts of a MERGE's ON condition)."""
+    if not plan.files or not conditions:
+        return plan
+    stats = snapshot.files.column("stats").take(plan.rows_indexes)
+    facts = _file_facts(spark, snapshot, stats, [tuple(f.partition_values) for f in plan.files])
+    keep = np.zeros(len(plan.files), dtype=bool)
+    for cond in conditions:
+        keep |= prune(cond, facts).keep
+    if keep.all():
+        return plan
+    positions = np.nonzero(keep)[0]
+    return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
+                    plan.physical_to_logical, plan.rows_indexes[positions], plan.confine)
 
 
 def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None,
