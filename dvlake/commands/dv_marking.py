@@ -3,7 +3,8 @@
 Given a DataFrame of matched (file, row index) pairs, the DVs are built where it is cheapest:
 
 - **on the driver** when the pairs are known to be few (at most ``spark.dvlake.dml.driverMarkRows``):
-  one Arrow collect of the pairs, no shuffle, no Python worker stage. "Known" means the caller counted
+  one Arrow collect of the pairs, no shuffle, no Python worker stage. The planned files' existing DVs count
+  against the bound too (the driver decodes those it ORs into). "Known" means the caller counted
   them in a pass it runs anyway (UPDATE's and MERGE's materialized matches), or the planned files hold
   no more rows than that, or else the pairs are materialized here (``localCheckpoint``) with their count
   observed in that same job. The bound caps the driver's memory: it never holds more row indexes.
@@ -100,6 +101,11 @@ def _rows_bound(plan: ScanPlan) -> int | None:
     return sum(int(f.num_records or 0) for f in plan.files)
 
 
+def _deleted_rows(plan: ScanPlan) -> int:
+    """The rows the planned files' existing DVs delete: what building on the driver may have to decode."""
+    return sum(f.dv.cardinality for f in plan.files if f.dv is not None)
+
+
 def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: list[AddFile], matches: DataFrame,
               file_col: str, row_col: str, *, by_index: bool = False, rows: int | None = None, exact: bool = False,
               kinds: Kinds | None = None) -> MarkOutcome:
@@ -118,13 +124,14 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
     index_of_path = None if by_index else {path_key(f.path): i for i, f in enumerate(plan.files)}
     target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)) or DEFAULT_DV_PACKING_TARGET)
     pairs = matches.select(file_col, row_col, *([kinds.column] if kinds is not None else []))
-    limit = driver_mark_rows(spark)
+    # the driver ORs the new pairs into the touched files' existing DVs: those rows count against its bound too
+    room = driver_mark_rows(spark) - _deleted_rows(plan)
     bound = rows if rows is not None else _rows_bound(plan)
-    if limit and (bound is None or bound > limit) and not (exact and bound is not None):
+    if room > 0 and (bound is None or bound > room) and not (exact and bound is not None):
         pairs, bound = counted(pairs, "marked_rows")  # one job that a later shuffle or collect reads back
     if bound == 0:
         return MarkOutcome()
-    if bound is not None and bound <= limit:
+    if room > 0 and bound is not None and bound <= room:
         acc = MarkAccumulator(kinds)
         acc.add_batch(pairs.toArrow(), file_col, row_col, index_of_path)
         results: list[Any] = _records(acc.write(table_root, infos, target, plan.confine))

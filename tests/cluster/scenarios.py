@@ -217,6 +217,7 @@ def without_dvlake(spark: Any, root: Path, dv_table: str) -> dict[str, Any]:
     DELETE must fail loudly, and the table must stay at its last committed version; a table without DVs,
     and one whose DVs are small enough for the driver to decode, still read (no Python on executors)."""
     import dvlake
+    from dvlake.config import DML_DRIVER_MARK_ROWS
     from dvlake.log.snapshot import Snapshot
 
     plain = str(root / "plain")
@@ -237,9 +238,19 @@ def without_dvlake(spark: Any, root: Path, dv_table: str) -> dict[str, Any]:
     finally:
         dv_words.DRIVER_DECODE_MAX_ROWS = saved
         spark.conf.unset(native.SETTING)
-    out["delete_error"] = _error(lambda: dvlake.DeltaTable.forPath(spark, dv_table).delete("id % 3 = 0"))
+    # a DELETE whose DVs are built on executors (the driver's bound set to 0 rows, the pure-Python row-index scan)
+    spark.conf.set(DML_DRIVER_MARK_ROWS, "0")
+    spark.conf.set(native.SETTING, "false")
+    try:
+        out["delete_error"] = _error(lambda: dvlake.DeltaTable.forPath(spark, dv_table).delete("id % 3 = 0"))
+    finally:
+        spark.conf.unset(DML_DRIVER_MARK_ROWS)
+        spark.conf.unset(native.SETTING)
     out["version_after"] = Snapshot.load(dv_table).version
     out["log_files"] = sorted(os.listdir(os.path.join(dv_table, "_delta_log")))
+    # a small DELETE builds its DVs on the driver and finds rows with the native scan: no Python on executors
+    out["small_delete_error"] = _error(lambda: dvlake.DeltaTable.forPath(spark, dv_table).delete("id % 3 = 0"))
+    out["small_delete_read_count"] = dvlake.read(spark, dv_table).count()
     return out
 
 

@@ -328,7 +328,8 @@ def _forbid_driver_decoding(monkeypatch):
 
 def test_driver_never_decodes_dvs_above_the_bound(spark, tmp_path, monkeypatch):
     """DVs above the driver's bound (rows, bytes or the scan's words budget) are decoded on executors only;
-    reading and DELETE ship their descriptors, and any decoding in the driver process fails the test."""
+    reading and DELETE ship their descriptors, and any decoding in the driver process fails the test. DELETE's
+    driver-side DV building counts the rows of the existing DVs it would merge against its own bound."""
     from dvlake.spark import dv_words
 
     path = str(tmp_path / "driver")
@@ -340,11 +341,17 @@ def test_driver_never_decodes_dvs_above_the_bound(spark, tmp_path, monkeypatch):
             m.setattr(dv_words, bound, value)
             _forbid_driver_decoding(m)
             assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3], bound
-    with monkeypatch.context() as m:
-        m.setattr(dv_words, "DRIVER_DECODE_MAX_ROWS", 100)
-        _forbid_driver_decoding(m)
-        dvlake.DeltaTable.forPath(spark, path).delete("id % 5 = 0")  # merges with the existing DVs, on executors
-        assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3 and i % 5]
+    # DELETE: its 666 new pairs fit the driver's DML bound of 1000 rows, but the ~1666 rows of the existing DVs it
+    # would OR them into do not, so the DVs are merged on executors
+    spark.conf.set("spark.dvlake.dml.driverMarkRows", "1000")
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(dv_words, "DRIVER_DECODE_MAX_ROWS", 100)
+            _forbid_driver_decoding(m)
+            dvlake.DeltaTable.forPath(spark, path).delete("id % 5 = 0")
+            assert _ids(dvlake.read(spark, path)) == [i for i in range(5000) if i % 3 and i % 5]
+    finally:
+        spark.conf.unset("spark.dvlake.dml.driverMarkRows")
 
 
 def test_small_dvs_are_decoded_once_on_the_driver(spark, tmp_path, monkeypatch, request):
