@@ -9,6 +9,14 @@ kept) and a delete manifest is retired whole, its still-valid DVs published agai
 file. So no manifest a snapshot uses ever names a stale DV or a removed file, and a Puffin file a
 snapshot uses holds only current DVs.
 
+On an IcebergCompatV3 table the row lineage is Delta's own: a data file's ``first_row_id`` is its
+add's ``baseRowId``, its data sequence number its ``defaultRowCommitVersion``, a snapshot's sequence
+number its Delta version (as delta-spark's converter does) and ``next-row-id`` the row-tracking
+high-water mark + 1. Iceberg's ``_row_id`` (first_row_id + position, unless the file's materialized
+row-id column, written under the reserved field id, holds one) is then Delta's row id, and
+``_last_updated_sequence_number`` its row commit version. Elsewhere the converter numbers rows and
+snapshots itself.
+
 Files are written first and the metadata JSON last, so a conversion that fails leaves the previous
 Iceberg state as it was (the Delta commit is never touched; see ``after_commit``).
 """
@@ -24,12 +32,13 @@ from typing import Any
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.dv.store import bitmap_from_bytes, dv_bytes
 from dvlake.errors import UniformConversionError
+from dvlake.log import row_tracking
 from dvlake.log.actions import now_ms
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import parse_stats
 from dvlake.storage.base import Storage, storage_for
 from dvlake.storage.paths import absolute_file_location, join, normalize_table_root
-from dvlake.uniform import avro
+from dvlake.uniform import avro, compat
 from dvlake.uniform.puffin import PuffinBuilder
 from dvlake.uniform.schema import (
     bound_columns,
@@ -52,6 +61,10 @@ ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
 DELTA_VERSION = "delta-version"
 DELTA_TIMESTAMP = "delta-timestamp"
 NAME_MAPPING = "schema.name-mapping.default"
+#: Iceberg table property marking a history whose row ids and sequence numbers are Delta's (IcebergCompatV3); a
+#: history without it (the converter's own numbering) is not continued by a V3 conversion but started afresh
+ROW_LINEAGE = "dvlake.row-lineage"
+DELTA_ROW_LINEAGE = "delta-row-tracking"
 FORMAT_VERSION = 3
 
 
@@ -168,6 +181,8 @@ class _DeltaFile:
     size: int
     stats: str | None
     dv: DeletionVectorDescriptor | None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
 
     @property
     def dv_id(self) -> str | None:
@@ -176,7 +191,7 @@ class _DeltaFile:
 
 def _delta_files(snapshot: Snapshot) -> dict[str, _DeltaFile]:
     out: dict[str, _DeltaFile] = {}
-    cols = ["path", "partitionValues", "size", "stats", "deletionVector"]
+    cols = ["path", "partitionValues", "size", "stats", "deletionVector", "baseRowId", "defaultRowCommitVersion"]
     for row in snapshot.files.select(cols).to_pylist():
         where = absolute_file_location(snapshot.table_root, row["path"])
         raw_dv = row.get("deletionVector")
@@ -184,7 +199,30 @@ def _delta_files(snapshot: Snapshot) -> dict[str, _DeltaFile]:
         if dv is not None and dv.cardinality == 0:
             dv = None
         loc = iceberg_location(where)
-        out[loc] = _DeltaFile(loc, where, dict(row["partitionValues"] or []), int(row["size"]), row["stats"], dv)
+        out[loc] = _DeltaFile(loc, where, dict(row["partitionValues"] or []), int(row["size"]), row["stats"], dv,
+                              row["baseRowId"], row["defaultRowCommitVersion"])
+    return out
+
+
+def _row_ids(f: _DeltaFile) -> tuple[int | None, int | None]:
+    return f.base_row_id, f.default_row_commit_version
+
+
+def _lineage(f: _DeltaFile, table: str) -> tuple[int, int]:
+    """(first_row_id, data sequence number) of a V3 table's data file: its ``baseRowId`` and ``defaultRowCommitVersion``."""
+    if f.base_row_id is None or f.default_row_commit_version is None:
+        raise UniformConversionError(
+            f"{table}: {f.location} has no baseRowId/defaultRowCommitVersion although IcebergCompatV3 needs row "
+            "tracking enabled; its rows have no ids to publish. Rewrite the file with a row-tracking writer.")
+    return int(f.base_row_id), int(f.default_row_commit_version)
+
+
+def _properties(old_meta: dict[str, Any] | None, snapshot: Snapshot, timestamp: int, lineage: bool) -> dict[str, str]:
+    out = {**(old_meta["properties"] if old_meta else {}), DELTA_VERSION: str(snapshot.version),
+           DELTA_TIMESTAMP: str(timestamp), NAME_MAPPING: json.dumps(name_mapping(snapshot.metadata))}
+    out.pop(ROW_LINEAGE, None)
+    if lineage:
+        out[ROW_LINEAGE] = DELTA_ROW_LINEAGE
     return out
 
 
@@ -241,7 +279,10 @@ class _Step:
             "existing_files_count": len(existing), "deleted_files_count": 0,
             "added_rows_count": sum(e["data_file"]["record_count"] for e in added),
             "existing_rows_count": sum(e["data_file"]["record_count"] for e in existing),
-            "deleted_rows_count": 0, "partitions": None, "key_metadata": None, "first_row_id": None,
+            "deleted_rows_count": 0, "partitions": None, "key_metadata": None,
+            # entries with Delta's explicit ids (V3): the manifest starts at the lowest, so no reader assigns others
+            "first_row_id": min((e["data_file"]["first_row_id"] for e in entries
+                                 if e["data_file"].get("first_row_id") is not None), default=None),
         }
 
 
@@ -263,12 +304,17 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
     """Publish ``snapshot`` as the next Iceberg snapshot after ``prev`` (from scratch when ``prev`` is None)."""
     table = snapshot.table_root
     fields = iceberg_fields(snapshot.metadata, table)
+    lineage = compat.is_v3(snapshot.metadata.configuration)
+    if lineage and prev is not None and prev.metadata.get("properties", {}).get(ROW_LINEAGE) != DELTA_ROW_LINEAGE:
+        prev = prev_snapshot = None  # the converter's own row ids and sequence numbers cannot be continued
     old_meta = prev.metadata if prev else None
     schema_id, schemas = _schema_entry(old_meta, fields)
     last_partition_id = int(old_meta["last-partition-id"]) if old_meta else 999
     spec = partition_spec(snapshot.metadata, fields, table)
     spec_id, specs, last_partition_id = _spec_entry(old_meta, spec, last_partition_id)
     seq = int(old_meta["last-sequence-number"]) + 1 if old_meta else 1
+    if lineage:  # Delta versions as sequence numbers: they order the snapshots, and row commit versions are them
+        seq = max(snapshot.version, int(old_meta["last-sequence-number"]) + 1 if old_meta else 0)
     snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
     schema_json = next(s for s in schemas if s["schema-id"] == schema_id)
     step = _Step(storage, root, snapshot_id, seq, spec, schema_json, spec_id)
@@ -281,6 +327,9 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
         removed = old.keys() - cur.keys()
         added = cur.keys() - old.keys()
         dv_changed = {k for k in cur.keys() & old.keys() if cur[k].dv_id != old[k].dv_id}
+        if lineage:  # a file re-committed with other row ids (a backfill) is a new Iceberg data file
+            renumbered = {k for k in cur.keys() & old.keys() if _row_ids(cur[k]) != _row_ids(old[k])}
+            removed, added = removed | renumbered, added | renumbered
         data_manifests, delete_manifests = prev.data, prev.deletes
     else:
         removed, added, dv_changed = set(), set(cur), set()
@@ -305,11 +354,12 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
         for loc in sorted(added):
             f = cur[loc]
             lower, upper = bounds(parse_stats(f.stats), bound_cols)
-            entries.append({"status": avro.STATUS_ADDED, "snapshot_id": snapshot_id, "sequence_number": seq,
+            first_row_id, data_seq = _lineage(f, table) if lineage else (None, seq)
+            entries.append({"status": avro.STATUS_ADDED, "snapshot_id": snapshot_id, "sequence_number": data_seq,
                             "file_sequence_number": seq,
                             "data_file": _data_file(avro.CONTENT_DATA, loc, "PARQUET", partition_record(spec, f.partition),
                                                     _record_count(f, storage), f.size, lower_bounds=lower,
-                                                    upper_bounds=upper)})
+                                                    upper_bounds=upper, first_row_id=first_row_id)})
         new_data.insert(0, step.write_manifest(entries, avro.MANIFEST_CONTENT_DATA))
         live_data.extend(sorted(added))
 
@@ -333,9 +383,12 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
     _check_complete(cur, live_data, live_dvs, table, snapshot.version)
     next_row_id = int(old_meta.get("next-row-id", 0)) if old_meta else 0
     first_row_id = next_row_id
-    for rec in new_data:
-        rec["first_row_id"] = next_row_id
-        next_row_id += rec["added_rows_count"] + rec["existing_rows_count"]
+    if lineage:  # every entry has Delta's first_row_id; the snapshot spans the ids Delta handed out since the last one
+        next_row_id = max(first_row_id, row_tracking.high_water_mark(snapshot.domains) + 1)
+    else:
+        for rec in new_data:
+            rec["first_row_id"] = next_row_id
+            next_row_id += rec["added_rows_count"] + rec["existing_rows_count"]
     manifest_list = [*new_data, *kept, *new_deletes, *kept_deletes]
     parent = old_meta.get("current-snapshot-id") if old_meta else None
     list_path = join(root, METADATA_DIR, f"snap-{snapshot_id}-{seq}-{step.tag}.avro")
@@ -365,8 +418,7 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
         "last-column-id": max(max_field_id(fields), int(old_meta["last-column-id"]) if old_meta else 0),
         "current-schema-id": schema_id, "schemas": schemas,
         "default-spec-id": spec_id, "partition-specs": specs, "last-partition-id": last_partition_id,
-        "properties": {**(old_meta["properties"] if old_meta else {}), DELTA_VERSION: str(snapshot.version),
-                       DELTA_TIMESTAMP: str(timestamp), NAME_MAPPING: json.dumps(name_mapping(snapshot.metadata))},
+        "properties": _properties(old_meta, snapshot, timestamp, lineage),
         "current-snapshot-id": snapshot_id,
         "snapshots": [*(old_meta["snapshots"] if old_meta else []), snap_json],
         "snapshot-log": [*(old_meta["snapshot-log"] if old_meta else []),
