@@ -389,9 +389,13 @@ def test_uniform_v3_enabling_on_existing_tables(spark, tmp_path):
     path = str(tmp_path / "t")
     dvlake.write(_data(spark, 0, 60), path, properties={**CM, **DVS})
     DeltaTable.forPath(spark, path).delete("id < 10")  # a DV before V3: published as a Puffin blob
+    sync(path)  # a history with the converter's own row ids and sequence numbers: V3 starts a fresh one
     props = ", ".join(f"'{k}' = '{v}'" for k, v in UNIFORM_V3.items())
     dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({props})")
     snap = Snapshot.load(path)
+    meta = json.loads(open(metadata_location(path, snap.version)).read())
+    assert [s["sequence-number"] for s in meta["snapshots"]] == [snap.version]
+    assert meta["properties"]["dvlake.row-lineage"] == "delta-row-tracking"
     assert snap.configuration["delta.enableRowTracking"] == "true" and "icebergCompatV3" in snap.protocol.writer_features
     assert [r.operation for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()][-2:] == [
         "ROW TRACKING BACKFILL", "SET TBLPROPERTIES"]
