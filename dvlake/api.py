@@ -703,7 +703,8 @@ def read_stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
     each later commit's added rows. Options are delta-spark's: ``startingVersion`` (a version or
     ``"latest"``: no initial snapshot, commits from there), ``startingTimestamp``, ``maxFilesPerTrigger``
     (default 1000), ``maxBytesPerTrigger``, ``ignoreDeletes``, ``ignoreChanges``, ``skipChangeCommits``,
-    ``excludeRegex``. Commits with ``dataChange=false`` (OPTIMIZE) emit nothing.
+    ``excludeRegex``, ``readChangeFeed`` (or its older name ``readChangeData``). Commits with ``dataChange=false``
+    (OPTIMIZE) emit nothing. Needs PySpark 4.2 or newer.
 
     Raises:
         TableNotFoundError: no Delta table at ``path``.
@@ -711,11 +712,14 @@ def read_stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
         DeltaSourceIgnoreChangesError: (when the query runs) a commit rewrote data, e.g. a DELETE with
             deletion vectors, and neither ``skipChangeCommits`` nor ``ignoreChanges`` is set.
         DeltaSourceIgnoreDeleteError: (when the query runs) a commit only removed files and no option allows it.
+        StreamingSchemaChangedError, StreamingIncompatibleSchemaChangeError: (when the query runs) a schema change
+            the stream's schema cannot read across (see README "Structured Streaming").
+        UnsupportedFeatureError: PySpark older than 4.2 (no admission control for Python streaming sources).
 
     Example:
         >>> q = (read_stream(spark, "/data/bronze", maxFilesPerTrigger=10).writeStream.format("delta")
         ...      .option("checkpointLocation", "/chk/silver").trigger(availableNow=True).start("/data/silver"))
     """
-    from dvlake.spark.stream_source import open_stream
+    from dvlake.spark.stream_support import open_delta_stream
 
-    return open_stream(spark, path, options)
+    return open_delta_stream(spark, path, options)

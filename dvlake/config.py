@@ -116,6 +116,19 @@ MERGE_INSERT_ONLY_FAST_PATH = "spark.databricks.delta.merge.optimizeInsertOnlyMe
 MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
+# --- row-level changes: where deletion vectors are built (issue 27) ---------------------------------
+#: Session setting: a DELETE/UPDATE/MERGE whose changed rows are known to be at most this many builds its
+#: DVs on the driver from one bounded Arrow collect of (file, row) pairs (no shuffle, no Python worker); above
+#: it, on executors. 0 always uses executors. The bound keeps the driver's memory fixed (16 bytes a row).
+DML_DRIVER_MARK_ROWS = "spark.dvlake.dml.driverMarkRows"
+DEFAULT_DML_DRIVER_MARK_ROWS = 1_000_000
+#: Session setting: MERGE hints a broadcast of its materialized source when it has at most this many rows and
+#: an estimated size (rows x the schema's default widths) of at most ``MERGE_BROADCAST_SOURCE_MAX_BYTES``:
+#: the target is then read once, never shuffled. 0 never hints; so does ``spark.sql.autoBroadcastJoinThreshold=-1``.
+MERGE_BROADCAST_SOURCE_ROWS = "spark.dvlake.merge.broadcastSourceRows"
+DEFAULT_MERGE_BROADCAST_SOURCE_ROWS = 1_000_000
+MERGE_BROADCAST_SOURCE_MAX_BYTES = 64 * 1024 * 1024
+
 # --- confinement to the table root (issue 8) ---------------------------------------------------
 #: Session setting: "true" (default) refuses data and DV paths that resolve outside the table
 #: root; "false" allows them (shallow-clone style tables). When set, it wins over the table.

@@ -10,6 +10,77 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
+from typing import Any
+
+#: The SQLSTATE of each error class dvlake raises, as delta-spark's ``delta-error-classes.json`` and Spark's
+#: ``error-conditions.json`` give it (a sub-class such as ``UNRESOLVED_COLUMN.WITH_SUGGESTION`` has its parent's).
+#: dvlake's own ``DVLAKE_…`` classes name conditions neither project has; the few a statement can meet carry
+#: the standard "feature not supported" state.
+SQL_STATES: dict[str, str] = {
+    "AMBIGUOUS_REFERENCE": "42704", "CANNOT_MERGE_SCHEMAS": "42KD9", "CANNOT_UP_CAST_DATATYPE": "42846",
+    "CAST_INVALID_INPUT": "22018", "DATATYPE_MISMATCH": "42K09", "DELTA_ADDING_DELETION_VECTORS_DISALLOWED": "0A000",
+    "DELTA_AGGREGATION_NOT_SUPPORTED": "42903", "DELTA_CANNOT_RESOLVE_COLUMN": "42703",
+    "DELTA_CANNOT_RESTORE_TABLE_VERSION": "22003", "DELTA_CANNOT_VACUUM_LITE": "55000",
+    "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE": "22003", "DELTA_CDC_READ_NULL_RANGE_BOUNDARY": "22004",
+    "DELTA_CDC_START_VERSION_AFTER_LATEST": "22003", "DELTA_COLUMN_NOT_FOUND": "42703",
+    "DELTA_CONCURRENT_APPEND": "2D521", "DELTA_CONCURRENT_DELETE_DELETE": "2D521",
+    "DELTA_CONCURRENT_DELETE_READ": "2D521", "DELTA_CONCURRENT_TRANSACTION": "2D521",
+    "DELTA_CONCURRENT_WRITE": "2D521", "DELTA_CONFLICT_SET_COLUMN": "42701",
+    "DELTA_CONVERT_NON_PARQUET_TABLE": "0AKDC", "DELTA_DATA_CHANGE_FALSE": "0AKDE", "DELTA_EMPTY_DIRECTORY": "42K03",
+    "DELTA_FAILED_CAST_PARTITION_VALUE": "22018", "DELTA_FAILED_SCAN_WITH_HISTORICAL_VERSION": "KD002",
+    "DELTA_FAILED_TO_MERGE_FIELDS": "22005",
+    "DELTA_FEATURE_CAN_ONLY_DROP_CHECKPOINT_PROTECTION_WITH_HISTORY_TRUNCATION": "55000",
+    "DELTA_FEATURE_DROP_CHECKPOINT_FAILED": "22KD0", "DELTA_FEATURE_DROP_CONFLICT_REVALIDATION_FAIL": "40000",
+    "DELTA_FEATURE_DROP_DEPENDENT_FEATURE": "55000", "DELTA_FEATURE_DROP_FEATURE_IS_DELTA_PROPERTY": "42000",
+    "DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT": "55000", "DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST": "22KD0",
+    "DELTA_FEATURE_DROP_HISTORY_TRUNCATION_NOT_ALLOWED": "42000", "DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE": "0AKDC",
+    "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE": "0AKDC", "DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD": "22KD0",
+    "DELTA_ICEBERG_COMPAT_VIOLATION": "KD00E", "DELTA_ILLEGAL_OPTION": "42616", "DELTA_INVALID_CDC_RANGE": "22003",
+    "DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS": "42616", "DELTA_MERGE_MISSING_WHEN": "42601",
+    "DELTA_MERGE_UNRESOLVED_EXPRESSION": "42601", "DELTA_METADATA_CHANGED": "2D521",
+    "DELTA_METADATA_MISMATCH": "42KDG", "DELTA_MISSING_CHANGE_DATA": "KD002", "DELTA_MISSING_DELTA_TABLE": "42P01",
+    "DELTA_MISSING_PROVIDER_FOR_CONVERT": "0AKDC", "DELTA_MODE_NOT_SUPPORTED": "0AKDC",
+    "DELTA_MULTIPLE_CDC_BOUNDARY": "42614", "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE": "21506",
+    "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED": "0AKDC", "DELTA_NON_PARTITION_COLUMN_REFERENCE": "42P10",
+    "DELTA_NOT_NULL_CONSTRAINT_VIOLATED": "23502", "DELTA_NO_START_FOR_CDC_READ": "42601",
+    "DELTA_ONEOF_IN_TIMETRAVEL": "42601", "DELTA_OVERWRITE_SCHEMA_WITH_DYNAMIC_PARTITION_OVERWRITE": "42613",
+    "DELTA_PARTITION_COLUMN_NOT_FOUND": "42703", "DELTA_PATH_EXISTS": "42K04", "DELTA_PROTOCOL_CHANGED": "2D521",
+    "DELTA_REPLACE_WHERE_MISMATCH": "44000", "DELTA_REPLACE_WHERE_WITH_DYNAMIC_PARTITION_OVERWRITE": "42613",
+    "DELTA_SCHEMA_CHANGED_WITH_VERSION": "KD007", "DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS": "KD007",
+    "DELTA_SOURCE_IGNORE_DELETE": "0A000", "DELTA_SOURCE_TABLE_IGNORE_CHANGES": "0A000",
+    "DELTA_STARTING_VERSION_AND_TIMESTAMP_BOTH_SET": "42613", "DELTA_TABLE_ALREADY_EXISTS": "42P07",
+    "DELTA_TIMESTAMP_GREATER_THAN_COMMIT": "42816", "DELTA_TIMESTAMP_INVALID": "42816",
+    "DELTA_UNEXPECTED_NUM_PARTITION_COLUMNS_FROM_FILE_NAME": "KD009", "DELTA_UNEXPECTED_PARTIAL_SCAN": "KD00A",
+    "DELTA_UNEXPECTED_PARTITION_COLUMN_FROM_FILE_NAME": "KD009", "DELTA_UNIVERSAL_FORMAT_VIOLATION": "KD00E",
+    "DELTA_UNSUPPORTED_FEATURES_FOR_READ": "56038",
+    "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE": "56038", "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG": "56038",
+    "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT": "0AKDC", "DELTA_UNSUPPORTED_GENERATE_WITH_DELETION_VECTORS": "0A000",
+    "DELTA_UNSUPPORTED_NESTED_FIELD_IN_OPERATION": "0AKDC", "DELTA_UNSUPPORTED_OUTPUT_MODE": "0AKDC",
+    "DELTA_UNSUPPORTED_SCHEMA_DURING_READ": "0AKDC", "DELTA_UNSUPPORTED_SOURCE": "0AKDD",
+    "DELTA_UNSUPPORTED_SUBQUERY": "0AKDC",
+    "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION": "0AKDC",
+    "DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS": "42613", "DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION": "42846",
+    "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE": "22003", "DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT": "22003",
+    "DELTA_VERSION_NOT_FOUND": "22003", "DELTA_VIOLATE_TABLE_PROPERTY_VALIDATION_FAILED": "0A000",
+    "DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST": "42703", "DELTA_ZORDERING_ON_PARTITION_COLUMN": "42P10",
+    "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE": "55019", "FIELD_NOT_FOUND": "42704",
+    "INSERT_COLUMN_ARITY_MISMATCH": "21S01", "INVALID_NON_DETERMINISTIC_EXPRESSIONS": "42K0E",
+    "INVALID_WHERE_CONDITION": "42903", "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION": "42613",
+    "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION": "42613",
+    "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION": "42613", "PARSE_SYNTAX_ERROR": "42601",
+    "RESERVED_CDC_COLUMNS_ON_WRITE": "42939", "TABLE_OR_VIEW_ALREADY_EXISTS": "42P07", "UNRESOLVED_COLUMN": "42703",
+    "UNSUPPORTED_EXPR_FOR_OPERATOR": "42K0E", "UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY": "0A000",
+    "MERGE_WITHOUT_WHEN": "42601",
+    "DVLAKE_LEGACY_STORE_ASSIGNMENT_UNSUPPORTED": "0A000", "DVLAKE_UNSUPPORTED_DELTA_STATEMENT": "0A000",
+}
+
+
+def sql_state_of(error_class: str | None) -> str | None:
+    """The SQLSTATE of ``error_class`` (a sub-class's parent's when it has none of its own), None when unknown."""
+    if not error_class:
+        return None
+    return SQL_STATES.get(error_class) or SQL_STATES.get(error_class.split(".")[0])
 
 
 class DvlakeError(Exception):
@@ -18,14 +89,55 @@ class DvlakeError(Exception):
     ``error_class`` is delta-spark's error class for the same condition (for example
     ``DELTA_CONCURRENT_APPEND``) where one exists, so code that branches on delta-spark's
     classes can branch on dvlake's errors the same way; None where delta-spark has none.
+    ``sql_state`` is that class's SQLSTATE. The methods ``getCondition``, ``getErrorClass``,
+    ``getSqlState``, ``getMessageParameters``, ``getMessage`` and ``getQueryContext`` answer as PySpark's
+    own exceptions do, so ``except`` blocks written for PySpark 4 read dvlake's errors unchanged.
     """
 
     error_class: str | None = None
+    sql_state: str | None = None
 
     def __init__(self, *args: object, error_class: str | None = None) -> None:
         super().__init__(*args)
         if error_class is not None:
             self.error_class = error_class
+        self._settle_sql_state()
+
+    def _settle_sql_state(self) -> None:
+        """The SQLSTATE of the class this instance carries (it may differ from its Python class's default)."""
+        state = sql_state_of(self.error_class)
+        if state is not None:
+            self.sql_state = state
+
+    # --- PySpark's PySparkException API ------------------------------------------------------------------
+
+    def getCondition(self) -> str | None:  # noqa: N802 - PySpark's name
+        """The error class (PySpark 4 calls it the error condition)."""
+        return self.error_class
+
+    def getErrorClass(self) -> str | None:  # noqa: N802 - PySpark's name
+        """The error class; deprecated in PySpark 4.0 in favour of ``getCondition``, and warned about as there."""
+        warnings.warn("Deprecated in 4.0.0, use getCondition instead.", FutureWarning, stacklevel=2)
+        return self.getCondition()
+
+    def getSqlState(self) -> str | None:  # noqa: N802 - PySpark's name
+        """The SQLSTATE of the error class, None where it has none."""
+        return self.sql_state
+
+    def getMessageParameters(self) -> dict[str, str]:  # noqa: N802 - PySpark's name
+        """dvlake's messages are written out whole, so there are no separate parameters."""
+        return {}
+
+    def getMessage(self) -> str:  # noqa: N802 - PySpark's name
+        """The message with its ``[ERROR_CLASS]`` prefix, as PySpark's ``getMessage``."""
+        text = str(self)
+        if self.error_class and not text.startswith(f"[{self.error_class}]"):
+            return f"[{self.error_class}] {text}"
+        return text
+
+    def getQueryContext(self) -> list[Any]:  # noqa: N802 - PySpark's name
+        """No query context: the message names the statement and position where one applies."""
+        return []
 
 
 # --- deletion vectors ------------------------------------------------------------------------
@@ -138,6 +250,17 @@ class ExecutorEnvironmentError(UnsupportedEnvironmentError):
     """
 
     error_class = "DVLAKE_EXECUTOR_ENVIRONMENT"
+
+
+class NativeEngineScanError(UnsupportedEnvironmentError):
+    """The session runs an engine (Comet, Gluten, RAPIDS, ...) that may replace Spark's Parquet scans with its own.
+
+    Such an engine does not know deletion vectors: a scan it replaced would return deleted rows with no error.
+    dvlake refuses to read files with a DV in that session; the message names the engine and the setting that
+    switches its scans off.
+    """
+
+    error_class = "DVLAKE_SCAN_REPLACED_BY_NATIVE_ENGINE"
 
 
 class SchemaMismatchError(InvalidArgumentError):
@@ -307,9 +430,18 @@ class UnsupportedSubqueryError(InvalidArgumentError):
 
 
 class UnresolvedAssignmentError(InvalidArgumentError):
-    """An UPDATE/MERGE assignment names a column the table does not have, or the same column twice."""
+    """An UPDATE/MERGE assignment names a column the table does not have (Spark's UNRESOLVED_COLUMN, as
+    delta-spark reports it; FIELD_NOT_FOUND for a nested field), or the same column twice
+    (DELTA_CONFLICT_SET_COLUMN)."""
 
-    error_class = "DELTA_COLUMN_NOT_FOUND"
+    error_class = "UNRESOLVED_COLUMN.WITH_SUGGESTION"
+
+
+class DeltaAnalysisException(DeltaErrorClassMixin, InvalidArgumentError):
+    """A DML statement delta-spark's analysis refuses for its shape (``error_class`` says which, e.g.
+    DELTA_MERGE_MISSING_WHEN for a MERGE without a WHEN clause)."""
+
+    error_class = "DELTA_MERGE_MISSING_WHEN"
 
 
 class UnsafeAssignmentCastError(SchemaMismatchError):
@@ -323,7 +455,6 @@ class CastOverflowInTableWriteError(DeltaErrorClassMixin, InvalidArgumentError):
     (delta-spark's ``DeltaArithmeticException``); nothing was committed."""
 
     error_class = "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"
-    sql_state = "22003"
 
 
 class CastInvalidInputError(DeltaErrorClassMixin, InvalidArgumentError):
@@ -331,7 +462,6 @@ class CastInvalidInputError(DeltaErrorClassMixin, InvalidArgumentError):
     nothing was committed."""
 
     error_class = "CAST_INVALID_INPUT"
-    sql_state = "22018"
 
 
 class NestedFieldUpdateError(DeltaErrorClassMixin, InvalidArgumentError):
@@ -339,7 +469,6 @@ class NestedFieldUpdateError(DeltaErrorClassMixin, InvalidArgumentError):
     assigned one by one."""
 
     error_class = "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT"
-    sql_state = "0AKDC"
 
 
 class MergeUnresolvedExpressionError(DeltaErrorClassMixin, InvalidArgumentError):
@@ -348,14 +477,12 @@ class MergeUnresolvedExpressionError(DeltaErrorClassMixin, InvalidArgumentError)
     expression, the clause and the columns that clause can use."""
 
     error_class = "DELTA_MERGE_UNRESOLVED_EXPRESSION"
-    sql_state = "42601"
 
 
 class AmbiguousReferenceError(DeltaErrorClassMixin, InvalidArgumentError):
     """An unqualified name in a MERGE expression is a column of both the target and the source (Spark's class)."""
 
     error_class = "AMBIGUOUS_REFERENCE"
-    sql_state = "42704"
 
 
 class NonLastClauseOmitConditionError(DeltaErrorClassMixin, InvalidArgumentError):
@@ -364,14 +491,14 @@ class NonLastClauseOmitConditionError(DeltaErrorClassMixin, InvalidArgumentError
     ``NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION``)."""
 
     error_class = "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION"
-    sql_state = "42613"
 
 
 class AggregationNotSupportedError(DeltaErrorClassMixin, InvalidArgumentError):
-    """An aggregate (or window) function in a DML condition or assigned value: there is no group to evaluate it over."""
+    """An aggregate or window function in a MERGE condition or assigned value: there is no group or window of rows to
+    evaluate it over. delta-spark's class for an aggregate in a condition; Spark's UNSUPPORTED_EXPR_FOR_OPERATOR
+    (which delta-spark lets through) for a window function anywhere and an aggregate in a SET or INSERT value."""
 
     error_class = "DELTA_AGGREGATION_NOT_SUPPORTED"
-    sql_state = "42903"
 
 
 class NonDeterministicConditionError(DeltaErrorClassMixin, InvalidArgumentError):
@@ -380,14 +507,12 @@ class NonDeterministicConditionError(DeltaErrorClassMixin, InvalidArgumentError)
     A row could be matched, or deleted, differently on every evaluation."""
 
     error_class = "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
-    sql_state = "0AKDC"
 
 
 class InvalidNonDeterministicExpressionsError(NonDeterministicConditionError):
     """A DELETE or UPDATE condition holds a non-deterministic function: Spark's class, as delta-spark reports it."""
 
     error_class = "INVALID_NON_DETERMINISTIC_EXPRESSIONS"
-    sql_state = "42K0E"
 
 
 class DeltaUnsupportedOperationException(DvlakeError):
@@ -404,7 +529,6 @@ class MultipleSourceRowMatchingTargetRowError(DeltaUnsupportedOperationException
     """
 
     error_class = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
-    sql_state = "21506"
 
 
 class ChangeDataFeedNotSupportedError(UnsupportedFeatureError):
@@ -605,6 +729,21 @@ class StreamingSchemaChangedError(DeltaErrorClassMixin, DvlakeError):
     error_class = "DELTA_SCHEMA_CHANGED_WITH_VERSION"
 
 
+class StreamingSchemaChangedWithStartingOptionsError(StreamingSchemaChangedError):
+    """As ``StreamingSchemaChangedError``, for a query given ``startingVersion``/``startingTimestamp``: the schema at a
+    version it reads cannot be read with the stream's schema; starting at or after that version avoids it."""
+
+    error_class = "DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS"
+
+
+class StreamingIncompatibleSchemaChangeError(DeltaErrorClassMixin, DvlakeError):
+    """A column was renamed or dropped (column mapping), or the partitioning changed, between a version the stream
+    reads and the schema it reads with: old files would come back under new names or without columns. delta-spark
+    asks for a ``schemaTrackingLocation`` here; dvlake has none, so a new query must start after the change."""
+
+    error_class = "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG"
+
+
 class DifferentTableReadByStreamError(DeltaErrorClassMixin, DvlakeError):
     """The checkpoint's offsets belong to another table (another table id) than the one at the path."""
 
@@ -673,13 +812,6 @@ class UnsupportedDmlTargetError(DeltaErrorClassMixin, InvalidArgumentError):
     ``error_class`` says which (delta-spark's classes for the same refusals)."""
 
     error_class = "DELTA_UNSUPPORTED_SOURCE"
-    _SQL_STATES = {"DELTA_UNSUPPORTED_SOURCE": "0AKDD", "DELTA_UNEXPECTED_PARTIAL_SCAN": "KD00A",
-                   "DELTA_CANNOT_RESOLVE_COLUMN": "42703", "DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS": "KD007",
-                   "DELTA_FAILED_SCAN_WITH_HISTORICAL_VERSION": "KD002"}
-
-    def __init__(self, message: str, error_class: str | None = None) -> None:
-        super().__init__(message, error_class)
-        self.sql_state = self._SQL_STATES.get(self.error_class or "", "0AKDD")
 
 
 class InvalidArgumentTypeError(DvlakeError, TypeError):

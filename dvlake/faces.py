@@ -436,7 +436,7 @@ def read_delta_stream(spark: Any, path: Any, options: dict[str, Any], schema: An
     Raises:
         DeltaOptionError: a user schema (the stream takes the table's), or no path.
     """
-    from dvlake.spark.stream_source import open_stream
+    from dvlake.spark.stream_support import open_delta_stream
 
     if schema is not None and schema != "":
         raise DeltaOptionError("Delta does not support specifying the schema at read time: drop .schema(...)",
@@ -444,13 +444,14 @@ def read_delta_stream(spark: Any, path: Any, options: dict[str, Any], schema: An
     path = path if path is not None else {str(k).lower(): v for k, v in options.items()}.get("path")
     if not path:
         raise InvalidArgumentError("spark.readStream.format('delta').load() needs the table path: load('<path>')")
-    return open_stream(spark, str(path), options)
+    return open_delta_stream(spark, str(path), options)
 
 
 def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
     """``df.writeStream.format("delta")…start(path)`` / ``.toTable(name)``: dvlake's sink under ``foreachBatch``."""
     _recording(cls, "format", _set("format"))
     _recording(cls, "outputMode", _set("mode"))
+    _recording(cls, "queryName", _set("query_name"))
     _recording(cls, "option", _record_option)
     _recording(cls, "options", _record_options)
     start, to_table, partition_by = cls.start, cls.toTable, cls.partitionBy  # type: ignore[attr-defined]
@@ -478,7 +479,7 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
         state = _state(self)
         parts = _columns(partitionBy) if partitionBy is not None else list(state["partition_by"] or [])
         return start_delta_sink(self, session_of(self), path, name, state["mode"], parts, dict(state["options"]),
-                                start)
+                                start, state.get("query_name"))
 
     @functools.wraps(start)
     def start_wrapper(self: Any, path: str | None = None, format: str | None = None,  # noqa: A002
@@ -506,12 +507,13 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
 
 
 def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None, mode: str | None,
-                     partition_by: list[str], options: dict[str, Any], original_start: Callable[..., Any]) -> Any:
+                     partition_by: list[str], options: dict[str, Any], original_start: Callable[..., Any],
+                     query_name: str | None = None) -> Any:
     """Start ``writer`` as a Delta sink: ``foreachBatch`` with one txn-stamped dvlake commit per micro-batch.
 
     Raises:
         UnsupportedOutputModeError: the ``update`` output mode.
-        InvalidArgumentError: no path (``start(path)``) and no table name.
+        InvalidArgumentError: no path (``start(path)``) and no table name; over Spark Connect, no checkpoint location.
     """
     from dvlake import api
     from dvlake.commands import stream_sink, write_options
@@ -538,15 +540,34 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
             on_commit = register
     if not location:
         raise InvalidArgumentError("df.writeStream.format('delta').start() needs the table path: start('<path>')")
-    checkpoint = next((str(v) for k, v in opts.items() if str(k).lower() == "checkpointlocation"), None)
-    parsed = write_options.parse(opts, lambda key: spark.conf.get(key, None))
-    query_id = stream_sink.QueryId(checkpoint)
+    conf = _conf_reader(spark)
+    checkpoint = stream_sink.checkpoint_location(opts, conf, query_name)
+    remote = _is_connect(spark)
+    if remote and checkpoint is None:
+        # the batches run in a Python process on the server: they can learn the query's id (the txn app id that makes
+        # a replayed batch recognisable) only from the checkpoint Spark writes, so its location must be known here
+        raise InvalidArgumentError(
+            "over Spark Connect, df.writeStream.format('delta') needs option('checkpointLocation', <folder>) (or "
+            "spark.sql.streaming.checkpointLocation with a queryName): each micro-batch reads the query's id from "
+            "the checkpoint to commit exactly once")
+    parsed = write_options.parse(opts, conf)
+    query_id = stream_sink.QueryId(checkpoint, remote=remote)
     fn = stream_sink.batch_writer(str(location), output_mode, partition_by, parsed, api._session_defaults(spark),
-                                  query_id.get, on_commit)
+                                  query_id, on_commit)
     writer.foreachBatch(fn)
     query = original_start(writer)
     query_id.set(str(query.id))
     return query
+
+
+def _conf_reader(spark: Any) -> Callable[[str], Any]:
+    def get(key: str) -> Any:
+        return spark.conf.get(key, None)
+    return get
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _wrap_session(cls: type) -> None:

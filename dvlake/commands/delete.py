@@ -25,9 +25,11 @@ from pyspark.sql.types import StructType
 from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
 from dvlake.commands.common import (
+    SKIP_EMPTY_COMMITS_CONF,
     mode_of,
     num_indexed_cols,
     physical_partition_columns,
+    records_empty_commits,
     stats_leaf_paths,
     tight_bounds_flag,
 )
@@ -57,7 +59,8 @@ RETRIES_ON_CONFLICT = 3
 
 def delete(spark: SparkSession, path: str, condition: str | Column | Condition | None = None, *,
            alias: str | None = None) -> dict[str, Any]:
-    """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed).
+    """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed, unless
+    ``spark.databricks.delta.skipRecordingEmptyCommits`` is false: then an empty DELETE commit is recorded).
 
     ``alias`` names the table in the condition (``DELETE FROM … AS t WHERE t.id = 3``).
     """
@@ -117,7 +120,9 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     else:
         metrics, actions = _delete_copy_on_write(spark, snapshot, plan, candidates, condition)
     if not actions:
-        return {}
+        if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
+            return {}  # delta-spark's commitIfNeeded elides a DELETE that matched nothing
+        metrics = _remove_whole_files([], snapshot)[0]  # every count zero
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     metrics.setdefault("scanTimeMs", scan_ms)
     metrics.setdefault("rewriteTimeMs", 0)
@@ -194,10 +199,7 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     if not touched_idx:
         return {}, []
     t1 = time.monotonic()
-    from dvlake.spark.scan import ScanPlan
-
-    sub = ScanPlan([plan.files[i] for i in touched_idx], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                   plan.physical_to_logical, plan.rows_indexes[touched_idx], plan.confine)
+    sub = plan.restricted(touched_idx)
     kept = _aliased(row_tracking.scan_frame(spark, snapshot, sub), condition).filter(~F.coalesce(cond, F.lit(False)))
     kept, kept_ids = row_tracking.materialize(kept, snapshot)  # row ids and versions kept (row tracking)
     md = snapshot.metadata

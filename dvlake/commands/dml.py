@@ -77,9 +77,8 @@ def as_column(value: Any) -> Column:
 
 
 def sub_plan(plan: ScanPlan, positions: list[int]) -> ScanPlan:
-    """The plan restricted to some of its files (positions in ``plan.files``)."""
-    return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                    plan.physical_to_logical, plan.rows_indexes[positions], plan.confine)
+    """The plan restricted to some of its files (positions in ``plan.files``), its ``confine`` kept."""
+    return plan.restricted(positions)
 
 
 # --- assignments ------------------------------------------------------------------------------
@@ -91,12 +90,19 @@ def split_name(name: str) -> list[str]:
     return [(q.replace("``", "`") if q else p.strip()) for q, p in parts]
 
 
-def _field(struct: StructType, name: str, where: str) -> StructField:
+def _field(struct: StructType, name: str, where: str, parent: list[str]) -> StructField:
     for f in struct.fields:
         if f.name.lower() == name.lower():
             return f
+    names = [f.name for f in struct.fields]
+    if parent:  # Spark's classes, as delta-spark reports them
+        raise UnresolvedAssignmentError(
+            f"[FIELD_NOT_FOUND] No such struct field `{name}` in {', '.join(f'`{n}`' for n in names)} "
+            f"(the SET column {'.'.join([*parent, name])!r} of {where}).", error_class="FIELD_NOT_FOUND")
     raise UnresolvedAssignmentError(
-        f"{where}: the table has no column {name!r}; its columns are {[f.name for f in struct.fields]}")
+        f"[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `{name}` cannot be "
+        f"resolved: {where} has no such column. Did you mean one of the following? "
+        f"[{', '.join(f'`{n}`' for n in names)}].")
 
 
 def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: str,
@@ -114,7 +120,7 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
                 raise NestedFieldUpdateError(
                     f"Updating nested fields is only supported for StructType, but you are trying to update a field "
                     f"of `{'.'.join(canonical)}`, which is of type: {struct.simpleString()} ({where}, {key!r}).")
-            f = _field(struct, p, where)
+            f = _field(struct, p, where, canonical)
             canonical.append(f.name)
             struct = f.dataType
             del i
@@ -225,8 +231,10 @@ def with_not_null_checks(df: DataFrame, schema: StructType) -> DataFrame:
 
 
 def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Metadata | None = None,
-               protocol: Protocol | None = None) -> list[AddFile]:
-    """Write ``df`` (logical columns of the table, in any order) as new data files; NOT NULL enforced."""
+               protocol: Protocol | None = None, *, skip_empty: bool = False) -> list[AddFile]:
+    """Write ``df`` (logical columns of the table, in any order) as new data files; NOT NULL enforced.
+
+    ``skip_empty``: no file is added for a frame that turns out empty (the caller did not count it first)."""
     md = metadata or snapshot.metadata
     proto = protocol or snapshot.protocol
     schema_json = md.schema
@@ -241,7 +249,8 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
     try:
         return write_data_files(to_physical(checked, schema_json, cm, extra=kept_names), table_root, snapshot.storage,
                                 physical_partition_columns(schema_json, parts, cm), stats_leaf_paths(schema_json, parts, cm),
-                                tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration))
+                                tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration),
+                                skip_empty=skip_empty)
     except Exception as exc:  # noqa: BLE001 - Spark wraps the raise_error; re-raise it typed
         text = str(exc)
         if NOT_NULL_MARKER in text:

@@ -3,8 +3,9 @@
 delta-spark refuses, in DELETE/UPDATE/MERGE conditions, functions whose answer is not a function of the
 row (``rand()``, ``uuid()``: a row could be matched or deleted differently on each evaluation), and
 aggregate or window functions anywhere in a MERGE clause (there is no group or window to evaluate them
-over). The expression is analysed over an empty frame of the same columns the command evaluates it on,
-so nothing runs; Spark operators that refuse each kind say which kind it is.
+over), and subqueries in any DML condition. The expression is analysed over an empty frame of the same
+columns the command evaluates it on, so nothing runs; Spark operators that refuse each kind say which
+kind it is.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from dvlake.commands.dml import unique_name
-from dvlake.errors import AggregationNotSupportedError, InvalidNonDeterministicExpressionsError, NonDeterministicConditionError
+from dvlake.errors import (
+    AggregationNotSupportedError,
+    InvalidNonDeterministicExpressionsError,
+    NonDeterministicConditionError,
+    UnsupportedSubqueryError,
+)
 
 PROBE_COLUMN = "expression"
 
@@ -31,6 +37,7 @@ class ExpressionKind:
     aggregate: bool
     window: bool
     deterministic: bool
+    subquery: bool = False
 
 
 def _condition_of(frame: Callable[[], DataFrame]) -> str | None:
@@ -47,14 +54,18 @@ def expression_kind(probe: DataFrame, value: Column) -> ExpressionKind:
     """The kind of ``value`` evaluated over ``probe``'s columns (its resolution errors reach the caller).
 
     Asked through operators that refuse each kind, so it works on classic and Spark Connect sessions alike:
-    a filter refuses aggregates and window functions, a join condition non-deterministic expressions."""
+    a filter refuses aggregates and window functions, a join condition non-deterministic expressions, a
+    lambda function every kind of subquery (scalar, IN, EXISTS, correlated or not). The last one is what decides
+    for a Column, whose own rendering is not SQL that can be parsed."""
     _ = probe.select(value.alias(PROBE_COLUMN)).schema  # resolution errors first
     anything = F.isnull(value) | F.lit(True)
     in_filter = _condition_of(lambda: probe.filter(anything))
     other = probe.sparkSession.createDataFrame([], StructType([StructField(unique_name("probe"), LongType())]))
     in_join = _condition_of(lambda: probe.join(other, anything)) if in_filter is None else None
+    in_lambda = _condition_of(lambda: probe.select(F.transform(F.array(F.lit(0)), lambda _: value)))
     return ExpressionKind(in_filter == "INVALID_WHERE_CONDITION", in_filter == "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE",
-                          in_join != "INVALID_NON_DETERMINISTIC_EXPRESSIONS")
+                          in_join != "INVALID_NON_DETERMINISTIC_EXPRESSIONS",
+                          (in_lambda or "").startswith("UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY"))
 
 
 def display(value: Any) -> str:
@@ -65,13 +76,25 @@ def display(value: Any) -> str:
     return text[len("Column<'"):-2] if text.startswith("Column<'") and text.endswith("'>") else text
 
 
-def refuse_aggregates(kind: ExpressionKind, operation: str, value: Any) -> None:
-    """delta-spark's DELTA_AGGREGATION_NOT_SUPPORTED for an aggregate or window function in ``operation``."""
-    if kind.aggregate or kind.window:
-        what = "Aggregate" if kind.aggregate else "Window"
+#: Spark's class for an aggregate or window function where an operator cannot evaluate one; delta-spark lets it
+#: through for window functions in MERGE and for aggregates in its SET and INSERT values.
+UNSUPPORTED_EXPR_FOR_OPERATOR = "UNSUPPORTED_EXPR_FOR_OPERATOR"
+
+
+def refuse_aggregates(kind: ExpressionKind, operation: str, value: Any, condition: bool = True) -> None:
+    """An aggregate or window function in ``operation`` refused with delta-spark's class: DELTA_AGGREGATION_NOT_SUPPORTED
+    for an aggregate in a ``condition``, Spark's UNSUPPORTED_EXPR_FOR_OPERATOR for a window function or a value."""
+    if not (kind.aggregate or kind.window):
+        return
+    if kind.aggregate and condition:
         raise AggregationNotSupportedError(
-            f"{what} functions are not supported in the {operation} (condition = {display(value)}). There is no "
+            f"Aggregate functions are not supported in the {operation} (condition = {display(value)}). There is no "
             "group of rows to evaluate them over: compute the value in the source query first.")
+    raise AggregationNotSupportedError(
+        f"The query operator `MERGE` contains one or more unsupported expressions in the {operation}. Consider to "
+        "rewrite it to avoid window functions, aggregate functions, and generator functions: there is no group or "
+        f"window of rows in a MERGE clause; compute the value in the source query first. Invalid expressions: "
+        f"[{display(value)}]", UNSUPPORTED_EXPR_FOR_OPERATOR)
 
 
 def refuse_non_deterministic(kind: ExpressionKind, operation: str, value: Any, error_class: str | None = None) -> None:
@@ -82,10 +105,23 @@ def refuse_non_deterministic(kind: ExpressionKind, operation: str, value: Any, e
             "a row could be chosen differently each time the condition is evaluated.", error_class)
 
 
+def refuse_subquery(kind: ExpressionKind, operation: str, value: Any) -> None:
+    """delta-spark's DELTA_UNSUPPORTED_SUBQUERY for a subquery in a DELETE, UPDATE or MERGE condition, found by
+    Spark's analyzer (text conditions are also checked earlier from their parsed form)."""
+    if kind.subquery:
+        raise UnsupportedSubqueryError(
+            f"[DELTA_UNSUPPORTED_SUBQUERY] Subqueries are not supported in the {operation} (condition = "
+            f"{display(value)!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
+            "collect the values first and list them (IN (1, 2, 3)).")
+
+
 def require_deterministic(probe: DataFrame, value: Column, command: str, shown: str) -> None:
-    """A DELETE/UPDATE condition over ``probe`` (the table's columns) refused when it is non-deterministic:
-    which rows it picks would differ between the scan that finds them and the one that rewrites them."""
-    if not expression_kind(probe, value).deterministic:
+    """A DELETE/UPDATE condition over ``probe`` (the table's columns) refused when it holds a subquery
+    (delta-spark's rule) or is non-deterministic: which rows it picks would differ between the scan that finds
+    them and the one that rewrites them."""
+    kind = expression_kind(probe, value)
+    refuse_subquery(kind, command, shown)
+    if not kind.deterministic:
         raise InvalidNonDeterministicExpressionsError(
             f"The operator expects a deterministic expression: the {command} condition {shown!r} holds a "
             "non-deterministic function, so the rows it picks could differ each time it is evaluated.")

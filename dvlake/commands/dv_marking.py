@@ -1,12 +1,19 @@
 """Marking matched rows of existing files in deletion vectors: the part DELETE, UPDATE and MERGE share.
 
-Given a DataFrame of matched (file, row index) pairs, the rows are shuffled by file (as many tasks as
-adaptive execution makes of the shuffled rows: one for a small change) and each task ORs them into
-the file's existing DV and packs its new DVs into one DV file
-(``spark/dv_build.py``); only descriptors come back to the driver. Each touched file then becomes
-``remove`` (old add, old DV) + ``add`` (same path, new DV, ``tightBounds: false``), or a plain
-``remove`` when every one of its rows is now deleted. A pair naming an already deleted row is a
-no-op, and a file whose DV would not change is left alone.
+Given a DataFrame of matched (file, row index) pairs, the DVs are built where it is cheapest:
+
+- **on the driver** when the pairs are known to be few (at most ``spark.dvlake.dml.driverMarkRows``):
+  one Arrow collect of the pairs, no shuffle, no Python worker stage. "Known" means the caller counted
+  them in a pass it runs anyway (UPDATE's and MERGE's materialized matches), or the planned files hold
+  no more rows than that, or else the pairs are materialized here (``localCheckpoint``) with their count
+  observed in that same job. The bound caps the driver's memory: it never holds more row indexes.
+- **on executors** otherwise: the pairs are shuffled by file (as many tasks as adaptive execution makes
+  of the shuffled rows: one for a small change) and each task ORs them into the file's existing DV and
+  packs its new DVs into one DV file; only descriptors come back to the driver.
+
+Both run ``spark/dv_build.py``. Each touched file then becomes ``remove`` (old add, old DV) + ``add``
+(same path, new DV, ``tightBounds: false``), or a plain ``remove`` when every one of its rows is now
+deleted. A pair naming an already deleted row is a no-op, and a file whose DV would not change is left alone.
 """
 
 from __future__ import annotations
@@ -14,14 +21,18 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 
-from dvlake.config import DEFAULT_DV_PACKING_TARGET, DV_PACKING_TARGET_SIZE
+from dvlake.commands.dml import unique_name
+from dvlake.config import DEFAULT_DML_DRIVER_MARK_ROWS, DEFAULT_DV_PACKING_TARGET, DML_DRIVER_MARK_ROWS, DV_PACKING_TARGET_SIZE
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.errors import InvalidArgumentError
 from dvlake.log.actions import Action, AddFile, now_ms
 from dvlake.log.stats import with_loose_bounds
-from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, build_and_write_dvs
+from dvlake.spark.dv_build import RESULT_SCHEMA, FileToMark, Kinds, MarkAccumulator, build_and_write_dvs
 from dvlake.spark.dv_scan import path_key
 from dvlake.spark.scan import ScanPlan
 
@@ -37,6 +48,9 @@ class MarkOutcome:
     newly_marked_rows: int = 0
     removed_files: int = 0       # files fully removed (every row deleted)
     removed_bytes: int = 0
+    kind_counts: dict[int, int] = field(default_factory=dict)  # pairs per kind (with a ``Kinds``)
+    duplicate: bool = False      # a checked kind named some row twice: nothing was marked (the caller fails)
+    on_driver: bool = False      # the DVs were built on the driver
 
     def dv_metrics(self, prefix: str = "") -> dict[str, int]:
         """delta-spark's DV metrics (``numDeletionVectorsAdded`` …), optionally prefixed (MERGE's ``numTarget…``)."""
@@ -58,12 +72,44 @@ def _coalescing(spark: SparkSession) -> bool:
                for key in ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled"))
 
 
+def driver_mark_rows(spark: SparkSession) -> int:
+    """The most pairs whose DVs are built on the driver (``spark.dvlake.dml.driverMarkRows``)."""
+    text = str(spark.conf.get(DML_DRIVER_MARK_ROWS, str(DEFAULT_DML_DRIVER_MARK_ROWS)) or DEFAULT_DML_DRIVER_MARK_ROWS)
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{DML_DRIVER_MARK_ROWS} must be a whole number of rows (0: never on the driver); "
+                                   f"got {text!r}") from None
+    return max(0, value)
+
+
+def counted(df: DataFrame, name: str = "rows") -> tuple[DataFrame, int]:
+    """``df`` materialized (``localCheckpoint``) and its row count, observed in the same job (no second pass)."""
+    observation = Observation(unique_name(name))
+    materialized = df.observe(observation, F.count(F.lit(1)).alias("n")).localCheckpoint(eager=True)
+    try:
+        return materialized, int(observation.get["n"])
+    except Exception:  # noqa: BLE001 - a server that returns no observed metrics for a checkpoint: count it
+        return materialized, materialized.count()
+
+
+def _rows_bound(plan: ScanPlan) -> int | None:
+    """At most this many physical rows in the planned files (None when a file's count is unknown)."""
+    if any(f.num_records is None for f in plan.files):
+        return None
+    return sum(int(f.num_records or 0) for f in plan.files)
+
+
 def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: list[AddFile], matches: DataFrame,
-              file_col: str, row_col: str, *, by_index: bool = False) -> MarkOutcome:
+              file_col: str, row_col: str, *, by_index: bool = False, rows: int | None = None, exact: bool = False,
+              kinds: Kinds | None = None) -> MarkOutcome:
     """Mark ``matches`` (``file_col``, ``row_col``) in the DVs of ``plan.files`` (``candidates`` are their adds).
 
     ``file_col`` holds the file's location as the scan reports it (``_metadata.file_path``), or with
-    ``by_index`` the file's position in ``plan.files``.
+    ``by_index`` the file's position in ``plan.files``. ``rows``: an upper bound of the pairs, when the caller
+    knows one (``exact``: the count itself, never re-counted); without it each pair must be a distinct physical row of
+    the planned files (DELETE).
+    ``kinds``: only pairs of its marked kinds are marked; all are counted per kind, checked ones for duplicates.
     """
     if not plan.files:
         return MarkOutcome()
@@ -71,30 +117,61 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
              for i, f in enumerate(plan.files)}
     index_of_path = None if by_index else {path_key(f.path): i for i, f in enumerate(plan.files)}
     target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)) or DEFAULT_DV_PACKING_TARGET)
-    fn = build_and_write_dvs(table_root, infos, target, file_col, row_col, index_of_path, confine=plan.confine)
-    pairs = matches.select(file_col, row_col)
-    if _coalescing(spark):
-        # Spark's adaptive execution sizes the tasks by the matched rows it shuffles (as delta-spark's DV writer gets
-        # them): a DELETE of a few rows over hundreds of files is one task, so one DV file; a large one is spread.
-        shuffled = pairs.repartition(file_col)
-    else:  # without it, a fixed count: a task per 64 candidate files
-        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
-        shuffled = pairs.repartition(max(1, min(shuffle, math.ceil(len(plan.files) / 64))), file_col)
-    results = shuffled.mapInArrow(fn, RESULT_SCHEMA).collect()
+    pairs = matches.select(file_col, row_col, *([kinds.column] if kinds is not None else []))
+    limit = driver_mark_rows(spark)
+    bound = rows if rows is not None else _rows_bound(plan)
+    if limit and (bound is None or bound > limit) and not (exact and bound is not None):
+        pairs, bound = counted(pairs, "marked_rows")  # one job that a later shuffle or collect reads back
+    if bound == 0:
+        return MarkOutcome()
+    if bound is not None and bound <= limit:
+        acc = MarkAccumulator(kinds)
+        acc.add_batch(pairs.toArrow(), file_col, row_col, index_of_path)
+        results: list[Any] = _records(acc.write(table_root, infos, target, plan.confine))
+        on_driver = True
+    else:
+        fn = build_and_write_dvs(table_root, infos, target, file_col, row_col, index_of_path, confine=plan.confine,
+                                 kinds=kinds)
+        if _coalescing(spark):
+            # Spark's adaptive execution sizes the tasks by the matched rows it shuffles (as delta-spark's DV writer
+            # gets them): a DELETE of a few rows over hundreds of files is one task, so one DV file; a large one is
+            # spread.
+            shuffled = pairs.repartition(file_col)
+        else:  # without it, a fixed count: a task per 64 candidate files
+            shuffle = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+            shuffled = pairs.repartition(max(1, min(shuffle, math.ceil(len(plan.files) / 64))), file_col)
+        results = [r.asDict() for r in shuffled.mapInArrow(fn, RESULT_SCHEMA).collect()]
+        on_driver = False
+    return _outcome(results, candidates, on_driver)
+
+
+def _records(columns: dict[str, list]) -> list[dict[str, Any]]:
+    names = list(columns)
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+
+
+def _outcome(results: list[dict[str, Any]], candidates: list[AddFile], on_driver: bool) -> MarkOutcome:
+    """The log actions and counts from one result row per file seen."""
     ts = now_ms()
-    out = MarkOutcome()
-    for r in sorted(results, key=lambda r: r.file_index):
-        old = candidates[r.file_index]
-        out.newly_marked_rows += r.cardinality - r.previous_cardinality
+    out = MarkOutcome(on_driver=on_driver)
+    for r in results:
+        for kind, n in json.loads(r["kind_counts"] or "{}").items():
+            out.kind_counts[int(kind)] = out.kind_counts.get(int(kind), 0) + int(n)
+        out.duplicate = out.duplicate or bool(r["duplicate"])
+    if out.duplicate:
+        return out  # nothing was marked: the caller raises
+    for r in sorted((r for r in results if r["changed"]), key=lambda r: r["file_index"]):
+        old = candidates[r["file_index"]]
+        out.newly_marked_rows += r["cardinality"] - r["previous_cardinality"]
         out.touched.append(old)
-        out.touched_positions.append(int(r.file_index))
+        out.touched_positions.append(int(r["file_index"]))
         out.actions.append(old.remove(ts))
-        if r.all_deleted:
+        if r["all_deleted"]:
             out.removed_files += 1
             out.removed_bytes += old.size
             out.dv_pairs.append((old.deletion_vector is not None, False))
             continue
-        desc = DeletionVectorDescriptor.from_json(json.loads(r.dv))
+        desc = DeletionVectorDescriptor.from_json(json.loads(r["dv"]))
         out.actions.append(replace(old, deletion_vector=desc, data_change=True, stats=with_loose_bounds(old.stats)))
         out.dv_pairs.append((old.deletion_vector is not None, True))
     return out

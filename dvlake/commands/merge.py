@@ -49,13 +49,21 @@ from dvlake.commands.dml import (
     use_dvs,
     write_rows,
 )
-from dvlake.commands.dv_marking import dv_counts, mark_rows
+from dvlake.commands.dv_marking import counted, dv_counts, mark_rows
 from dvlake.commands.merge_names import BOTH, SOURCE_ONLY, TARGET_ONLY, MergeNames, checked
+from dvlake.commands.merge_pruning import target_only
+from dvlake.commands.merge_source import materializes
 from dvlake.commands.store_assign import Casting, cast_if_needed, casting
 from dvlake.commands.write_options import AUTO_MERGE_CONF
-from dvlake.config import MERGE_DVS_PERSISTENT, MERGE_INSERT_ONLY_FAST_PATH, MERGE_MATERIALIZE_SOURCE
+from dvlake.config import (
+    DEFAULT_MERGE_BROADCAST_SOURCE_ROWS,
+    MERGE_BROADCAST_SOURCE_MAX_BYTES,
+    MERGE_BROADCAST_SOURCE_ROWS,
+    MERGE_DVS_PERSISTENT,
+    MERGE_INSERT_ONLY_FAST_PATH,
+)
 from dvlake.errors import (
-    InvalidArgumentError,
+    DeltaAnalysisException,
     MergeUnresolvedExpressionError,
     MultipleSourceRowMatchingTargetRowError,
     NestedFieldUpdateError,
@@ -70,7 +78,8 @@ from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_j
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
-from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
+from dvlake.spark.dv_build import Kinds
+from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan, prune_plan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -185,7 +194,8 @@ _OMIT_CONDITION_CLASS = {MATCHED: ("MATCHED", "NON_LAST_MATCHED_CLAUSE_OMIT_COND
 
 def _check_clauses(clauses: list[MergeClause]) -> None:
     if not clauses:
-        raise InvalidArgumentError("DELTA_MERGE_MISSING_WHEN: MERGE needs at least one WHEN clause")
+        raise DeltaAnalysisException("There must be at least one WHEN clause in a MERGE statement: add WHEN MATCHED, "
+                                     "WHEN NOT MATCHED or WHEN NOT MATCHED BY SOURCE.", "DELTA_MERGE_MISSING_WHEN")
     for kind, (label, error_class) in _OMIT_CONDITION_CLASS.items():
         of_kind = [c for c in clauses if c.kind == kind]
         if any(c.condition is None for c in of_kind[:-1]):
@@ -383,8 +393,9 @@ def _merged_type(target: Any, source: Any) -> Any:
 
 def _clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int], schema: StructType,
                   sides: _Sides, current: Callable[[str], Column | None], evolving: bool, where: str,
-                  rules: Casting) -> DataFrame:
-    """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied."""
+                  rules: Casting, keep_noop: bool = False) -> DataFrame:
+    """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied.
+    ``keep_noop``: rows no clause takes stay, as ``_NOOP`` (the multiple-match check counts them)."""
     index: Column | None = None
     for i, c in enumerate(clauses):
         cond = as_column(c.condition) if c.condition is not None else F.lit(True)
@@ -418,7 +429,7 @@ def _clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str,
     rid = F.col(sides.rid) if sides.rid in frame.columns else F.lit(None).cast("long")
     out = staged.select(kind.alias(sides.kind), fid.alias(sides.fid), rid.alias(sides.rid),
                         *[values[f.name].alias(f.name) for f in schema.fields])
-    return out.filter(F.col(sides.kind) != _NOOP)
+    return out if keep_noop else out.filter(F.col(sides.kind) != _NOOP)
 
 
 def _no_value(name: str) -> None:
@@ -456,9 +467,6 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
     txn = OptimisticTransaction(root, snapshot)
     plan = plan_scan(spark, snapshot)
-    adds = snapshot.add_files()
-    candidates = [adds[i] for i in plan.rows_indexes]
-    txn.read_files(candidates)
     txn.read_whole_table()
 
     evolving = evolves(spark, spec)
@@ -488,6 +496,10 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     matched = [c for c in spec.clauses if c.kind == MATCHED]
     not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
     by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
+    plan = _files_to_read(spark, snapshot, plan, spec, sides, by_source)
+    adds = snapshot.add_files()
+    candidates = [adds[i] for i in plan.rows_indexes]
+    txn.read_files(candidates)  # a file proven unable to match (or be taken by a BY SOURCE clause) was not read
     rules = casting(spark, allow_missing=evolving)
     old_fields = {f.name.lower(): f for f in plan.logical_schema.fields}
     # an old row's columns in the (possibly evolved) schema: new columns and new struct fields NULL
@@ -514,27 +526,33 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
 
     t0 = time.monotonic()
     source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
-    if str(spark.conf.get(MERGE_MATERIALIZE_SOURCE, "auto")).lower() != "none":
-        source = source.localCheckpoint(eager=True)
+    if materializes(spark, spec.source):  # ``none`` only where re-reading the source cannot change the answer
+        source, num_source_rows = counted(source, "source_rows")  # counted in the job that materializes it
+    else:
+        num_source_rows = source.count()
+    if _broadcastable(spark, source.schema, num_source_rows):
+        source = F.broadcast(source)  # the target is then read once and never shuffled
     materialize_ms = int((time.monotonic() - t0) * 1000)
-    num_source_rows = source.count()
     src = _wrap_source(source, sides, with_id=True)
 
     t1 = time.monotonic()
     target = target_frame(plan)
-    matches = src.join(target, on, "inner").localCheckpoint(eager=True)
+    matches, num_pairs = counted(src.join(target, on, "inner"), "matched_pairs")
     exempt = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
+    with_dvs = use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT)
     # every source row that matched, taken before duplicates are dropped below: a source row whose target row
     # another source row already deletes still matched, and must never reach a NOT MATCHED clause
     matched_sources = matches.select(sides.sid).distinct()
+    if with_dvs and (matched or by_source):
+        if exempt:  # duplicates are harmless to a lone unconditional delete, but each row is counted (and fed) once
+            matches = matches.dropDuplicates([sides.fid, sides.rid])
+        return _merge_with_dvs(spark, snapshot, spec, txn, plan, candidates, sides, names, schema, md, evolving, where,
+                               rules, src, target, matches, matched_sources, num_pairs, exempt, old_columns, old_row,
+                               old_value, (num_source_rows, materialize_ms, t1, started), new_md is not None)
     if matched or by_source:
         dup = matches.groupBy(sides.fid, sides.rid).count().filter(F.col("count") > 1).limit(1).collect()
         if dup and not exempt:
-            raise MultipleSourceRowMatchingTargetRowError(
-                f"[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] MERGE INTO {root}: a target row matched "
-                f"{dup[0]['count']} source rows, so it is ambiguous how to update or delete it. Nothing was written. "
-                "De-duplicate the source (one row per key), or make the ON condition match at most one source row per "
-                "target row. See https://docs.delta.io/latest/delta-update.html#upsert-into-a-table-using-merge")
+            raise _multiple_matches(root, int(dup[0]["count"]))
         if dup:
             matches = matches.dropDuplicates([sides.fid, sides.rid])
 
@@ -565,15 +583,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     any_marked = any(counts.get(k, 0) for k in _MARKED)
     actions: list[Action] = []
     metrics: dict[str, Any] = {}
-    with_dvs = use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT)
-    if any_marked and with_dvs:
-        outcome = mark_rows(spark, root, plan, candidates, marks, sides.fid, sides.rid, by_index=True)
-        actions += outcome.actions
-        metrics.update(outcome.dv_metrics("numTarget"))
-        files_removed, bytes_removed = outcome.removed_files, outcome.removed_bytes
-        touched_positions = outcome.touched_positions
-        written = new_rows
-    elif any_marked:
+    if any_marked:
         touched_idx = sorted(int(r[0]) for r in marks.select(sides.fid).distinct().collect())
         touched_plan = sub_plan(plan, touched_idx)
         positions = F.array(*[F.lit(i) for i in touched_idx])
@@ -599,7 +609,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     updated = counts.get(_M_UPDATE, 0) + counts.get(_S_UPDATE, 0)
     new_adds = write_rows(written, root, snapshot, md, txn.protocol) if (inserted or updated or any_marked) else []
     total_written = sum(num_records_of(a.stats) or 0 for a in new_adds)
-    copied = total_written - inserted - updated if any_marked and not with_dvs else 0
+    copied = total_written - inserted - updated if any_marked else 0
     actions += new_adds
     cdc: list[AddCDCFile] = []
     if any_marked and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
@@ -612,6 +622,142 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
                     "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
                     "rewriteTimeMs": rewrite_ms})
     return _commit(spark, txn, spec, actions, metrics, started, new_md is not None)
+
+
+def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: OptimisticTransaction,
+                    plan: ScanPlan, candidates: list[Any], sides: _Sides, names: MergeNames, schema: StructType,
+                    md: Metadata, evolving: bool, where: str, rules: Casting, src: DataFrame, target: DataFrame,
+                    matches: DataFrame, matched_sources: DataFrame, num_pairs: int, exempt: bool,
+                    old_columns: list[str], old_row: list[Column], old_value: Callable[[str], Column],
+                    timing: tuple[int, int, float, float], schema_changed: bool) -> dict[str, Any]:
+    """MERGE with deletion vectors, in as few passes as the semantics allow.
+
+    One pass over the materialized matches (plus the unmatched target rows with NOT MATCHED BY SOURCE clauses)
+    builds the DVs, counts each clause outcome and finds a target row matched twice — on the driver before
+    anything is written when the change is small (``dv_marking``); the raise comes before any commit either way.
+    A second pass writes the updated and inserted rows; the inserted count is what it wrote less the updated."""
+    num_source_rows, materialize_ms, t1, started = timing
+    root = snapshot.table_root
+    matched = [c for c in spec.clauses if c.kind == MATCHED]
+    not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
+    by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
+    if matched:  # no-op rows kept: a target row matched twice fails even where no clause takes it
+        matched_frame = _clause_frame(matches, matched, {"update": _M_UPDATE, "delete": _M_DELETE}, schema, sides,
+                                      old_value, evolving, where, rules, keep_noop=True)
+        taken = matched_frame.filter(F.col(sides.kind) != _NOOP)
+        marks = matched_frame.select(sides.fid, sides.rid, sides.kind)
+    else:
+        taken = None
+        marks = matches.select(sides.fid, sides.rid, F.lit(_NOOP).alias(sides.kind))
+    by_source_frame = None
+    if by_source:
+        unmatched_tgt = _unqualified(target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid],
+                                                 "left_anti"), names, TARGET_ONLY)
+        by_source_frame = _clause_frame(unmatched_tgt, by_source, {"update": _S_UPDATE, "delete": _S_DELETE}, schema,
+                                        sides, old_value, evolving, where, rules)
+        marks = marks.unionByName(by_source_frame.select(sides.fid, sides.rid, sides.kind))
+    checked_kinds: frozenset[int] = frozenset() if exempt else frozenset({_NOOP, _M_UPDATE, _M_DELETE})
+    # the pairs fed: one per match, and with BY SOURCE clauses at most one per target row besides
+    bound: int | None = num_pairs
+    if by_source:
+        bound = None if any(f.num_records is None for f in plan.files) else \
+            num_pairs + sum(int(f.num_records or 0) for f in plan.files)
+    outcome = mark_rows(spark, root, plan, candidates, marks, sides.fid, sides.rid, by_index=True, rows=bound,
+                        exact=not by_source and not exempt, kinds=Kinds(sides.kind, frozenset(_MARKED), checked_kinds))
+    if outcome.duplicate:
+        raise _multiple_matches(root, None)
+    insert_frame = None
+    if not_matched:
+        unmatched_src = _unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
+        insert_frame = _clause_frame(unmatched_src, not_matched, {"insert": _INSERT}, schema, sides, _no_value,
+                                     evolving, where, rules)
+    counts = outcome.kind_counts
+    scan_ms = int((time.monotonic() - t1) * 1000)
+
+    t2 = time.monotonic()
+    actions: list[Action] = list(outcome.actions)
+    updated = counts.get(_M_UPDATE, 0) + counts.get(_S_UPDATE, 0)
+    written = [f.filter(F.col(sides.kind) == k) for f, k in ((taken, _M_UPDATE), (by_source_frame, _S_UPDATE))
+               if f is not None and counts.get(k, 0)]
+    if insert_frame is not None:
+        written.append(insert_frame)
+    new_adds: list[Any] = []
+    if written:
+        rows = written[0]
+        for w in written[1:]:
+            rows = rows.unionByName(w)
+        ids = row_tracking.ids_frame(spark, snapshot, plan)  # row tracking: updated rows keep their target row's id
+        rows = row_tracking.with_kept_ids(rows, ids, sides.fid, sides.rid, [f.name for f in schema.fields],
+                                          keep_commit_version=False)
+        new_adds = write_rows(rows, root, snapshot, md, txn.protocol, skip_empty=True)
+    counts[_INSERT] = sum(num_records_of(a.stats) or 0 for a in new_adds) - updated
+    actions += new_adds
+    cdc: list[AddCDCFile] = []
+    if outcome.touched and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
+        changes = [f for f in (taken, by_source_frame, insert_frame) if f is not None]
+        union = changes[0]
+        for f in changes[1:]:
+            union = union.unionByName(f)
+        cdc = _change_files(spark, snapshot, plan, union, sides, old_columns, old_row, schema, md,
+                            outcome.touched_positions)
+        actions += cdc
+    metrics: dict[str, Any] = outcome.dv_metrics("numTarget")
+    metrics.update(_row_metrics(num_source_rows, counts, 0))
+    metrics.update({"numTargetFilesAdded": len(new_adds), "numTargetFilesRemoved": outcome.removed_files,
+                    "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": outcome.removed_bytes,
+                    "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
+                    "rewriteTimeMs": int((time.monotonic() - t2) * 1000)})
+    return _commit(spark, txn, spec, actions, metrics, started, schema_changed)
+
+
+def _multiple_matches(root: str, count: int | None) -> MultipleSourceRowMatchingTargetRowError:
+    times = f"{count} source rows" if count is not None else "more than one source row"
+    return MultipleSourceRowMatchingTargetRowError(
+        f"[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] MERGE INTO {root}: a target row matched "
+        f"{times}, so it is ambiguous how to update or delete it. Nothing was committed. "
+        "De-duplicate the source (one row per key), or make the ON condition match at most one source row per "
+        "target row. See https://docs.delta.io/latest/delta-update.html#upsert-into-a-table-using-merge")
+
+
+def _broadcastable(spark: SparkSession, schema: StructType, rows: int) -> bool:
+    """Whether to hint a broadcast of the materialized source: few rows (``spark.dvlake.merge.broadcastSourceRows``)
+    whose estimated size stays small, unless the session turned broadcasts off. Spark's own estimate of a
+    checkpoint can miss (the plan it came from), and a sort-merge join would shuffle the whole target."""
+    limit = int(spark.conf.get(MERGE_BROADCAST_SOURCE_ROWS, str(DEFAULT_MERGE_BROADCAST_SOURCE_ROWS)) or 0)
+    threshold = str(spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760") or "").strip().lower()
+    if limit <= 0 or rows > limit or threshold.startswith("-1"):
+        return False
+    return rows * (8 + _width(schema)) <= MERGE_BROADCAST_SOURCE_MAX_BYTES
+
+
+def _width(dtype: Any) -> int:
+    """Bytes a value of ``dtype`` takes, as Spark's planner guesses (``defaultSize``: strings 20, arrays and maps
+    of 1 element): an estimate, only to keep a hinted broadcast small."""
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+    if isinstance(dtype, StructType):
+        return sum(_width(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, ArrayType):
+        return _width(dtype.elementType)
+    if isinstance(dtype, MapType):
+        return _width(dtype.keyType) + _width(dtype.valueType)
+    if isinstance(dtype, StringType):
+        return 20
+    return 8 if dtype.typeName() not in ("binary", "decimal") else 16
+
+
+def _files_to_read(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, spec: MergeSpec, sides: _Sides,
+                   by_source: list[MergeClause]) -> ScanPlan:
+    """The target files a row of which can be matched, or taken by a NOT MATCHED BY SOURCE clause
+    (``merge_pruning.py``)."""
+    alias = spec.target_alias
+    conditions = [target_only(spec.condition, alias, sides.tgt_columns, sides.unqualified_tgt)]
+    every = [c for c in sides.tgt_columns if not alias or c.lower() != alias.lower()]
+    for c in by_source:
+        conditions.append(target_only(c.condition, alias, sides.tgt_columns, every) if c.condition is not None else None)
+    if any(c is None for c in conditions):
+        return plan  # some part may hold anywhere: every file is read
+    return prune_plan(spark, snapshot, plan, [c for c in conditions if c is not None])
 
 
 def _change_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, changes: DataFrame, sides: _Sides,
@@ -704,56 +850,3 @@ def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: 
                     "numTargetChangeFilesAdded": 0, "materializeSourceTimeMs": 0, "scanTimeMs": 0,
                     "rewriteTimeMs": int((time.monotonic() - t0) * 1000)})
     return _commit(spark, txn, spec, list(new_adds), metrics, started, txn.new_metadata is not None)
-
-
-# --- SQL -----------------------------------------------------------------------------------------------
-
-
-_CLAUSE_SPLIT = re.compile(r"\bWHEN\s+(?=(?:NOT\s+)?MATCHED\b)", re.I)
-
-
-def merge_from_sql(spark: SparkSession, path: str, alias: str | None, source_text: str, source_alias: str | None,
-                   on: str, clauses_text: str, split_top_level: Callable[[str], list[str]],
-                   parse_assignments: Callable[[str], dict[str, str]], schema_evolution: bool = False) -> DataFrame:
-    """``MERGE INTO delta.`path` t USING src s ON … WHEN …`` (parsed by ``dvlake.sql``) run as a MERGE."""
-    if source_text.startswith("("):
-        source = spark.sql(source_text[1:-1])
-    else:
-        source = spark.table(source_text)
-    if source_alias:
-        source = source.alias(source_alias)
-    clauses = [_parse_clause(c.strip(), split_top_level, parse_assignments)
-               for c in _CLAUSE_SPLIT.split(clauses_text.strip()) if c.strip()]
-    spec = MergeSpec(source, on.strip(), clauses, alias, source_alias, schema_evolution)
-    return result_frame(spark, merge(spark, path, spec))
-
-
-def _parse_clause(text: str, split_top_level: Callable[[str], list[str]],
-                  parse_assignments: Callable[[str], dict[str, str]]) -> MergeClause:
-    m = re.fullmatch(r"(?P<kind>MATCHED|NOT\s+MATCHED(?:\s+BY\s+(?P<by>TARGET|SOURCE))?)(?:\s+AND\s+(?P<cond>.+?))?"
-                     r"\s+THEN\s+(?P<action>.+)", text, re.I | re.S)
-    if not m:
-        raise InvalidArgumentError(f"cannot parse the MERGE clause 'WHEN {text}'")
-    kind_text = re.sub(r"\s+", " ", m.group("kind").upper())
-    kind = MATCHED if kind_text == "MATCHED" else (NOT_MATCHED_BY_SOURCE if (m.group("by") or "").upper() == "SOURCE"
-                                                   else NOT_MATCHED)
-    cond = m.group("cond")
-    action = m.group("action").strip()
-    if re.fullmatch(r"DELETE", action, re.I):
-        return MergeClause(kind, "delete", cond)
-    if re.fullmatch(r"UPDATE\s+SET\s+\*", action, re.I):
-        return MergeClause(kind, "update", cond, None)
-    um = re.fullmatch(r"UPDATE\s+SET\s+(.+)", action, re.I | re.S)
-    if um:
-        return MergeClause(kind, "update", cond, dict(parse_assignments(um.group(1))))
-    if re.fullmatch(r"INSERT\s*\*", action, re.I):
-        return MergeClause(kind, "insert", cond, None)
-    im = re.fullmatch(r"INSERT\s*\((?P<cols>.+?)\)\s*VALUES\s*\((?P<vals>.+)\)", action, re.I | re.S)
-    if im:
-        cols = split_top_level(im.group("cols"))
-        vals = split_top_level(im.group("vals"))
-        if len(cols) != len(vals):
-            raise InvalidArgumentError(f"INSERT names {len(cols)} columns but gives {len(vals)} values: 'WHEN {text}'")
-        return MergeClause(kind, "insert", cond, dict(zip(cols, vals, strict=True)))
-    raise InvalidArgumentError(f"cannot parse the action of the MERGE clause 'WHEN {text}'")
-

@@ -27,7 +27,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from dvlake.commands.dml import as_column, split_name
-from dvlake.commands.dml_checks import ExpressionKind, display, expression_kind, refuse_aggregates, refuse_non_deterministic
+from dvlake.commands.dml_checks import (
+    ExpressionKind,
+    display,
+    expression_kind,
+    refuse_aggregates,
+    refuse_non_deterministic,
+    refuse_subquery,
+)
 from dvlake.errors import AmbiguousReferenceError, MergeUnresolvedExpressionError
 
 BOTH, SOURCE_ONLY, TARGET_ONLY = "both", "source", "target"
@@ -140,6 +147,7 @@ class MergeNameCheck:
             operation = f"{what} condition of MERGE operation"
             refuse_non_deterministic(kind, operation, value)
             refuse_aggregates(kind, operation, value)
+            refuse_subquery(kind, operation, value)
 
     def assignments(self, assignments: dict[str, Any] | None, scope: str, action: str) -> None:
         """Each assigned column is a target column; each value resolves in ``scope`` and does not aggregate."""
@@ -150,7 +158,7 @@ class MergeNameCheck:
             self.target_column(key, clause)
             kind = self.expression(value, scope, clause)
             if kind is not None:
-                refuse_aggregates(kind, f"{clause} of MERGE operation", value)
+                refuse_aggregates(kind, f"{clause} of MERGE operation", value, condition=False)
 
     def target_column(self, key: str, clause: str) -> None:
         parts = split_name(key)

@@ -314,8 +314,9 @@ def _rewrite_bins(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, bins:
         files = [scan_file_of[index_of[a.path]] for a in bin_files if index_of[a.path] in scan_file_of]
         if not files:
             return []  # every row of every input is deleted: nothing to write
-        sub = ScanPlan(files, plan.data_schema, plan.partition_schema, plan.logical_schema, plan.physical_to_logical,
-                       np.array([index_of[a.path] for a in bin_files if index_of[a.path] in scan_file_of]))
+        # the same plan narrowed to the bin (its ``confine`` with it: a table with confinement off keeps it off)
+        sub = replace(plan, files=files,
+                      rows_indexes=np.array([index_of[a.path] for a in bin_files if index_of[a.path] in scan_file_of]))
         df = row_tracking.scan_frame(spark, snapshot, sub)  # row ids and versions kept (row tracking)
         if zorder:
             out_files = max(1, math.ceil(sum(a.size for a in bin_files) / settings.max_file_size))

@@ -39,30 +39,76 @@ def check_output_mode(mode: str | None) -> str:
 
 
 class QueryId:
-    """The running query's id: from the checkpoint's ``metadata`` file when the checkpoint location is known
-    (Spark writes it before the first batch), else set once ``start()`` returns (batches wait for it).
+    """How a micro-batch learns its query's id; picklable, because Spark Connect pickles the ``foreachBatch`` function
+    (with everything it refers to) and runs it in a Python process on the server.
 
-    A query restarted from its checkpoint keeps its id, which is what makes a replayed batch recognisable.
-    The checkpoint route also works where the batch function runs in another process (Spark Connect).
+    The id comes from ``<checkpoint>/metadata`` (``{"id": ...}``), which Spark writes when the query starts, before
+    its first batch, and keeps across restarts: the same id delta-spark's sink uses as the ``txn`` app id. That works
+    wherever the batch runs. Without a known checkpoint (a classic session whose checkpoint Spark named itself under
+    ``spark.sql.streaming.checkpointLocation``), the batch runs in the process that called ``start()``, and waits for
+    ``start()`` to hand the id over through a process-local table keyed by ``token``.
     """
 
-    def __init__(self, checkpoint: str | None = None) -> None:
-        self._value: str | None = None
-        self._ready = threading.Event()
-        self._checkpoint = checkpoint
+    def __init__(self, checkpoint: str | None = None, remote: bool = False) -> None:
+        import uuid
+
+        self.checkpoint = checkpoint
+        self.remote = remote  # Spark Connect: batches run in another process, only the checkpoint can tell
+        self.token = uuid.uuid4().hex
+        self._value: str | None = None  # read once per process that runs batches
 
     def set(self, value: str) -> None:
-        self._value = value
-        self._ready.set()
+        """``start()`` returned ``value`` as the query's id (in the process that called it)."""
+        with _started_lock:
+            _started[self.token] = value
+            _started_lock.notify_all()
 
     def get(self) -> str:
-        if self._value is None and self._checkpoint:
-            self._value = checkpoint_query_id(self._checkpoint)
-        if self._value is None and (not self._ready.wait(QUERY_ID_WAIT_SECONDS) or self._value is None):
-            raise InvalidArgumentError("the Delta sink did not learn its streaming query's id; it is set when "
-                                       "writeStream.start() returns in the process that called it")
-        assert self._value is not None
-        return self._value
+        """The query's id.
+
+        Raises:
+            InvalidArgumentError: neither the checkpoint nor ``start()`` told it in time.
+        """
+        if self._value is not None:
+            return self._value
+        if self.checkpoint:
+            self._value = checkpoint_query_id(self.checkpoint)
+            if self._value is not None:
+                return self._value
+        if self.remote:
+            raise InvalidArgumentError(
+                f"the Delta sink could not read its streaming query's id from {self.checkpoint}/metadata, which Spark "
+                "writes when the query starts; over Spark Connect the micro-batches run on the server and learn the id "
+                "only there: give option('checkpointLocation', <a folder the server's Python can read>)")
+        with _started_lock:
+            if not _started_lock.wait_for(lambda: self.token in _started, QUERY_ID_WAIT_SECONDS):
+                where = f"its checkpoint {self.checkpoint}/metadata" if self.checkpoint else "no checkpoint location"
+                raise InvalidArgumentError(
+                    f"the Delta sink could not learn its streaming query's id ({where} could not be read, and "
+                    "writeStream.start() did not return in this process); give the query "
+                    "option('checkpointLocation', <a folder>)")
+            return _started[self.token]
+
+    def __call__(self) -> str:
+        return self.get()
+
+
+#: query ids ``start()`` handed over, by ``QueryId.token`` (one per started query in this process; a few bytes each)
+_started: dict[str, str] = {}
+_started_lock = threading.Condition()
+
+
+def checkpoint_location(options: dict[str, Any], session_conf: Callable[[str], Any], query_name: str | None) -> str | None:
+    """Where Spark keeps the query's checkpoint, when it can be known before ``start()``: the ``checkpointLocation``
+    option, else ``<spark.sql.streaming.checkpointLocation>/<queryName>`` (Spark's own rule); None otherwise
+    (Spark then names the folder with a random UUID)."""
+    given = next((str(v) for k, v in options.items() if str(k).lower() == "checkpointlocation" and v), None)
+    if given:
+        return given
+    root = session_conf("spark.sql.streaming.checkpointLocation")
+    if root and query_name:
+        return str(root).rstrip("/") + "/" + query_name
+    return None
 
 
 def checkpoint_query_id(checkpoint: str) -> str | None:

@@ -4,9 +4,10 @@ As delta-spark's UpdateCommand:
 1. no condition, or one on partition columns only → the candidate files are removed whole and all
    their rows rewritten with the assignments applied (no DVs, even on the DV path);
 2. DVs on (``delta.enableDeletionVectors`` and ``spark.databricks.delta.update.deletionVectors.persistent``
-   not false) → the matched (file, row) pairs are marked in each touched file's DV, built and packed
-   on executors by the same code as DELETE (``dv_marking.py``); the touched files are scanned again
-   (DVs applied) to write only the updated rows into new files;
+   not false) → one scan: the live rows the condition matches (with file and row index) are materialized
+   once, counted in the same job; their (file, row) pairs are marked in each touched file's DV by the
+   same code as DELETE (``dv_marking.py``: on the driver for a small change, else on executors), and the
+   same materialized rows, updated, are written into new files;
 3. DVs off → copy-on-write: every touched file is rewritten, matched rows updated, others copied.
 One commit; a conflict with a concurrent DML on the same files re-runs the command on the new snapshot.
 """
@@ -22,6 +23,7 @@ from pyspark.sql import functions as F
 
 from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, with_change_type, write_change_files
+from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import (
     as_column,
     assigned_columns,
@@ -33,7 +35,7 @@ from dvlake.commands.dml import (
     write_rows,
 )
 from dvlake.commands.dml_checks import require_deterministic
-from dvlake.commands.dv_marking import mark_rows
+from dvlake.commands.dv_marking import counted, dv_counts, mark_rows
 from dvlake.commands.store_assign import Casting, casting
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
@@ -44,9 +46,9 @@ from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
-from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
+from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
 from dvlake.spark.pruning import condition_column
-from dvlake.spark.scan import ScanPlan, logical_frame, match_frame, plan_scan
+from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -55,7 +57,8 @@ Assignments = dict[str, str | Column]
 
 def update(spark: SparkSession, path: str, assignments: Assignments, condition: str | Column | Condition | None = None, *,
            alias: str | None = None) -> dict[str, Any]:
-    """Set ``assignments`` on the rows matching ``condition``; returns the commit's operationMetrics ({} if none).
+    """Set ``assignments`` on the rows matching ``condition``; returns the commit's operationMetrics ({} if none;
+    an empty UPDATE commit is recorded when ``spark.databricks.delta.skipRecordingEmptyCommits`` is false).
 
     ``alias`` names the table in the condition and values (``t.id``) as ``UPDATE … AS t`` does.
     """
@@ -94,16 +97,21 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     txn.read_files(candidates)
     txn.read_whole_table()  # a concurrent data-changing append the condition could match is a conflict
     partition_only = parsed is None or parsed.references_only(set(snapshot.partition_columns))
+    metrics: dict[str, Any]
+    actions: list[Action]
     if not plan.files:
-        return {}
-    if partition_only:
+        metrics, actions = {}, []
+    elif partition_only:
         metrics, actions = _rewrite_whole_files(spark, snapshot, plan, candidates, resolved, condition, alias)
     elif use_dvs(spark, snapshot, UPDATE_DVS_PERSISTENT):
         metrics, actions = _update_with_dvs(spark, snapshot, plan, candidates, resolved, condition, alias)
     else:
         metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
     if not actions:
-        return {}
+        if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
+            return {}  # delta-spark's commitIfNeeded elides an UPDATE that matched nothing
+        metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, **dv_counts([]), "numUpdatedRows": 0, "numCopiedRows": 0,
+                   "numAddedBytes": 0, "numRemovedBytes": 0, "scanTimeMs": 0, "rewriteTimeMs": 0}
     metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     version = txn.commit(actions, "UPDATE", {"predicate": predicate_param(parsed)}, metrics)
@@ -170,16 +178,26 @@ def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan
 def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
                      resolved: Assigned, condition: str | Column | None,
                      alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+    """One scan: the live rows the condition matches, with their file and row index, are materialized once and
+    counted in that job; their (file, row) pairs become DV marks and the same rows, updated, the new files."""
     t0 = time.monotonic()
     cond = as_column(condition) if condition is not None else F.lit(True)
-    matches = _aliased(match_frame(spark, snapshot, plan), alias).filter(cond)
-    outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matches, FILE_PATH_COL, ROW_INDEX_COL)
+    live = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), alias).filter(cond)
+    matched, count = counted(live, "updated_rows")
+    if count == 0:
+        return {}, []
+    outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matched, FILE_INDEX_COL, ROW_INDEX_COL,
+                        by_index=True, rows=count, exact=True)
     scan_ms = int((time.monotonic() - t0) * 1000)
     if not outcome.touched:
         return {}, []
     t1 = time.monotonic()
-    touched_plan = sub_plan(plan, outcome.touched_positions)
-    rows = _aliased(row_tracking.scan_frame(spark, snapshot, touched_plan), alias).filter(cond)
+    if row_tracking.materialized_columns(snapshot) is not None:
+        # row tracking: the updated rows keep their ids, which the tracked scan of the touched files carries
+        touched_plan = sub_plan(plan, outcome.touched_positions)
+        rows = _aliased(row_tracking.scan_frame(spark, snapshot, touched_plan), alias).filter(cond)
+    else:
+        rows = _aliased(matched.select(*[F.col(f"`{f.name}`") for f in plan.logical_schema.fields]), alias)
     new_adds = write_rows(_updated(rows, plan, resolved, None), snapshot.table_root, snapshot)
     cdc = _change_files(snapshot, plan, resolved, rows)
     metrics = {"numRemovedFiles": len(outcome.touched), "numAddedFiles": len(new_adds), **outcome.dv_metrics(),
@@ -214,7 +232,5 @@ def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
                "numCopiedRows": written - updated, "numAddedBytes": sum(a.size for a in new_adds),
                "numRemovedBytes": sum(a.size for a in touched), "scanTimeMs": scan_ms,
                "rewriteTimeMs": int((time.monotonic() - t1) * 1000)}
-    from dvlake.commands.dv_marking import dv_counts
-
     metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched]))
     return metrics, [*[a.remove(ts) for a in touched], *new_adds, *cdc]

@@ -191,6 +191,33 @@ def _has_iceberg_metadata(snapshot: Snapshot) -> bool:
         f"{snapshot.table_root}/{METADATA_DIR}/{VERSION_HINT}")
 
 
+def _iceberg_expired(snapshot: Snapshot, delete_before: int) -> list[str]:
+    """UniForm: files under ``metadata/`` only Iceberg snapshots outside VACUUM's window use (``uniform/expire.py``).
+
+    Those snapshots name data and DV files this VACUUM may delete, so their metadata goes with them;
+    the snapshots inside the window (the ones Delta time travel still serves) keep every file.
+    """
+    if not _has_iceberg_metadata(snapshot):
+        return []
+    from dvlake.uniform.expire import expired_files
+
+    try:
+        return expired_files(snapshot.storage, snapshot.table_root, delete_before)
+    except Exception as exc:  # noqa: BLE001 - Iceberg metadata is derived; VACUUM of the Delta table goes on
+        log.warning("VACUUM of %s leaves its Iceberg metadata as it is: %s", snapshot.table_root, exc)
+        return []
+
+
+def _delete_iceberg(storage: Storage, root: str, paths: list[str]) -> int:
+    guard = RootGuard(storage, root)
+    deleted = sum(delete_inside(guard, p[len(root.rstrip("/")) + 1:]) for p in paths)
+    if paths:
+        from dvlake.uniform.state import forget
+
+        forget(root)
+    return deleted
+
+
 @dataclass
 class _Candidates:
     """Candidate files spilled to a temporary Arrow file, plus candidate folders (in memory)."""
@@ -410,7 +437,10 @@ def vacuum(spark: Any, path: str, retention_hours: float | None = None, mode: st
         result.num_files_to_delete = cands.num_files + len(dirs)
         result.size_to_delete = cands.size
         result.num_dirs = cands.dirs_listed + 1
+        iceberg_expired = _iceberg_expired(snapshot, delete_before)
+        result.num_files_to_delete += len(iceberg_expired)
         if dry_run:
+            result.paths.extend(iceberg_expired)
             for batch in cands.batches():
                 result.paths.extend(join(root, p) for p in batch)
             result.paths.extend(join(root, d) for d in dirs)
@@ -429,6 +459,7 @@ def vacuum(spark: Any, path: str, retention_hours: float | None = None, mode: st
             result.committed_versions.append(start)
         try:
             result.num_deleted = _delete_all(snapshot.storage, root, cands, dirs, int(conf(PARALLELISM, "0")))
+            result.num_deleted += _delete_iceberg(snapshot.storage, root, iceberg_expired)
         except BaseException:
             if logged:
                 try:

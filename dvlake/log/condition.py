@@ -157,7 +157,9 @@ class Condition:
 
     @property
     def has_subquery(self) -> bool:
-        """Whether the condition holds a subquery (a Column's own SQL rendering is parsed for this check only)."""
+        """Whether the condition's text holds a subquery. For a Column this is a first look only: its rendering
+        (``=(a, 1)`` in Spark 4) is seldom SQL, so False proves nothing; DELETE, UPDATE and MERGE also ask Spark's
+        analyzer about every condition (``commands/dml_checks.py``), which decides for Columns."""
         tree = self.tree
         if tree is None and self.text is None:
             try:

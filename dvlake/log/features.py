@@ -98,6 +98,10 @@ def check_can_read(protocol: Protocol, table: str = "") -> None:
             f"that dvlake does not implement (it implements {sorted(SUPPORTED_READER_FEATURES)}). {HELP}")
 
 
+#: delta-spark's class for a table this client cannot write (SQLSTATE 56038).
+FOR_WRITE = "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
+
+
 def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table: str = "") -> None:
     """Raise UnsupportedFeatureError if dvlake cannot write this table safely."""
     check_can_read(protocol, table)
@@ -108,7 +112,7 @@ def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table:
     if missing:
         raise UnsupportedFeatureError(
             f"DELTA_UNSUPPORTED_FEATURES_FOR_WRITE: table {table} needs writer feature(s) {sorted(missing)} "
-            f"that dvlake does not implement. {HELP}")
+            f"that dvlake does not implement. {HELP}", error_class=FOR_WRITE)
     if metadata is not None:
         _check_unenforced_rules(metadata, table)
 
@@ -118,13 +122,15 @@ def _check_unenforced_rules(metadata: Metadata, table: str) -> None:
     constraints = [k for k in metadata.configuration if k.startswith("delta.constraints.")]
     if constraints:
         raise UnsupportedFeatureError(
-            f"table {table} has CHECK constraints {constraints}; dvlake cannot enforce them yet, so it will not write. {HELP}")
+            f"[{FOR_WRITE}] table {table} has CHECK constraints {constraints}; dvlake cannot enforce them yet, so it "
+            f"will not write (DELETE, UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
     text = metadata.schema_string
     for marker, what in (("delta.generationExpression", "generated columns"), ("delta.identity.", "identity columns"),
                          ("delta.invariants", "column invariants")):
         if marker in text:
             raise UnsupportedFeatureError(
-                f"table {table} has {what}; dvlake cannot enforce them yet, so it will not write. {HELP}")
+                f"[{FOR_WRITE}] table {table} has {what}; dvlake cannot enforce them yet, so it will not write (DELETE, "
+                f"UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
 
 
 def dvs_supported(protocol: Protocol) -> bool:

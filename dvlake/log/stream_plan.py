@@ -17,8 +17,10 @@ Commits are judged as delta-spark's source judges them (``validateCommitAndDecid
   rewritten files' live rows, duplicates included) or ``skipChangeCommits`` (the commit is skipped);
   with removes only it fails with ``DELTA_SOURCE_IGNORE_DELETE`` unless ``ignoreDeletes`` (or either
   option above) skips it;
-- a ``metaData`` action whose schema differs from the stream's fails it with
-  ``DELTA_SCHEMA_CHANGED_WITH_VERSION`` (a restarted query reads the new schema).
+- the stream reads with the schema of the version that was the latest when the query (re)started;
+  each ``metaData`` action it walks past, and the schema where it resumes, must be readable with it
+  (``log/stream_schema.py``: additive changes behind the read schema are fine, a rename or drop
+  under column mapping never is, a change after it fails the query until it restarts).
 
 Pure apart from reading the log through ``Storage``; no Spark (the source runs it in a Python worker).
 """
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +40,12 @@ from dvlake.errors import (
     DifferentTableReadByStreamError,
     DvlakeError,
     MissingChangeDataError,
-    StreamingSchemaChangedError,
 )
 from dvlake.log.cdf_plan import VersionChanges, cdf_enabled, plan_version
 from dvlake.log.replay import read_commit
-from dvlake.log.schema import strip_column_mapping
 from dvlake.log.segment import LogListing, commit_file_name, commit_timestamps, list_log
 from dvlake.log.snapshot import Snapshot, to_epoch_ms
+from dvlake.log.stream_schema import TableSchema, check_readable
 from dvlake.storage.base import Storage
 
 #: delta-spark's default ``maxFilesPerTrigger`` when neither rate option is given.
@@ -126,11 +127,41 @@ def _bytes(text: str) -> int:
     return int(m.group(1)) * _BYTE_UNITS.get(m.group(2).lower(), 1)
 
 
+#: delta-spark source options dvlake does not implement, and why: given (with a value that asks for the behaviour),
+#: the query is refused rather than run with a different meaning than the user asked for.
+_UNSUPPORTED: dict[str, tuple[str | None, str]] = {
+    "schematrackinglocation": (None, "schemaTrackingLocation (a schema log to stream across column renames, drops and "
+                               "type changes) is not supported: such a change fails the query; start a new one (new "
+                               "checkpoint) with startingVersion at or after the version of the change"),
+    "schemalocation": (None, "schemaLocation (delta-spark's alias of schemaTrackingLocation) is not supported"),
+    "allowsourcecolumnrenameanddrop": ("true", "allowSourceColumnRenameAndDrop works only with a schemaTrackingLocation, "
+                                       "which dvlake does not support"),
+    "allowsourcecolumnrename": ("true", "allowSourceColumnRename works only with a schemaTrackingLocation, which dvlake "
+                                "does not support"),
+    "allowsourcecolumndrop": ("true", "allowSourceColumnDrop works only with a schemaTrackingLocation, which dvlake does "
+                              "not support"),
+    "allowsourcecolumntypechange": ("true", "allowSourceColumnTypeChange works only with a schemaTrackingLocation, "
+                                    "which dvlake does not support"),
+    "witheventtimeorder": ("true", "withEventTimeOrder (the initial snapshot split by event time for watermarks) is not "
+                           "supported: the initial snapshot is read in modification-time order"),
+    "failondataloss": ("false", "failOnDataLoss=false is not supported: a commit that log cleanup removed before the "
+                       "query read it always fails the query (DELTA_VERSION_NOT_FOUND), never skips data silently"),
+}
+
+
+def _refuse_unsupported(lower: Mapping[str, Any]) -> None:
+    for key, (value, why) in _UNSUPPORTED.items():
+        if key in lower and (value is None or str(lower[key]).strip().lower() == value):
+            raise DeltaOptionError(f"the Delta streaming source option {key}={lower[key]!r}: {why}",
+                                   error_class="DVLAKE_UNSUPPORTED_STREAMING_OPTION")
+
+
 def parse_options(options: Mapping[str, Any]) -> StreamOptions:
     """The source's options as given to ``readStream`` (any key case).
 
     Raises:
-        DeltaOptionError: a malformed value, or both ``startingVersion`` and ``startingTimestamp``.
+        DeltaOptionError: a malformed value, both ``startingVersion`` and ``startingTimestamp``, or an option dvlake
+            does not implement (``schemaTrackingLocation``, ``withEventTimeOrder``, ``failOnDataLoss=false``, ...).
     """
     lower = {str(k).lower(): v for k, v in options.items() if v is not None}
     starting: int | str | None = None
@@ -149,17 +180,23 @@ def parse_options(options: Mapping[str, Any]) -> StreamOptions:
     if starting is not None and "startingtimestamp" in lower:
         raise DeltaOptionError("give startingVersion or startingTimestamp, not both",
                                error_class="DELTA_STARTING_VERSION_AND_TIMESTAMP_BOTH_SET")
+    _refuse_unsupported(lower)
     return StreamOptions(
         max_files=_positive("maxFilesPerTrigger", lower["maxfilespertrigger"]) if "maxfilespertrigger" in lower else None,
         max_bytes=_positive("maxBytesPerTrigger", lower["maxbytespertrigger"], _bytes)
         if "maxbytespertrigger" in lower else None,
         ignore_deletes=_flag("ignoreDeletes", lower.get("ignoredeletes", "false")),
-        ignore_changes=_flag("ignoreChanges", lower.get("ignorechanges", "false")),
+        # ignoreFileDeletion: delta-spark's deprecated name, which it reads as ignoreChanges
+        ignore_changes=_flag("ignoreChanges", lower.get("ignorechanges", "false"))
+        or _flag("ignoreFileDeletion", lower.get("ignorefiledeletion", "false")),
         skip_change_commits=_flag("skipChangeCommits", lower.get("skipchangecommits", "false")),
         exclude_regex=str(lower["excluderegex"]) if "excluderegex" in lower else None,
         starting_version=starting,
         starting_timestamp=lower.get("startingtimestamp"),
-        read_change_feed=_flag("readChangeFeed", lower.get("readchangefeed", "false")),
+        # readChangeData: delta-spark's older name of readChangeFeed (CDC_READ_OPTION_LEGACY); either one asks for the
+        # change stream, and ignoring it would stream the table's rows as if they were its changes
+        read_change_feed=_flag("readChangeFeed", lower.get("readchangefeed", "false"))
+        or _flag("readChangeData", lower.get("readchangedata", "false")),
     )
 
 
@@ -203,29 +240,21 @@ class IndexedFile:
         return SourceOffset(table_id, self.version, self.index, self.initial)
 
 
-def _logical_fields(schema: dict[str, Any]) -> Any:
-    """The schema as names and types only (column mapping ids, comments and other metadata dropped)."""
-
-    def clean(t: Any) -> Any:
-        if isinstance(t, dict):
-            if t.get("type") == "struct":
-                return [(f["name"], clean(f["type"]), bool(f.get("nullable", True))) for f in t["fields"]]
-            return {k: clean(v) for k, v in t.items() if k not in ("metadata",)}
-        return t
-
-    return clean(strip_column_mapping(schema))
-
-
 class StreamPlanner:
     """Enumerates a table's stream positions after an offset (one per source; re-lists the log per call)."""
 
     def __init__(self, table_root: str, storage: Storage, options: StreamOptions, schema: dict[str, Any],
-                 table_id: str) -> None:
+                 table_id: str, *, schema_version: int, partition_columns: Sequence[str] = (),
+                 mapping_mode: str = "none") -> None:
+        """``schema`` (with ``partition_columns`` and ``mapping_mode``) is what the stream reads every file with: the
+        table's at ``schema_version``, the latest when the query (re)started."""
         self.root = table_root
         self.storage = storage
         self.options = options
         self.table_id = table_id
-        self._fields = _logical_fields(schema)
+        self.schema_version = schema_version
+        self._read = TableSchema(table_id, schema, tuple(partition_columns), mapping_mode)
+        self._start_checked = False
         self._exclude = re.compile(options.exclude_regex) if options.exclude_regex else None
         # the initial snapshot's files in stream order, kept while the stream reads them (one log replay)
         self._snapshot_files: tuple[int, list[dict[str, Any]]] | None = None
@@ -264,6 +293,9 @@ class StreamPlanner:
                   max_version: int | None = None) -> Iterator[IndexedFile]:
         """The positions after ``start``, lazily, up to the latest commit (or ``max_version``, or ``until`` inclusive)."""
         self.check_offset(start)
+        self._check_start(start)
+        if not start.initial and self._snapshot_files is not None and start.version > self._snapshot_files[0]:
+            self._snapshot_files = None  # the initial snapshot has been served: its file list is not needed again
         listing = list_log(self.storage, self.root)
         latest = listing.latest_version if max_version is None else min(max_version, listing.latest_version)
         version = start.version
@@ -286,6 +318,26 @@ class StreamPlanner:
                     return
                 yield f
             version += 1
+
+    def _check_start(self, start: SourceOffset) -> None:
+        """Once per planner: the schema where the stream resumes must be readable with its read schema (a query
+        behind a rename or drop would otherwise read the files before it under the new names). Later versions are
+        checked as their ``metaData`` actions are walked."""
+        if self._start_checked:
+            return
+        if start.version < self.schema_version:
+            snap = Snapshot.load(self.root, version=start.version, storage=self.storage)
+            data = TableSchema(snap.metadata.id, snap.schema, tuple(snap.partition_columns), snap.column_mapping_mode)
+            check_readable(self._read, self.schema_version, data, start.version, self.root, self._starting_options)
+        self._start_checked = True
+
+    @property
+    def _starting_options(self) -> bool:
+        return self.options.starting_version is not None or self.options.starting_timestamp is not None
+
+    def _check_metadata(self, version: int, metadata: dict[str, Any]) -> None:
+        check_readable(self._read, self.schema_version, TableSchema.from_action(metadata), version, self.root,
+                       self._starting_options)
 
     def _snapshot_positions(self, start: SourceOffset) -> Iterator[IndexedFile]:
         if self._snapshot_files is None or self._snapshot_files[0] != start.version:
@@ -347,7 +399,7 @@ class StreamPlanner:
         try:
             for ln in lines:
                 if "metaData" in ln:
-                    self._check_schema(version, ln["metaData"])
+                    self._check_metadata(version, ln["metaData"])
                     from dvlake.log.actions import Metadata
 
                     self._cdf_on = cdf_enabled(Metadata.from_json(ln["metaData"]))
@@ -365,12 +417,6 @@ class StreamPlanner:
             return IndexedFile(version, BASE_INDEX, False, None, True)
         return IndexedFile(version, 0, False, None, True, changes=changes, timestamp_ms=ts)
 
-    def _check_schema(self, version: int, metadata: dict[str, Any]) -> None:
-        if _logical_fields(json.loads(metadata["schemaString"])) != self._fields:
-            raise StreamingSchemaChangedError(
-                f"the schema of {self.root} changed at version {version}; the stream reads the schema it started "
-                "with. Restart the query to read the new schema (from the same checkpoint)")
-
     def _judge(self, version: int, lines: list[dict[str, Any]]) -> bool:
         """Whether the commit is skipped; raises when the options do not allow what it did."""
         o = self.options
@@ -383,7 +429,7 @@ class StreamPlanner:
             elif "remove" in ln and ln["remove"].get("dataChange", True):
                 removed = removed or str(ln["remove"].get("path"))
             elif "metaData" in ln:
-                self._check_schema(version, ln["metaData"])
+                self._check_metadata(version, ln["metaData"])
             elif "commitInfo" in ln:
                 info = ln["commitInfo"]
                 operation = f"{info.get('operation')} {json.dumps(info.get('operationParameters') or {})}"

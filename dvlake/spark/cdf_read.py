@@ -82,7 +82,9 @@ class _Layout:
         self.keyed_partitions = [(physical_name(f, mode), f) for f in part_fields]
         by_name = {f.name: f for f in logical.fields}
         mapping = [(pf["name"], f["name"], _nullable(by_name[f["name"]].dataType)) for f, pf in data_fields]
-        self.plan = ScanPlan([], self.data_schema, self.partition_schema, logical, mapping, np.zeros(0, np.int64))
+        # schemas only (no files): the scans built from a layout take ``confine`` as an argument
+        self.plan = ScanPlan([], self.data_schema, self.partition_schema, logical, mapping, np.zeros(0, np.int64),
+                             confine=True)
 
     def typed_partitions(self, values: dict[str, str | None]) -> tuple:
         return tuple(parse_partition_value(values.get(k), f["type"]) for k, f in self.keyed_partitions)

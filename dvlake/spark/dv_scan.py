@@ -57,6 +57,7 @@ from dvlake.spark.dv_words import (
     split_for_driver,
     words_batch,
 )
+from dvlake.spark.engines import refuse_scan_replacing_engines
 from dvlake.spark.native import enabled as native_enabled
 from dvlake.spark.native import read as native_read
 from dvlake.spark.task_errors import MapInArrowFn, on_executor
@@ -80,6 +81,9 @@ MAX_BROADCAST_BYTES = 64 * 1024 * 1024
 #: Distinct partition-value tuples read as separate literal-tagged scans up to this many; above
 #: it, files are keyed by size and the values are attached by one broadcast join.
 MAX_LITERAL_PARTITION_GROUPS = 16
+#: A keyed scan of at most this many files sharing one partition tuple finds each row's file index with a CASE on
+#: its key instead of a join with a broadcast (file key → index) table.
+MAX_CASE_KEYS = 64
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,8 @@ def _partition_table(spark: SparkSession, group: Indexed, partition_schema: Stru
 def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
                 table_root: str, data_filter: Column | None, include_row_index: bool, confine: bool = True,
                 native: bool = False) -> DataFrame:
-    """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key.
+    """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key (for a
+    few files of one partition tuple: literals, and a CASE on the key for the index).
 
     ``native``: the native reader drops the deleted rows itself; the key and ``_metadata.row_index`` (the physical
     index: the reader filters after Spark numbered the rows) are Spark's metadata columns on either path. When the
@@ -268,8 +273,22 @@ def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, pa
         one_long = _one_long_key_fits(group)
         df = _drop_deleted(df, _dv_table(spark, group, table_root, one_long, confine), F.col(_KEY), F.col(ROW_INDEX_COL),
                            one_long)
+    data_cols = [F.col(f"`{f.name}`") for f in data_schema.fields]
+    tuples = {tuple(f.partition_values) for _, f in group}
+    if len(tuples) == 1 and len(group) <= MAX_CASE_KEYS:
+        # few files of one partition tuple: values as literals and the file index from the key, no join (a broadcast
+        # of a table built from driver data costs a Spark job of its own)
+        cols = data_cols + _partition_literals(partition_schema, next(iter(tuples)))
+        if include_row_index:
+            index = None
+            for i, f in group:
+                index = F.when(F.col(_KEY) == f.size, F.lit(i)) if index is None else index.when(F.col(_KEY) == f.size,
+                                                                                                  F.lit(i))
+            assert index is not None
+            cols += [index.cast("int").alias(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
+        return df.select(*cols)
     df = df.join(_partition_table(spark, group, partition_schema), _KEY, "inner")
-    cols = [F.col(f"`{f.name}`") for f in data_schema.fields] + [F.col(f"`{f.name}`") for f in partition_schema.fields]
+    cols = data_cols + [F.col(f"`{f.name}`") for f in partition_schema.fields]
     if include_row_index:
         cols += [F.col(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
     return df.select(*cols)
@@ -341,6 +360,9 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     plain = [(i, f) for i, f in live if not _has_dv(f)]
     with_dv = [(i, f) for i, f in live if _has_dv(f)]
     storage = storage_for(table_root)
+    if with_dv or include_row_index:  # an engine that swaps Spark's Parquet scan for its own would skip the DVs
+        refuse_scan_replacing_engines(spark, f"reading {len(with_dv)} file(s) with a DV would return deleted rows"
+                                      if with_dv else "the row indexes DML marks deleted would not be Spark's")
     native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
     parts: list[DataFrame] = []
     if include_row_index:  # every file keyed: the file index comes from the key
@@ -397,6 +419,7 @@ def scan_for_matches(spark: SparkSession, files: Sequence[ScanFile], data_schema
         by_partition[tuple(f.partition_values)].append(f.path)
     if not by_partition:
         return _empty(spark, out_schema)
+    refuse_scan_replacing_engines(spark, "the row indexes DML marks deleted would not be Spark's")
     parts = []
     for values, paths in by_partition.items():
         df = _read(spark, paths, data_schema, None)

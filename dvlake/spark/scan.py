@@ -7,7 +7,7 @@ mapping is undone on top: Parquet is read by physical names and renamed to logic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,13 @@ class ScanPlan:
     logical_schema: StructType       # the table's columns as users see them
     physical_to_logical: list[tuple[str, str, Any]]  # (physical, logical, logical Spark type) for data columns
     rows_indexes: np.ndarray         # index into snapshot.files of each planned file
-    confine: bool = True             # data and DV paths must stay inside the table root (storage/confine.py)
+    # data and DV paths must stay inside the table root (storage/confine.py); no default, so no plan built from
+    # another can silently turn a table's "confinement off" back on (or off): derive plans with ``restricted``
+    confine: bool
+
+    def restricted(self, positions: list[int] | np.ndarray) -> ScanPlan:
+        """The plan narrowed to some of its files (positions in ``files``), everything else kept, ``confine`` too."""
+        return replace(self, files=[self.files[i] for i in positions], rows_indexes=self.rows_indexes[positions])
 
 
 def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None = None) -> ScanPlan:
@@ -67,8 +73,7 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
                       for pv in pv_column]
     cond = Condition.of(condition)
     if cond is not None and n:
-        facts = FileFacts(files.column("stats"), [f["name"] for f in part_fields], partition_rows,
-                          column_types(schema), _physical_paths(schema, mode, parts), session_time_zone(spark))
+        facts = _file_facts(spark, snapshot, files.column("stats"), partition_rows)
         pruned = prune(cond, facts)
         keep &= pruned.keep
         if not pruned.exact and cond.references_only(set(parts)):  # constant conditions too (1 = 0)
@@ -92,6 +97,33 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx, confine)
 
 
+def _file_facts(spark: SparkSession, snapshot: Snapshot, stats: Any, partition_rows: list[tuple]) -> FileFacts:
+    """What pruning knows of files: their stats column and typed partition tuples, in one order."""
+    schema, mode = snapshot.schema, snapshot.column_mapping_mode
+    parts = [p.lower() for p in snapshot.partition_columns]
+    part_names = [next(f["name"] for f in schema["fields"] if f["name"].lower() == p) for p in parts]
+    return FileFacts(stats, part_names, partition_rows, column_types(schema), _physical_paths(schema, mode, parts),
+                     session_time_zone(spark))
+
+
+def prune_plan(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, conditions: list[Condition]) -> ScanPlan:
+    """``plan`` without the files where none of ``conditions`` can hold, proven from stats and partition values
+    alone (``log/predicates.py``; nothing is evaluated by Spark, so a condition may be a parsed tree that is not
+    the user's whole text, e.g. the target-only conjuncts of a MERGE's ON condition)."""
+    if not plan.files or not conditions:
+        return plan
+    stats = snapshot.files.column("stats").take(plan.rows_indexes)
+    facts = _file_facts(spark, snapshot, stats, [tuple(f.partition_values) for f in plan.files])
+    keep = np.zeros(len(plan.files), dtype=bool)
+    for cond in conditions:
+        keep |= prune(cond, facts).keep
+    if keep.all():
+        return plan
+    positions = np.nonzero(keep)[0]
+    return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
+                    plan.physical_to_logical, plan.rows_indexes[positions], plan.confine)
+
+
 def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None,
                     command: str) -> None:
     """Resolve ``condition`` against the table's own columns before any internal column exists.
@@ -113,8 +145,11 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
     try:
         probe.filter(condition_column(cond, logical.fieldNames())).schema  # noqa: B018 - analysis (Connect is lazy)
     except (AnalysisException, ParseException) as exc:
-        raise InvalidArgumentError(f"{command} condition {cond.display()!r} on "
-                                   f"{snapshot.table_root} cannot be resolved: {str(exc).splitlines()[0]}") from exc
+        # Spark's class (UNRESOLVED_COLUMN…, PARSE_SYNTAX_ERROR) and SQLSTATE, as delta-spark lets them through
+        err = InvalidArgumentError(f"{command} condition {cond.display()!r} on {snapshot.table_root} cannot be "
+                                   f"resolved: {str(exc).splitlines()[0]}", error_class=exc.getCondition())
+        err.sql_state = exc.getSqlState() or err.sql_state
+        raise err from exc
 
 
 def _nullable(dtype: Any) -> Any:

@@ -102,8 +102,10 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._planner is None:
             from dvlake.storage.base import storage_for
 
-            self._planner = StreamPlanner(self.root, storage_for(self.root), self.stream_options,
-                                          self.layout["deltaSchema"], self.layout["tableId"])
+            layout = self.layout
+            self._planner = StreamPlanner(self.root, storage_for(self.root), self.stream_options, layout["deltaSchema"],
+                                          layout["tableId"], schema_version=int(layout["schemaVersion"]),
+                                          partition_columns=layout["partitionColumns"], mapping_mode=layout["mode"])
         return self._planner
 
     def initialOffset(self) -> dict:
@@ -367,7 +369,9 @@ def _register(spark: Any) -> None:
 
 
 def open_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
-    """``readStream`` of the Delta table at ``path``: a streaming DataFrame of its rows (schema of the latest version).
+    """``readStream`` of the Delta table at ``path``: a streaming DataFrame of its rows, in the schema of its latest
+    version (as delta-spark's source: a restarted query takes the schema of the latest version then; files written
+    under other schemas are read with it when ``log/stream_schema.py`` says they can be).
 
     Raises:
         TableNotFoundError: no Delta table at ``path``.
@@ -394,7 +398,7 @@ def open_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
         fields += CDC_FIELDS
     schema = StructType(fields)
     confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), snapshot.configuration)
-    layout = {"root": root, "tableId": snapshot.metadata.id, "deltaSchema": snapshot.schema,
+    layout = {"root": root, "tableId": snapshot.metadata.id, "deltaSchema": snapshot.schema, "schemaVersion": snapshot.version,
               "mode": snapshot.column_mapping_mode, "partitionColumns": snapshot.partition_columns,
               "confine": confine, "sparkSchema": json.loads(schema.json())}
     install_typed_errors()

@@ -20,6 +20,7 @@ from pyspark.sql.types import DataType, StructType
 
 from dvlake.log.actions import AddFile, now_ms
 from dvlake.log.schema import physical_schema
+from dvlake.log.stats import num_records_of
 from dvlake.spark.file_stats import footer_stats
 from dvlake.storage.base import FileInfo, Storage
 from dvlake.storage.paths import encode_relative_path, join
@@ -57,10 +58,12 @@ def _partition_values(relative_dir: str, partition_columns: list[str]) -> dict[s
 
 def write_data_files(df: DataFrame, table_root: str, storage: Storage, partition_columns: list[str],
                      stats_columns: list[str] | None, *, tight_bounds: bool | None,
-                     num_indexed_cols: int = 32, target_subdir: str = "") -> list[AddFile]:
+                     num_indexed_cols: int = 32, target_subdir: str = "", skip_empty: bool = False) -> list[AddFile]:
     """Write ``df`` (already in physical column names) as Parquet files of the table; return their adds.
 
     ``stats_columns``: dotted physical leaf paths to collect stats for (partition columns excluded).
+    ``skip_empty``: a file without rows (Spark writes one for an empty frame) is left in staging, not added: for
+    callers that write a frame they have not counted (MERGE's inserts).
     """
     staging = join(table_root, STAGING_DIR, uuid.uuid4().hex)
     writer = df.write.mode("overwrite").option("compression", "snappy")
@@ -71,17 +74,19 @@ def write_data_files(df: DataFrame, table_root: str, storage: Storage, partition
         written = [f for f in storage.walk(staging) if f.path.endswith(".parquet")
                    and not os.path.basename(f.path).startswith((".", "_"))]
 
-        def describe(info: FileInfo) -> AddFile:
+        def describe(info: FileInfo) -> AddFile | None:
             rel_in_staging = info.path[len(staging) + 1:]
             rel_dir = os.path.dirname(rel_in_staging)
             final_rel = "/".join(p for p in (target_subdir, rel_in_staging) if p)
             stats, _ = footer_stats(info.path, stats_columns, num_indexed_cols, tight_bounds, storage=storage)
+            if skip_empty and num_records_of(stats) == 0:
+                return None  # deleted with the staging folder
             storage.move(info.path, join(table_root, final_rel))
             return AddFile(path=encode_relative_path(final_rel), partition_values=_partition_values(rel_dir, partition_columns),
                            size=info.size, modification_time=now_ms(), data_change=True, stats=stats)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
-            return list(pool.map(describe, written))
+            return [a for a in pool.map(describe, written) if a is not None]
     finally:
         storage.delete_dir(staging)
         _remove_if_empty(join(table_root, STAGING_DIR))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from dvlake.errors import UnsupportedSubqueryError
 from dvlake.spark.view_target import ViewTarget, view_target
 from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written
 from dvlake.sqlfront.passthrough import passthrough
@@ -18,7 +19,6 @@ from dvlake.sqlfront.refs import (
     catalog_location,
     delta_frame,
     delta_tables_as_views,
-    has_delta_tables,
     name_of,
     offset_of,
     reads_delta_tables,
@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 def target_path(spark: SparkSession, node: exp.Expr, text: str, statement: str) -> str:
     """The table root a Delta-only statement changes: ``delta.`<path>``` or a catalog name; no time travel."""
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
-        raise sql_error(text, offset_of(node), f"{statement} needs a table: delta.`<path>` or a table name")
+        raise sql_error(text, offset_of(node), f"{statement} needs a table: delta.`<path>` or a table name",
+                        parse=True)
     ref = table_ref(node)
     if node.args.get("version") is not None or (ref is not None and (ref.version is not None or ref.timestamp is not None)):
-        raise sql_error(text, offset_of(node), f"{statement} cannot change an old version of a table (remove the time travel)")
+        raise sql_error(text, offset_of(node),
+                        f"{statement} cannot change an old version of a table (remove the time travel)", parse=True)
     if ref is not None:
         assert ref.path is not None
         return ref.path
@@ -58,10 +60,14 @@ def _alias(node: exp.Expr) -> str | None:
     return alias.name if alias is not None and alias.name else None
 
 
-def _no_delta_subqueries(node: exp.Expr | None, text: str, where: str) -> None:
-    if node is not None and has_delta_tables(node):
-        raise sql_error(text, offset_of(node), f"subqueries reading Delta tables are not supported in the {where}; "
-                                               "read the table in a MERGE source or a query instead")
+def _no_subqueries(node: exp.Expr | None, text: str, operation: str) -> None:
+    """delta-spark's DELTA_UNSUPPORTED_SUBQUERY for a subquery in a DELETE/UPDATE condition or any MERGE condition,
+    raised here before a subquery reading a Delta table is resolved (the commands refuse the others too)."""
+    if node is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in node.walk()):
+        raise UnsupportedSubqueryError(
+            f"[DELTA_UNSUPPORTED_SUBQUERY] Subqueries are not supported in the {operation} (condition = "
+            f"{written(text, node)!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), "
+            "or collect the values first and list them (IN (1, 2, 3)).")
 
 
 def _sql(node: exp.Expr) -> str:
@@ -76,14 +82,15 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
     from dvlake.commands.delete import delete as run_delete
 
     if node.args.get("using") or node.args.get("joins"):
-        raise sql_error(text, offset_of(node), "DELETE … USING is not supported; use MERGE … WHEN MATCHED THEN DELETE")
+        raise sql_error(text, offset_of(node), "DELETE … USING is not supported; use MERGE … WHEN MATCHED THEN DELETE",
+                        parse=True)
     view = view_of(spark, node.this, "DELETE")
     path = view.root if view is not None else target_path(spark, node.this, text, "DELETE")
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
     condition = None
     if where is not None:
-        _no_delta_subqueries(where, text, "DELETE condition")
+        _no_subqueries(where.this, text, "DELETE")
         condition = written(text, where.this)
     if view is not None:
         view.check_resolves(spark, alias, [condition] if condition else [])
@@ -98,7 +105,8 @@ def assignments(pairs: list[exp.Expr], text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         if not isinstance(pair, exp.EQ) or not isinstance(pair.this, exp.Column | exp.Dot):
-            raise sql_error(text, offset_of(pair), f"cannot read the assignment {_sql(pair)!r}; write column = expression")
+            raise sql_error(text, offset_of(pair), f"cannot read the assignment {_sql(pair)!r}; write column = expression",
+                            parse=True)
         name = _sql(pair.this)
         if any(k.lower() == name.lower() for k in out):  # a dict would silently keep the last value
             from dvlake.errors import UnresolvedAssignmentError
@@ -114,12 +122,13 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     from dvlake.commands.update import update as run_update
 
     if node.args.get("from_") or node.args.get("from"):
-        raise sql_error(text, offset_of(node), "UPDATE … FROM is not supported; use MERGE … WHEN MATCHED THEN UPDATE")
+        raise sql_error(text, offset_of(node), "UPDATE … FROM is not supported; use MERGE … WHEN MATCHED THEN UPDATE",
+                        parse=True)
     view = view_of(spark, node.this, "UPDATE")
     path = view.root if view is not None else target_path(spark, node.this, text, "UPDATE")
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
-    _no_delta_subqueries(where, text, "UPDATE condition")
+    _no_subqueries(where.this if where is not None else None, text, "UPDATE")
     pairs = assignments(node.expressions, text)
     condition = written(text, where.this) if where is not None else None
     # SET b = (SELECT … FROM <Delta table>): scalar subqueries in values run, as in delta-spark (only the condition
@@ -148,7 +157,7 @@ def _cte_prefix(text: str) -> str:
             depth -= 1
         elif depth == 0 and is_word(tok, "MERGE"):
             return text[:tok.start]
-    raise sql_error(text, 0, "cannot find MERGE after the WITH clause")
+    raise sql_error(text, 0, "cannot find MERGE after the WITH clause", parse=True)
 
 
 def _with_ctes(spark: SparkSession, node: exp.Expr, text: str, with_: exp.Expr | None) -> DataFrame | None:
@@ -182,7 +191,10 @@ def _source(spark: SparkSession, node: exp.Expr, text: str, with_: exp.Expr | No
             return frame
         if isinstance(node.this, exp.Identifier):
             return passthrough(spark, f"SELECT * FROM {name_of(node)}")
-    raise sql_error(text, offset_of(node), "the MERGE source must be a table, delta.`<path>` or a (subquery)")
+    raise sql_error(text, offset_of(node), "the MERGE source must be a table, delta.`<path>` or a (subquery)", parse=True)
+
+
+_ACTION_OF: dict[type[exp.Expr], str] = {exp.Update: "UPDATE", exp.Insert: "INSERT"}
 
 
 def _clause(when: exp.When, text: str) -> Any:
@@ -190,7 +202,8 @@ def _clause(when: exp.When, text: str) -> Any:
 
     kind = MATCHED if when.args.get("matched") else (NOT_MATCHED_BY_SOURCE if when.args.get("source") else NOT_MATCHED)
     cond = when.args.get("condition")
-    _no_delta_subqueries(cond, text, "MERGE clause condition")
+    action = next((name for kind, name in _ACTION_OF.items() if isinstance(when.args.get("then"), kind)), "DELETE")
+    _no_subqueries(cond, text, f"{action} condition of MERGE operation")
     condition = written(text, cond) if cond is not None else None
     then = when.args.get("then")
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
@@ -204,7 +217,7 @@ def _clause(when: exp.When, text: str) -> Any:
             return MergeClause(kind, "insert", condition, None)
         cols, vals = then.this, then.expression
         if not isinstance(cols, exp.Tuple) or not isinstance(vals, exp.Tuple):
-            raise sql_error(text, offset_of(then), "write INSERT * or INSERT (columns) VALUES (values)")
+            raise sql_error(text, offset_of(then), "write INSERT * or INSERT (columns) VALUES (values)", parse=True)
         if len(cols.expressions) != len(vals.expressions):
             raise sql_error(text, offset_of(then), f"INSERT names {len(cols.expressions)} columns but gives "
                                                    f"{len(vals.expressions)} values")
@@ -227,10 +240,13 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
         source = source.alias(source_alias)
     on = node.args.get("on")
     if on is None:
-        raise sql_error(text, offset_of(node), "MERGE needs ON <condition>")
-    _no_delta_subqueries(on, text, "MERGE ON condition")
+        raise sql_error(text, offset_of(node), "MERGE needs ON <condition>", parse=True)
+    _no_subqueries(on, text, "search condition of MERGE operation")
     whens = node.args.get("whens")
     clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
+    if not clauses:  # Spark's parser refuses it before delta-spark sees it
+        raise sql_error(text, offset_of(node), "There must be at least one WHEN clause in a MERGE statement.",
+                        parse=True, error_class="MERGE_WITHOUT_WHEN")
     spec = MergeSpec(source, written(text, on), clauses, target_alias, source_alias, schema_evolution)
     if view is not None and view.is_projection:
         view.refuse_merge(spark, target_alias, source, spec)

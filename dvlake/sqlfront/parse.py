@@ -76,10 +76,24 @@ def parse_statement(text: str) -> exp.Expr:
     try:
         trees = [t for t in sqlglot.parse(text, read=DIALECT) if t is not None]
     except ParseError as e:
+        if _merge_without_when(text):  # Spark's parser names this one
+            raise sql_error(text, 0, "There must be at least one WHEN clause in a MERGE statement.", parse=True,
+                            error_class="MERGE_WITHOUT_WHEN") from e
         raise from_parse_error(text, e, 0) from e
     if len(trees) != 1:
         raise sql_error(text, 0, f"expected one statement, found {len(trees)}; run them one at a time", parse=True)
     return trees[0]
+
+
+def _merge_without_when(text: str) -> bool:
+    """A MERGE statement (``[WITH …] MERGE INTO …``) without any WHEN clause."""
+    try:
+        tokens = tokenize(text)
+    except DeltaSqlError:
+        return False
+    merges = bool(tokens) and (is_word(tokens[0], "MERGE") or (is_word(tokens[0], "WITH")
+                                                               and any(is_word(t, "MERGE") for t in tokens)))
+    return merges and not any(is_word(t, "WHEN") for t in tokens)
 
 
 def from_parse_error(text: str, error: ParseError, base: int) -> DeltaSqlError:

@@ -358,7 +358,7 @@ class OptimisticTransaction:
         from dvlake.uniform.convert import after_commit, iceberg_enabled
 
         if iceberg_enabled(self.metadata.configuration):
-            after_commit(self.table_root, version, self.storage)
+            after_commit(self.table_root, version, self.storage, self.metadata)
 
     def _auto_manifest(self, version: int) -> None:
         """Auto manifests (``delta.compatibility.symlinkFormatManifest.enabled``): rewritten after every commit."""

@@ -150,11 +150,16 @@ def _check_types(metadata: Metadata, table: str, version: int = 2) -> None:
         if kind == "struct":
             for f in t["fields"]:
                 visit(f["type"], f"{where}.{f['name']}", False)
-        elif kind == "array":
-            visit(t["elementType"], f"{where}.element", False)
-        elif kind == "map":
-            visit(t["keyType"], f"{where}.key", False)
-            visit(t["valueType"], f"{where}.value", False)
+        elif kind in ("array", "map"):
+            # delta-spark allows them (it writes Parquet field ids for list elements and map keys/values from
+            # delta.columnMapping.nested.ids); dvlake writes ids on struct fields only, so Iceberg readers could
+            # not resolve the element/key/value columns and every conversion would fail after the commit landed.
+            raise IcebergCompatViolationError(
+                f"The validation of IcebergCompatV{version} has failed. IcebergCompatV{version} as implemented by "
+                f"dvlake does not support the data type {kind} (column {where} of {table}): dvlake does not write the "
+                "nested field ids (delta.columnMapping.nested.ids) Iceberg readers need for array elements and map keys/values. "
+                "Store the column as a struct or a JSON string, or keep the table Delta-only.",
+                f"{_VIOLATION}.UNSUPPORTED_DATA_TYPE")
 
     for f in metadata.schema.get("fields", []):
         visit(f["type"], f["name"], f["name"].lower() in partition)

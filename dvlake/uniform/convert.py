@@ -5,40 +5,51 @@ Each converted Delta version V becomes one Iceberg snapshot, published as ``vV.m
 previously converted version P to V is incremental: the data and delete manifests of P's snapshot
 are reused unless they mention a file V no longer has (or whose DV changed), in which case a data
 manifest is rewritten with its survivors as EXISTING entries (their sequence numbers and row ids
-kept) and a delete manifest is retired whole, its still-valid DVs published again in V's Puffin
-file. So no manifest a snapshot uses ever names a stale DV or a removed file, and a Puffin file a
-snapshot uses holds only current DVs.
+kept) and a delete manifest is retired whole, its still-valid DVs copied into V's Puffin file.
+So no manifest a snapshot uses ever names a stale DV or a removed file, and a Puffin file a
+snapshot uses holds only current DVs. A step learns what changed from the Delta commit's own
+add/remove actions, so its cost follows the commit, not the table (manifests and Puffin files
+are written in bounded chunks, which bounds what one changed file makes a later step rewrite).
 
 On an IcebergCompatV3 table the row lineage is Delta's own: a data file's ``first_row_id`` is its
 add's ``baseRowId``, its data sequence number its ``defaultRowCommitVersion``, a snapshot's sequence
 number its Delta version (as delta-spark's converter does) and ``next-row-id`` the row-tracking
-high-water mark + 1. Iceberg's ``_row_id`` (first_row_id + position, unless the file's materialized
-row-id column, written under the reserved field id, holds one) is then Delta's row id, and
-``_last_updated_sequence_number`` its row commit version. Elsewhere the converter numbers rows and
-snapshots itself.
+high-water mark + 1 (from the commit's ``delta.rowTracking`` domain action, else unchanged). Iceberg's
+``_row_id`` (first_row_id + position, unless the file's materialized row-id column, written under the
+reserved field id, holds one) is then Delta's row id, and ``_last_updated_sequence_number`` its row
+commit version. A file a commit re-adds with other row ids (a row-tracking backfill) is removed and
+added again. Elsewhere the converter numbers rows and snapshots itself.
 
-Files are written first and the metadata JSON last, so a conversion that fails leaves the previous
-Iceberg state as it was (the Delta commit is never touched; see ``after_commit``).
+Files are written first and the metadata JSON last, created only if absent: a conversion that
+fails leaves the previous Iceberg state as it was, and of two conversions of the same version the
+first to publish stands (the other removes its files and continues from it). The Delta commit is
+never touched (see ``after_commit``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from dvlake.config import deleted_file_retention_ms
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.dv.store import bitmap_from_bytes, dv_bytes
 from dvlake.errors import UniformConversionError
 from dvlake.log import row_tracking
-from dvlake.log.actions import now_ms
-from dvlake.log.snapshot import Snapshot
+from dvlake.log.actions import Metadata, now_ms
+from dvlake.log.replay import read_commit
+from dvlake.log.segment import commit_file_name, log_path
+from dvlake.log.snapshot import ICT_ENABLED, Snapshot
 from dvlake.log.stats import parse_stats
 from dvlake.storage.base import Storage, storage_for
 from dvlake.storage.paths import absolute_file_location, join, normalize_table_root
 from dvlake.uniform import avro, compat
+from dvlake.uniform.expire import expire_in_metadata
 from dvlake.uniform.puffin import PuffinBuilder
 from dvlake.uniform.schema import (
     bound_columns,
@@ -51,14 +62,25 @@ from dvlake.uniform.schema import (
     partition_spec,
     spec_json,
 )
+from dvlake.uniform.state import (
+    DELTA_VERSION,
+    METADATA_DIR,
+    VERSION_HINT,
+    IcebergState,
+    Manifest,
+    add_manifest,
+    forget,
+    load_state,
+    load_state_at,
+    metadata_location,
+    read_hint,
+    remember,
+    storage_path,
+)
 
 log = logging.getLogger(__name__)
 
-METADATA_DIR = "metadata"
-VERSION_HINT = "version-hint.text"
 ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
-#: Iceberg table properties delta-spark's converter records (the Delta version a snapshot reflects)
-DELTA_VERSION = "delta-version"
 DELTA_TIMESTAMP = "delta-timestamp"
 NAME_MAPPING = "schema.name-mapping.default"
 #: Iceberg table property marking a history whose row ids and sequence numbers are Delta's (IcebergCompatV3); a
@@ -66,16 +88,18 @@ NAME_MAPPING = "schema.name-mapping.default"
 ROW_LINEAGE = "dvlake.row-lineage"
 DELTA_ROW_LINEAGE = "delta-row-tracking"
 FORMAT_VERSION = 3
+__all__ = ["METADATA_DIR", "VERSION_HINT", "IcebergState", "after_commit", "iceberg_enabled", "metadata_location",
+           "sync"]
+#: entries per data manifest written in one step: a commit removing one file rewrites at most this many
+MAX_MANIFEST_ENTRIES = 4096
+#: DV blobs per Puffin file: retiring one for a stale DV re-copies at most this many still-valid blobs
+MAX_PUFFIN_BLOBS = 512
 
 
 def iceberg_enabled(configuration: dict[str, str]) -> bool:
     """The table asks for Iceberg metadata after every commit (``delta.universalFormat.enabledFormats``)."""
     formats = configuration.get(ENABLED_FORMATS, "")
     return "iceberg" in {f.strip().lower() for f in formats.split(",")}
-
-
-def metadata_location(table_root: str, delta_version: int) -> str:
-    return join(table_root, METADATA_DIR, f"v{delta_version}.metadata.json")
 
 
 def iceberg_location(location: str) -> str:
@@ -86,88 +110,6 @@ def iceberg_location(location: str) -> str:
     ``file://`` path (pyiceberg does not), while both read a plain absolute path as it is.
     """
     return location
-
-
-# --- the previous conversion -------------------------------------------------------------------------
-
-
-@dataclass
-class _Manifest:
-    """One manifest of the current snapshot: its manifest-list record and its live entries (resolved)."""
-
-    record: dict[str, Any]
-    entries: list[dict[str, Any]]
-
-
-@dataclass
-class IcebergState:
-    """What the last conversion published: the metadata JSON and its current snapshot's manifests."""
-
-    metadata: dict[str, Any]
-    location: str
-    delta_version: int
-    data: list[_Manifest] = field(default_factory=list)
-    deletes: list[_Manifest] = field(default_factory=list)
-
-
-def read_hint(storage: Storage, table_root: str) -> int | None:
-    try:
-        text = storage.read_bytes(join(table_root, METADATA_DIR, VERSION_HINT)).decode("utf-8").strip()
-    except FileNotFoundError:
-        return None
-    try:
-        return int(text)
-    except ValueError as exc:
-        raise UniformConversionError(f"{table_root}/{METADATA_DIR}/{VERSION_HINT} holds {text[:40]!r}, not a version") from exc
-
-
-def load_state(storage: Storage, table_root: str) -> IcebergState | None:
-    """The Iceberg state named by ``version-hint.text`` (None when nothing was converted yet)."""
-    hint = read_hint(storage, table_root)
-    if hint is None:
-        return None
-    location = metadata_location(table_root, hint)
-    meta = json.loads(storage.read_bytes(location))
-    state = IcebergState(meta, location, int(meta["properties"][DELTA_VERSION]))
-    current = meta.get("current-snapshot-id")
-    snap = next((s for s in meta.get("snapshots", []) if s["snapshot-id"] == current), None)
-    if snap is None:
-        return state
-    records, _ = avro.read(storage, _storage_path(snap["manifest-list"]))
-    for rec in records:
-        entries, _ = avro.read(storage, _storage_path(rec["manifest_path"]))
-        live = [_resolve(e, rec) for e in entries if e["status"] != avro.STATUS_DELETED]
-        _assign_inherited_row_ids(live, rec)
-        (state.data if rec["content"] == avro.MANIFEST_CONTENT_DATA else state.deletes).append(_Manifest(rec, live))
-    return state
-
-
-def _storage_path(location: str) -> str:
-    return location[len("file://"):] if location.startswith("file://") else location
-
-
-def _resolve(entry: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
-    """Make the inherited fields explicit (spec: null snapshot id / sequence numbers of ADDED entries)."""
-    out = dict(entry)
-    if out.get("snapshot_id") is None:
-        out["snapshot_id"] = manifest["added_snapshot_id"]
-    if out.get("sequence_number") is None:
-        out["sequence_number"] = manifest["sequence_number"]
-    if out.get("file_sequence_number") is None:
-        out["file_sequence_number"] = manifest["sequence_number"]
-    return out
-
-
-def _assign_inherited_row_ids(entries: list[dict[str, Any]], manifest: dict[str, Any]) -> None:
-    """v3 row lineage: a data file without first_row_id starts at the manifest's plus the rows before it."""
-    base = manifest.get("first_row_id")
-    if base is None or manifest["content"] != avro.MANIFEST_CONTENT_DATA:
-        return
-    for e in entries:
-        data_file = e["data_file"]
-        if data_file.get("first_row_id") is None:
-            e["data_file"] = {**data_file, "first_row_id": base}
-            base += data_file["record_count"]
 
 
 # --- Delta's side ------------------------------------------------------------------------------------
@@ -189,23 +131,68 @@ class _DeltaFile:
         return self.dv.unique_id if self.dv is not None else None
 
 
+def _delta_file(table_root: str, path: str, partition: Any, size: Any, stats: str | None,
+                raw_dv: dict[str, Any] | None, base_row_id: Any = None,
+                default_row_commit_version: Any = None) -> _DeltaFile:
+    where = absolute_file_location(table_root, path)
+    dv = DeletionVectorDescriptor.from_json(raw_dv) if raw_dv else None
+    if dv is not None and dv.cardinality == 0:
+        dv = None
+    parts = partition.items() if isinstance(partition, dict) else (partition or [])
+    return _DeltaFile(iceberg_location(where), where, dict(parts), int(size), stats, dv,
+                      None if base_row_id is None else int(base_row_id),
+                      None if default_row_commit_version is None else int(default_row_commit_version))
+
+
 def _delta_files(snapshot: Snapshot) -> dict[str, _DeltaFile]:
-    out: dict[str, _DeltaFile] = {}
     cols = ["path", "partitionValues", "size", "stats", "deletionVector", "baseRowId", "defaultRowCommitVersion"]
+    out = {}
     for row in snapshot.files.select(cols).to_pylist():
-        where = absolute_file_location(snapshot.table_root, row["path"])
-        raw_dv = row.get("deletionVector")
-        dv = DeletionVectorDescriptor.from_json(raw_dv) if raw_dv else None
-        if dv is not None and dv.cardinality == 0:
-            dv = None
-        loc = iceberg_location(where)
-        out[loc] = _DeltaFile(loc, where, dict(row["partitionValues"] or []), int(row["size"]), row["stats"], dv,
-                              row["baseRowId"], row["defaultRowCommitVersion"])
+        f = _delta_file(snapshot.table_root, row["path"], row["partitionValues"], row["size"], row["stats"],
+                        row.get("deletionVector"), row["baseRowId"], row["defaultRowCommitVersion"])
+        out[f.location] = f
     return out
 
 
-def _row_ids(f: _DeltaFile) -> tuple[int | None, int | None]:
-    return f.base_row_id, f.default_row_commit_version
+@dataclass
+class _Target:
+    """The Delta version a step publishes: its metadata and timestamp, its files when a step needs them all, and
+    its row-tracking high-water mark when a V3 step cannot learn it from the commit and the previous snapshot."""
+
+    version: int
+    metadata: Metadata
+    timestamp: int
+    load_files: Callable[[], dict[str, _DeltaFile]]
+    load_high_water_mark: Callable[[], int]
+
+
+@dataclass
+class _CommitChange:
+    """One Delta commit's effect on the files, from its own add/remove actions (not a diff of two snapshots)."""
+
+    adds: dict[str, _DeltaFile]
+    #: removed location -> the removed DV's unique id (None without one)
+    removes: dict[str, str | None]
+    #: the row-tracking high-water mark the commit sets (None when it leaves the domain alone)
+    high_water_mark: int | None = None
+
+
+def _commit_change(table_root: str, lines: list[dict[str, Any]]) -> _CommitChange:
+    adds: dict[str, _DeltaFile] = {}
+    removes: dict[str, str | None] = {}
+    for line in lines:
+        if "add" in line:
+            a = line["add"]
+            f = _delta_file(table_root, a["path"], a.get("partitionValues"), a.get("size", 0), a.get("stats"),
+                            a.get("deletionVector"), a.get("baseRowId"), a.get("defaultRowCommitVersion"))
+            adds[f.location] = f
+        elif "remove" in line:
+            r = line["remove"]
+            raw = r.get("deletionVector")
+            dv = DeletionVectorDescriptor.from_json(raw) if raw else None
+            removes[iceberg_location(absolute_file_location(table_root, r["path"]))] = (
+                dv.unique_id if dv is not None and dv.cardinality else None)
+    return _CommitChange(adds, removes, row_tracking.high_water_mark_in(lines))
 
 
 def _lineage(f: _DeltaFile, table: str) -> tuple[int, int]:
@@ -214,16 +201,7 @@ def _lineage(f: _DeltaFile, table: str) -> tuple[int, int]:
         raise UniformConversionError(
             f"{table}: {f.location} has no baseRowId/defaultRowCommitVersion although IcebergCompatV3 needs row "
             "tracking enabled; its rows have no ids to publish. Rewrite the file with a row-tracking writer.")
-    return int(f.base_row_id), int(f.default_row_commit_version)
-
-
-def _properties(old_meta: dict[str, Any] | None, snapshot: Snapshot, timestamp: int, lineage: bool) -> dict[str, str]:
-    out = {**(old_meta["properties"] if old_meta else {}), DELTA_VERSION: str(snapshot.version),
-           DELTA_TIMESTAMP: str(timestamp), NAME_MAPPING: json.dumps(name_mapping(snapshot.metadata))}
-    out.pop(ROW_LINEAGE, None)
-    if lineage:
-        out[ROW_LINEAGE] = DELTA_ROW_LINEAGE
-    return out
+    return f.base_row_id, f.default_row_commit_version
 
 
 def _record_count(f: _DeltaFile, storage: Storage) -> int:
@@ -244,7 +222,7 @@ def _record_count(f: _DeltaFile, storage: Storage) -> int:
 
 @dataclass
 class _Step:
-    """The files one conversion step writes, named after its snapshot."""
+    """The files one conversion step writes, named after its snapshot (listed, so a lost race can remove them)."""
 
     storage: Storage
     root: str
@@ -255,24 +233,39 @@ class _Step:
     spec_id: int
     tag: str = field(default_factory=lambda: uuid.uuid4().hex)
     counter: int = 0
+    written: list[str] = field(default_factory=list)
+    #: earlier Puffin files read this step (a retired file's still-valid blobs are copied from it)
+    old_puffins: dict[str, bytes] = field(default_factory=dict)
 
     def path(self, suffix: str) -> str:
         self.counter += 1
         return join(self.root, METADATA_DIR, f"{self.seq:05d}-{self.tag}-m{self.counter}{suffix}")
 
+    def write(self, path: str, data: bytes) -> None:
+        self.written.append(path)
+        self.storage.write(path, data)
+
+    def discard(self) -> None:
+        """Remove what this step wrote (another conversion published the same version first)."""
+        for path in self.written:
+            try:
+                self.storage.delete(path)
+            except FileNotFoundError:
+                pass
+
     def write_manifest(self, entries: list[dict[str, Any]], content: int) -> dict[str, Any]:
-        """Write a manifest; returns its manifest-list record (first_row_id assigned by the caller)."""
+        """Write a manifest; returns its manifest-list record (first_row_id assigned by the caller unless V3's)."""
         path = self.path(".avro")
         meta = {"schema": json.dumps(self.schema_json), "schema-id": str(self.schema_json["schema-id"]),
                 "partition-spec": json.dumps(spec_json(self.spec)), "partition-spec-id": str(self.spec_id),
                 "format-version": str(FORMAT_VERSION),
                 "content": "data" if content == avro.MANIFEST_CONTENT_DATA else "deletes"}
-        length = avro.write(self.storage, path, avro.manifest_entry_schema(partition_avro_fields(self.spec)),
-                            entries, meta)
+        data = avro.encode(avro.manifest_entry_schema(partition_avro_fields(self.spec)), entries, meta)
+        self.write(path, data)
         added = [e for e in entries if e["status"] == avro.STATUS_ADDED]
         existing = [e for e in entries if e["status"] == avro.STATUS_EXISTING]
         return {
-            "manifest_path": iceberg_location(path), "manifest_length": length, "partition_spec_id": self.spec_id,
+            "manifest_path": iceberg_location(path), "manifest_length": len(data), "partition_spec_id": self.spec_id,
             "content": content, "sequence_number": self.seq,
             "min_sequence_number": min((e["sequence_number"] for e in entries), default=self.seq),
             "added_snapshot_id": self.snapshot_id, "added_files_count": len(added),
@@ -284,6 +277,10 @@ class _Step:
             "first_row_id": min((e["data_file"]["first_row_id"] for e in entries
                                  if e["data_file"].get("first_row_id") is not None), default=None),
         }
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _data_file(content: int, location: str, file_format: str, partition: dict[str, Any], record_count: int,
@@ -299,116 +296,112 @@ def _data_file(content: int, location: str, file_format: str, partition: dict[st
     return out
 
 
-def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_snapshot: Snapshot | None,
-                 snapshot: Snapshot) -> IcebergState:
-    """Publish ``snapshot`` as the next Iceberg snapshot after ``prev`` (from scratch when ``prev`` is None)."""
-    table = snapshot.table_root
-    fields = iceberg_fields(snapshot.metadata, table)
-    lineage = compat.is_v3(snapshot.metadata.configuration)
+def convert_step(storage: Storage, root: str, prev: IcebergState | None, target: _Target,
+                 change: _CommitChange | None, *, replace: bool = False) -> IcebergState:
+    """Publish Delta version ``target`` as the next Iceberg snapshot after ``prev`` (from scratch when None).
+
+    With ``change`` (the actions of the one commit between ``prev`` and ``target``) the step costs
+    what the commit changed: only the manifests and Puffin files naming a changed file are
+    rewritten, and the table's other files are never listed. Without it (or when the partition
+    spec changed, or the commit does not fit ``prev``), every file of ``target`` is published anew.
+    """
+    fields = iceberg_fields(target.metadata, root)
+    lineage = compat.is_v3(target.metadata.configuration)
     if lineage and prev is not None and prev.metadata.get("properties", {}).get(ROW_LINEAGE) != DELTA_ROW_LINEAGE:
-        prev = prev_snapshot = None  # the converter's own row ids and sequence numbers cannot be continued
+        prev, change = None, None  # the converter's own row ids and sequence numbers cannot be continued
     old_meta = prev.metadata if prev else None
     schema_id, schemas = _schema_entry(old_meta, fields)
     last_partition_id = int(old_meta["last-partition-id"]) if old_meta else 999
-    spec = partition_spec(snapshot.metadata, fields, table)
+    spec = partition_spec(target.metadata, fields, root)
     spec_id, specs, last_partition_id = _spec_entry(old_meta, spec, last_partition_id)
     seq = int(old_meta["last-sequence-number"]) + 1 if old_meta else 1
     if lineage:  # Delta versions as sequence numbers: they order the snapshots, and row commit versions are them
-        seq = max(snapshot.version, int(old_meta["last-sequence-number"]) + 1 if old_meta else 0)
+        seq = max(target.version, int(old_meta["last-sequence-number"]) + 1 if old_meta else 0)
     snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
     schema_json = next(s for s in schemas if s["schema-id"] == schema_id)
     step = _Step(storage, root, snapshot_id, seq, spec, schema_json, spec_id)
 
-    cur = _delta_files(snapshot)
-    incremental = prev is not None and prev_snapshot is not None and spec_id == _default_spec_id(old_meta)
-    if incremental:
-        assert prev is not None and prev_snapshot is not None
-        old = _delta_files(prev_snapshot)
-        removed = old.keys() - cur.keys()
-        added = cur.keys() - old.keys()
-        dv_changed = {k for k in cur.keys() & old.keys() if cur[k].dv_id != old[k].dv_id}
-        if lineage:  # a file re-committed with other row ids (a backfill) is a new Iceberg data file
-            renumbered = {k for k in cur.keys() & old.keys() if _row_ids(cur[k]) != _row_ids(old[k])}
-            removed, added = removed | renumbered, added | renumbered
-        data_manifests, delete_manifests = prev.data, prev.deletes
-    else:
-        removed, added, dv_changed = set(), set(cur), set()
-        data_manifests, delete_manifests = [], []
-
-    new_data: list[dict[str, Any]] = []  # manifest-list records written in this step (row ids to assign)
-    kept: list[dict[str, Any]] = []
+    plan = _plan(prev, change, spec_id == _default_spec_id(old_meta), target, root, lineage)
+    new_data: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # written this step (row ids to assign)
+    kept: list[Manifest] = []
     live_data: list[str] = []
-    for m in data_manifests:
+    for m in plan.data_manifests:
         paths = [e["data_file"]["file_path"] for e in m.entries]
-        if removed.isdisjoint(paths):
-            kept.append(m.record)
+        if plan.removed.isdisjoint(paths):
+            kept.append(m)
             live_data.extend(paths)
             continue
-        survivors = [{**e, "status": avro.STATUS_EXISTING} for e in m.entries if e["data_file"]["file_path"] not in removed]
-        if survivors:
-            new_data.append(step.write_manifest(survivors, avro.MANIFEST_CONTENT_DATA))
-            live_data.extend(e["data_file"]["file_path"] for e in survivors)
-    if added:
+        survivors = [{**e, "status": avro.STATUS_EXISTING} for e in m.entries
+                     if e["data_file"]["file_path"] not in plan.removed]
+        for chunk in _chunks(survivors, MAX_MANIFEST_ENTRIES):
+            new_data.append((step.write_manifest(chunk, avro.MANIFEST_CONTENT_DATA), chunk))
+            live_data.extend(e["data_file"]["file_path"] for e in chunk)
+    added_manifests = []
+    if plan.added:
+        bound_cols = bound_columns(target.metadata)
         entries = []
-        bound_cols = bound_columns(snapshot.metadata)
-        for loc in sorted(added):
-            f = cur[loc]
+        for loc in sorted(plan.added):
+            f = plan.added[loc]
             lower, upper = bounds(parse_stats(f.stats), bound_cols)
-            first_row_id, data_seq = _lineage(f, table) if lineage else (None, seq)
+            first_row_id, data_seq = _lineage(f, root) if lineage else (None, seq)
             entries.append({"status": avro.STATUS_ADDED, "snapshot_id": snapshot_id, "sequence_number": data_seq,
                             "file_sequence_number": seq,
                             "data_file": _data_file(avro.CONTENT_DATA, loc, "PARQUET", partition_record(spec, f.partition),
                                                     _record_count(f, storage), f.size, lower_bounds=lower,
                                                     upper_bounds=upper, first_row_id=first_row_id)})
-        new_data.insert(0, step.write_manifest(entries, avro.MANIFEST_CONTENT_DATA))
-        live_data.extend(sorted(added))
+        for chunk in _chunks(entries, MAX_MANIFEST_ENTRIES):
+            added_manifests.append((step.write_manifest(chunk, avro.MANIFEST_CONTENT_DATA), chunk))
+        live_data.extend(sorted(plan.added))
+    new_data = [*added_manifests, *new_data]
 
-    stale = removed | dv_changed
-    kept_deletes: list[dict[str, Any]] = []
+    stale = plan.removed | plan.dv_changed.keys()
+    kept_deletes: list[Manifest] = []
     live_dvs: list[str] = []
-    carry: set[str] = set()
-    for m in delete_manifests:
+    carry: list[dict[str, Any]] = []
+    for m in plan.delete_manifests:
         refs = [e["data_file"]["referenced_data_file"] for e in m.entries]
         if stale.isdisjoint(refs):
-            kept_deletes.append(m.record)
+            kept_deletes.append(m)
             live_dvs.extend(refs)
         else:
-            carry.update(r for r in refs if r not in stale)
-    emit = sorted({k for k in added | dv_changed if cur[k].dv is not None} | carry)
-    new_deletes: list[dict[str, Any]] = []
-    if emit:
-        new_deletes.append(_write_dvs(step, cur, emit, table))
-        live_dvs.extend(emit)
+            carry.extend(e for e in m.entries if e["data_file"]["referenced_data_file"] not in stale)
+    fresh = {k: f for k, f in {**plan.added, **plan.dv_changed}.items() if f.dv is not None}
+    emit: list[tuple[str, _DeltaFile | dict[str, Any]]] = sorted(
+        [*fresh.items(), *((e["data_file"]["referenced_data_file"], e) for e in carry)], key=lambda t: t[0])
+    new_deletes = [_write_dvs(step, chunk, root) for chunk in _chunks(emit, MAX_PUFFIN_BLOBS)]
+    live_dvs.extend(loc for loc, _ in emit)
 
-    _check_complete(cur, live_data, live_dvs, table, snapshot.version)
+    _check_complete(live_data, live_dvs, plan.expect_files, plan.expect_dvs, root, target.version)
     next_row_id = int(old_meta.get("next-row-id", 0)) if old_meta else 0
     first_row_id = next_row_id
     if lineage:  # every entry has Delta's first_row_id; the snapshot spans the ids Delta handed out since the last one
-        next_row_id = max(first_row_id, row_tracking.high_water_mark(snapshot.domains) + 1)
+        next_row_id = max(first_row_id, _high_water_mark(prev, change, target) + 1)
     else:
-        for rec in new_data:
+        for rec, _ in new_data:
             rec["first_row_id"] = next_row_id
             next_row_id += rec["added_rows_count"] + rec["existing_rows_count"]
-    manifest_list = [*new_data, *kept, *new_deletes, *kept_deletes]
+    manifest_list = [*(r for r, _ in new_data), *(m.record for m in kept), *(r for r, _ in new_deletes),
+                     *(m.record for m in kept_deletes)]
     parent = old_meta.get("current-snapshot-id") if old_meta else None
     list_path = join(root, METADATA_DIR, f"snap-{snapshot_id}-{seq}-{step.tag}.avro")
-    avro.write(storage, list_path, avro.MANIFEST_FILE_SCHEMA, manifest_list, {
+    step.write(list_path, avro.encode(avro.MANIFEST_FILE_SCHEMA, manifest_list, {
         "snapshot-id": str(snapshot_id), "parent-snapshot-id": str(parent) if parent is not None else "null",
-        "sequence-number": str(seq), "first-row-id": str(first_row_id), "format-version": str(FORMAT_VERSION)})
+        "sequence-number": str(seq), "first-row-id": str(first_row_id), "format-version": str(FORMAT_VERSION)}))
 
-    timestamp = snapshot.commit_timestamp()
+    timestamp = target.timestamp
     summary = {
-        "operation": _operation(added, removed, dv_changed), DELTA_VERSION: str(snapshot.version),
-        "added-data-files": str(len(added)), "deleted-data-files": str(len(removed)),
-        "added-delete-files": str(len(emit)), "total-data-files": str(len(cur)),
-        "total-delete-files": str(sum(1 for f in cur.values() if f.dv is not None)),
+        "operation": _operation(plan.added.keys(), plan.removed, plan.dv_changed.keys()),
+        DELTA_VERSION: str(target.version),
+        "added-data-files": str(len(plan.added)), "deleted-data-files": str(len(plan.removed)),
+        "added-delete-files": str(len(emit)), "total-data-files": str(len(live_data)),
+        "total-delete-files": str(len(live_dvs)),
     }
     snap_json: dict[str, Any] = {
         "snapshot-id": snapshot_id, **({"parent-snapshot-id": parent} if parent is not None else {}),
         "sequence-number": seq, "timestamp-ms": timestamp, "manifest-list": iceberg_location(list_path),
         "summary": summary, "schema-id": schema_id, "first-row-id": first_row_id, "added-rows": next_row_id - first_row_id,
     }
-    location = metadata_location(root, snapshot.version)
+    location = metadata_location(root, target.version)
     meta = {
         "format-version": FORMAT_VERSION,
         "table-uuid": old_meta["table-uuid"] if old_meta else str(uuid.uuid4()),
@@ -418,7 +411,7 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
         "last-column-id": max(max_field_id(fields), int(old_meta["last-column-id"]) if old_meta else 0),
         "current-schema-id": schema_id, "schemas": schemas,
         "default-spec-id": spec_id, "partition-specs": specs, "last-partition-id": last_partition_id,
-        "properties": _properties(old_meta, snapshot, timestamp, lineage),
+        "properties": _properties(old_meta, target, timestamp, lineage),
         "current-snapshot-id": snapshot_id,
         "snapshots": [*(old_meta["snapshots"] if old_meta else []), snap_json],
         "snapshot-log": [*(old_meta["snapshot-log"] if old_meta else []),
@@ -430,67 +423,154 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, prev_sn
         "refs": {"main": {"snapshot-id": snapshot_id, "type": "branch"}},
         "next-row-id": next_row_id,
     }
-    storage.write(location, json.dumps(meta, indent=2).encode("utf-8"))
+    expire_in_metadata(meta, now_ms() - deleted_file_retention_ms(target.metadata.configuration))
+    raw = json.dumps(meta, indent=2).encode("utf-8")
+    if replace:
+        storage.write(location, raw)
+    else:
+        try:
+            storage.write_if_absent(location, raw)
+        except FileExistsError:  # another conversion published this version first: its snapshot stands
+            step.discard()
+            log.info("%s was published by a concurrent conversion; continuing from it", location)
+            return load_state_at(storage, location)
+    _advance_hint(storage, root, target.version, force=prev is None)
+    state = IcebergState(meta, location, target.version)
+    for rec, entries in new_data:
+        add_manifest(state, rec, entries)
+    state.data.extend(kept)
+    for rec, entries in new_deletes:
+        add_manifest(state, rec, entries)
+    state.deletes.extend(kept_deletes)
+    remember(location, raw, state)
+    return state
+
+
+def _high_water_mark(prev: IcebergState | None, change: _CommitChange | None, target: _Target) -> int:
+    """The row-tracking high-water mark of ``target`` (V3): the commit's domain action, else (the commit left the
+    domain alone) the previous V3 snapshot's ``next-row-id`` - 1, else the target's replayed domains."""
+    if change is not None and change.high_water_mark is not None:
+        return change.high_water_mark
+    if change is not None and prev is not None:
+        return int(prev.metadata.get("next-row-id", 0)) - 1
+    return target.load_high_water_mark()
+
+
+def _properties(old_meta: dict[str, Any] | None, target: _Target, timestamp: int, lineage: bool) -> dict[str, str]:
+    """The Iceberg table properties: the previous ones with this version's, and the row-lineage marker under V3."""
+    out = {**(old_meta["properties"] if old_meta else {}), DELTA_VERSION: str(target.version),
+           DELTA_TIMESTAMP: str(timestamp), NAME_MAPPING: json.dumps(name_mapping(target.metadata))}
+    out.pop(ROW_LINEAGE, None)
+    if lineage:
+        out[ROW_LINEAGE] = DELTA_ROW_LINEAGE
+    return out
+
+
+def _advance_hint(storage: Storage, root: str, version: int, force: bool) -> None:
+    """Name ``version`` in ``version-hint.text`` unless a newer one is named already (a fresh history always)."""
     try:
         hint = read_hint(storage, root)
     except UniformConversionError:  # an unreadable hint (a regeneration repairs it)
         hint = None
-    if hint is None or hint < snapshot.version or prev is None:
-        storage.write(join(root, METADATA_DIR, VERSION_HINT), str(snapshot.version).encode("utf-8"))
-    return _state_after(meta, location, snapshot.version, storage)
+    if hint is None or hint < version or force:
+        storage.write(join(root, METADATA_DIR, VERSION_HINT), str(version).encode("utf-8"))
 
 
-def _state_after(meta: dict[str, Any], location: str, version: int, storage: Storage) -> IcebergState:
-    """The state just written (re-read from the files, so the next step sees exactly what readers see)."""
-    state = IcebergState(meta, location, version)
-    snap = meta["snapshots"][-1]
-    records, _ = avro.read(storage, _storage_path(snap["manifest-list"]))
-    for rec in records:
-        entries, _ = avro.read(storage, _storage_path(rec["manifest_path"]))
-        live = [_resolve(e, rec) for e in entries if e["status"] != avro.STATUS_DELETED]
-        _assign_inherited_row_ids(live, rec)
-        (state.data if rec["content"] == avro.MANIFEST_CONTENT_DATA else state.deletes).append(_Manifest(rec, live))
-    return state
+@dataclass
+class _Plan:
+    """Which files a step adds, removes and re-publishes the DV of, and the manifests it starts from."""
+
+    added: dict[str, _DeltaFile]
+    removed: set[str]
+    dv_changed: dict[str, _DeltaFile]
+    data_manifests: list[Manifest]
+    delete_manifests: list[Manifest]
+    expect_files: set[str]
+    expect_dvs: set[str]
 
 
-def _write_dvs(step: _Step, cur: dict[str, _DeltaFile], emit: list[str], table: str) -> dict[str, Any]:
-    """One Puffin file with the DVs of ``emit`` (bytes verified against CRC and cardinality) and its delete manifest."""
+def _plan(prev: IcebergState | None, change: _CommitChange | None, same_spec: bool, target: _Target,
+          root: str, lineage: bool = False) -> _Plan:
+    if prev is not None and change is not None and same_spec:
+        live = {e["data_file"]["file_path"] for m in prev.data for e in m.entries}
+        removed = {k for k in change.removes if k not in change.adds}
+        if removed <= live:
+            added = {k: f for k, f in change.adds.items() if k not in live}
+            if lineage:  # a file re-added with other row ids (a backfill) is a new Iceberg data file
+                published = {e["data_file"]["file_path"]: (e["data_file"].get("first_row_id"), e["sequence_number"])
+                             for m in prev.data for e in m.entries}
+                renumbered = {k: f for k, f in change.adds.items()
+                              if k in live and (f.base_row_id, f.default_row_commit_version) != published[k]}
+                removed |= renumbered.keys()
+                added |= renumbered
+            # a re-added file: a new (or no) DV unless the commit removed it with the very DV it adds back
+            dv_changed = {k: f for k, f in change.adds.items()
+                          if k in live and k not in added
+                          and (k not in change.removes or change.removes[k] != f.dv_id)}
+            old_dvs = {e["data_file"]["referenced_data_file"] for m in prev.deletes for e in m.entries}
+            stale = removed | dv_changed.keys()
+            return _Plan(added, removed, dv_changed, prev.data, prev.deletes, (live - removed) | added.keys(),
+                         (old_dvs - stale) | {k for k, f in {**added, **dv_changed}.items() if f.dv is not None})
+        log.info("%s version %s removes files the Iceberg snapshot of version %s does not list; publishing every file",
+                 root, target.version, prev.delta_version)
+    files = target.load_files()
+    return _Plan(files, set(), {}, [], [], set(files), {k for k, f in files.items() if f.dv is not None})
+
+
+def _write_dvs(step: _Step, emit: list[tuple[str, _DeltaFile | dict[str, Any]]],
+               table: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One Puffin file with the DVs of ``emit`` and its delete manifest (record, entries).
+
+    A DV new in this step is read from its Delta DV file (bytes verified against CRC and
+    cardinality); a still-valid DV of a retired Puffin file is copied from that file's blob (CRC
+    checked), which costs a read of the old Puffin file, not of every Delta DV file behind it.
+    """
     puffin = PuffinBuilder()
-    for loc in emit:
-        dv = cur[loc].dv
-        assert dv is not None
-        raw, where = dv_bytes(dv, table, step.storage)
-        bitmap_from_bytes(dv, raw, where)  # refuses a DV whose bytes disagree with its descriptor
-        if raw is None:
-            raise UniformConversionError(f"{where}: an empty deletion vector is not published")
-        puffin.add_dv(loc, raw, dv.cardinality)
+    partitions: list[dict[str, Any]] = []
+    for loc, source in emit:
+        if isinstance(source, _DeltaFile):
+            dv = source.dv
+            assert dv is not None
+            raw, where = dv_bytes(dv, table, step.storage)
+            bitmap_from_bytes(dv, raw, where)  # refuses a DV whose bytes disagree with its descriptor
+            if raw is None:
+                raise UniformConversionError(f"{where}: an empty deletion vector is not published")
+            puffin.add_dv(loc, raw, dv.cardinality)
+            partitions.append(partition_record(step.spec, source.partition))
+        else:
+            f = source["data_file"]
+            path = storage_path(f["file_path"])
+            if path not in step.old_puffins:
+                step.old_puffins[path] = step.storage.read_bytes(path)
+            start = f["content_offset"]
+            puffin.add_blob(loc, step.old_puffins[path][start:start + f["content_size_in_bytes"]], f["record_count"], path)
+            partitions.append(f["partition"])
     data = puffin.render()
     path = step.path(".puffin")
-    step.storage.write(path, data)
+    step.write(path, data)
     entries = []
-    for blob in puffin.blobs:
-        f = cur[blob.referenced_data_file]
+    for blob, partition in zip(puffin.blobs, partitions, strict=True):
         entries.append({"status": avro.STATUS_ADDED, "snapshot_id": step.snapshot_id, "sequence_number": step.seq,
                         "file_sequence_number": step.seq,
                         "data_file": _data_file(avro.CONTENT_POSITION_DELETES, iceberg_location(path), "PUFFIN",
-                                                partition_record(step.spec, f.partition), blob.cardinality, len(data),
+                                                partition, blob.cardinality, len(data),
                                                 referenced_data_file=blob.referenced_data_file,
                                                 content_offset=blob.offset, content_size_in_bytes=blob.length)})
-    return step.write_manifest(entries, avro.MANIFEST_CONTENT_DELETES)
+    return step.write_manifest(entries, avro.MANIFEST_CONTENT_DELETES), entries
 
 
-def _check_complete(cur: dict[str, _DeltaFile], live_data: list[str], live_dvs: list[str], table: str,
-                    version: int) -> None:
+def _check_complete(live_data: list[str], live_dvs: list[str], expect_files: set[str], expect_dvs: set[str],
+                    table: str, version: int) -> None:
     """Never publish a snapshot whose files or DVs differ from the Delta version's (a wrong answer for readers)."""
-    want_dvs = sorted(k for k, f in cur.items() if f.dv is not None)
-    if sorted(live_data) != sorted(cur) or sorted(live_dvs) != want_dvs:
+    if (len(live_data) != len(expect_files) or set(live_data) != expect_files
+            or len(live_dvs) != len(expect_dvs) or set(live_dvs) != expect_dvs):
         raise UniformConversionError(
             f"{table} version {version}: the Iceberg snapshot would list {len(live_data)} data files and {len(live_dvs)} "
-            f"deletion vectors but the Delta version has {len(cur)} and {len(want_dvs)}; nothing was published. "
-            "Regenerate with `dvlake uniform sync --full`.")
+            f"deletion vectors but the Delta version has {len(expect_files)} and {len(expect_dvs)}; nothing was "
+            "published. Regenerate with `dvlake uniform sync --full`.")
 
 
-def _operation(added: set[str], removed: set[str], dv_changed: set[str]) -> str:
+def _operation(added: Collection[str], removed: Collection[str], dv_changed: Collection[str]) -> str:
     if not removed and not dv_changed:
         return "append"
     if not added:
@@ -533,39 +613,105 @@ def _spec_entry(old: dict[str, Any] | None, spec: list[dict[str, Any]],
 # --- entry points --------------------------------------------------------------------------------------
 
 
-def sync(table_root: str, storage: Storage | None = None, *, version: int | None = None, full: bool = False) -> int:
+def sync(table_root: str, storage: Storage | None = None, *, version: int | None = None, full: bool = False,
+         metadata: Metadata | None = None) -> int:
     """Publish Iceberg metadata for every Delta version after the last converted one, up to ``version``.
 
     Without earlier Iceberg metadata (or with ``full``) only the target version is converted,
     as a fresh Iceberg history. Returns the Delta version the Iceberg metadata now reflects.
+    ``metadata`` is the table's metadata at ``version`` when the caller knows it (the committing
+    transaction): converting the one commit after the last converted version then reads only that
+    commit's file, never the whole log.
     """
     root = normalize_table_root(table_root)
     storage = storage or storage_for(root)
-    target = Snapshot.load(root, version=version, storage=storage)
+    if full:
+        forget(root)
     state = None if full else load_state(storage, root)
-    if state is not None and state.delta_version >= target.version:
+    if state is not None and version is not None and metadata is not None and state.delta_version == version - 1:
+        lines = read_commit(storage, join(log_path(root), commit_file_name(version)))
+        md = next((Metadata.from_json(ln["metaData"]) for ln in lines if "metaData" in ln), metadata)
+        target = _lazy_target(version, md, _timestamp(storage, root, version, md, lines, state),
+                              lambda: Snapshot.load(root, version=version, storage=storage))
+        convert_step(storage, root, state, target, _commit_change(root, lines))
+        return version
+    snap = Snapshot.load(root, version=version, storage=storage)
+    if state is not None and state.delta_version >= snap.version:
         return state.delta_version
     if state is None:
-        convert_step(storage, root, None, None, target)
-        return target.version
-    try:
-        prev_snapshot: Snapshot | None = Snapshot.load(root, version=state.delta_version, storage=storage)
-    except Exception as exc:  # noqa: BLE001 - the old version's log may be gone: start a fresh history
-        log.info("Delta version %s of %s is not loadable (%s); converting %s from scratch", state.delta_version, root,
-                 exc, target.version)
-        convert_step(storage, root, None, None, target)
-        return target.version
-    for v in range(state.delta_version + 1, target.version + 1):
-        snap = target if v == target.version else Snapshot.load(root, version=v, storage=storage)
-        state = convert_step(storage, root, state, prev_snapshot, snap)
-        prev_snapshot = snap
-    return target.version
+        convert_step(storage, root, None, _target_of(snap, snap.version), None, replace=full)
+        return snap.version
+    commits = _commits_between(storage, snap, state.delta_version)
+    if commits is None:  # a commit's file is gone (log cleanup): publish the target's files after the history
+        log.info("the Delta log of %s no longer has every commit after version %s; publishing version %s whole",
+                 root, state.delta_version, snap.version)
+        convert_step(storage, root, state, _target_of(snap, snap.version), None)
+        return snap.version
+    metadata_now: Metadata | None = None
+    if any("metaData" in ln for lines in commits for ln in lines):
+        metadata_now = Snapshot.load(root, version=state.delta_version, storage=storage).metadata
+    for v, lines in enumerate(commits, start=state.delta_version + 1):
+        metadata_now = next((Metadata.from_json(ln["metaData"]) for ln in lines if "metaData" in ln),
+                            metadata_now or snap.metadata)
+        target = _target_of(snap, v, metadata_now)
+        state = convert_step(storage, root, state, target, _commit_change(root, lines))
+    return snap.version
 
 
-def after_commit(table_root: str, version: int, storage: Storage) -> None:
-    """Convert after a commit on a UniForm table; a failure is logged, never raised (the commit stands)."""
+def _target_of(snap: Snapshot, version: int, metadata: Metadata | None = None) -> _Target:
+    """Version ``version`` (at most ``snap``'s) with ``snap``'s log; its files are loaded only if a step needs them."""
+    root, storage = snap.table_root, snap.storage
+
+    def load() -> Snapshot:
+        return snap if version == snap.version else Snapshot.load(root, version=version, storage=storage)
+
+    return _lazy_target(version, metadata or snap.metadata, snap.commit_timestamp(version), load)
+
+
+def _lazy_target(version: int, metadata: Metadata, timestamp: int, load: Callable[[], Snapshot]) -> _Target:
+    """A target whose snapshot is loaded once, and only when a step needs its files or high-water mark."""
+    snapshot = functools.cache(load)
+    return _Target(version, metadata, timestamp, lambda: _delta_files(snapshot()),
+                   lambda: row_tracking.high_water_mark(snapshot().domains))
+
+
+def _commits_between(storage: Storage, snap: Snapshot, after: int) -> list[list[dict[str, Any]]] | None:
+    """The actions of each commit after ``after`` up to ``snap``'s version (None when one is no longer in the log)."""
+    out = []
+    for v in range(after + 1, snap.version + 1):
+        if v not in snap.listing.commits:
+            return None
+        try:
+            out.append(read_commit(storage, snap.listing.commits[v][0]))
+        except FileNotFoundError:
+            return None
+    return out
+
+
+def _timestamp(storage: Storage, root: str, version: int, metadata: Metadata, lines: list[dict[str, Any]],
+               prev: IcebergState) -> int:
+    """The commit's timestamp as ``Snapshot.commit_timestamp`` gives it, from the commit file alone.
+
+    The in-commit timestamp where the table has them; else the file's modification time, kept above
+    the previous version's (delta-spark makes file times monotonic the same way).
+    """
+    if metadata.configuration.get(ICT_ENABLED, "false").lower() == "true":
+        ict = next((ln["commitInfo"].get("inCommitTimestamp") for ln in lines if "commitInfo" in ln), None)
+        if ict is not None:
+            return int(ict)
+    info = storage.stat(join(log_path(root), commit_file_name(version)))
+    mtime = info.mtime_ms if info is not None else now_ms()
+    before = prev.metadata.get("properties", {}).get(DELTA_TIMESTAMP)
+    return max(mtime, int(before) + 1) if before is not None else mtime
+
+
+def after_commit(table_root: str, version: int, storage: Storage, metadata: Metadata | None = None) -> None:
+    """Convert after a commit on a UniForm table; a failure is logged, never raised (the commit stands).
+
+    ``metadata``: the table's metadata as of the commit (lets the step read only the commit's own file).
+    """
     try:
-        sync(table_root, storage, version=version)
+        sync(table_root, storage, version=version, metadata=metadata)
     except Exception as exc:  # noqa: BLE001 - Iceberg metadata is derived; the Delta commit must stand
         log.warning("commit %s of %s succeeded but its Iceberg metadata was not written: %s. Run `dvlake uniform sync "
                     "%s` to retry.", version, table_root, exc, table_root)

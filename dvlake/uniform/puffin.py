@@ -20,6 +20,7 @@ import zlib
 from dataclasses import dataclass
 
 from dvlake._version import __version__
+from dvlake.errors import UniformConversionError
 
 MAGIC = b"PFA1"
 DV_BLOB_TYPE = "deletion-vector-v1"
@@ -52,7 +53,9 @@ class PuffinBuilder:
         self.blobs: list[Blob] = []
 
     def add_dv(self, referenced_data_file: str, bitmap_bytes: bytes, cardinality: int) -> Blob:
-        blob = dv_blob(bitmap_bytes)
+        return self._append(referenced_data_file, dv_blob(bitmap_bytes), cardinality)
+
+    def _append(self, referenced_data_file: str, blob: bytes, cardinality: int) -> Blob:
         out = Blob(referenced_data_file, self._pos, len(blob), cardinality)
         self._parts.append(blob)
         self._pos += len(blob)
@@ -62,6 +65,14 @@ class PuffinBuilder:
             "properties": {"referenced-data-file": referenced_data_file, "cardinality": str(cardinality)}})
         self.blobs.append(out)
         return out
+
+    def add_blob(self, referenced_data_file: str, blob: bytes, cardinality: int, source: str) -> Blob:
+        """Copy a whole deletion-vector-v1 blob of an earlier Puffin file (length and CRC checked, not re-encoded)."""
+        size = struct.unpack(">I", blob[:4])[0] if len(blob) >= 8 else -1
+        if size != len(blob) - 8 or struct.unpack(">I", blob[-4:])[0] != zlib.crc32(blob[4:-4]) & 0xFFFFFFFF:
+            raise UniformConversionError(f"{source}: the deletion vector blob for {referenced_data_file} fails its length or "
+                             "CRC-32 check; regenerate the Iceberg metadata with `dvlake uniform sync --full`")
+        return self._append(referenced_data_file, blob, cardinality)
 
     def render(self) -> bytes:
         payload = json.dumps({"blobs": self._meta, "properties": {"created-by": f"dvlake {__version__}"}},

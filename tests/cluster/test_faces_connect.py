@@ -13,6 +13,7 @@ import pytest
 
 from tests.cluster import daemons
 from tests.cluster.conftest import RUN_TIMEOUT_S
+from tests.conftest import require_native_jar
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -67,11 +68,7 @@ def test_catalog_names_never_answer_wrong_over_connect(connect_faces: dict[str, 
 @pytest.fixture(scope="module")
 def connect_server_with_jar(cluster_work: Path, executor_python: Path) -> Iterator[daemons.ConnectServer]:
     """A Connect server started with dvlake's scan jar (``--jars``), the way an administrator installs it."""
-    from dvlake.spark import native
-
-    jar = native.jar_for(_pyspark_version())
-    if not jar.is_file():
-        pytest.skip("the native scan's jar is not built (make jar)")
+    jar = require_native_jar(_pyspark_version())
     server = daemons.start_connect_server(cluster_work / "connect-with-jar", executor_python, jars=jar)
     try:
         yield server

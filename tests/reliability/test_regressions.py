@@ -19,6 +19,7 @@ import dvlake
 import dvlake.errors as E
 from dvlake import DeltaTable
 from dvlake.config import CONFINE_SESSION_KEY
+from dvlake.log.snapshot import Snapshot
 from tests.reliability.tables import (
     DELETED,
     LIVE,
@@ -141,16 +142,21 @@ def test_absolute_dv_is_refused_when_confined(spark, table, tmp_path):
         ids(spark, table)
 
 
-def test_absolute_dv_is_followed_when_unconfined(spark, table, tmp_path, unconfined):
+def _dvs_outside_the_root(table: str, where: Path) -> None:
+    """Move version 1's DV file to ``where`` (outside the table) and point its adds at it by absolute path."""
     from dvlake.dv.descriptor import DeletionVectorDescriptor
 
     def go(a):
         here = DeletionVectorDescriptor.from_json(a["deletionVector"]).absolute_path(table)
-        there = tmp_path / os.path.basename(here)
+        there = where / os.path.basename(here)
         if os.path.exists(here):
             os.rename(here, there)
         a["deletionVector"].update(storageType="p", pathOrInlineDv=f"file://{there}")
     edit_dv_adds(table, 1, go)
+
+
+def test_absolute_dv_is_followed_when_unconfined(spark, table, tmp_path, unconfined):
+    _dvs_outside_the_root(table, tmp_path)
     assert ids(spark, table) == LIVE
 
 
@@ -240,7 +246,8 @@ def test_schema_mismatch_between_log_and_file_is_typed(spark, table):
         dvlake.read(spark, table).collect()
 
 
-def test_delete_over_a_file_outside_the_root_works_when_unconfined(spark, table, tmp_path, unconfined):
+def _one_file_outside_the_root(table: str, tmp_path: Path) -> None:
+    """Move one data file next to the table (outside its root) and point the log at it as ``../<name>``."""
     f = data_files(table)[0]
     name = os.path.basename(f)
     os.rename(f, tmp_path / name)
@@ -253,8 +260,40 @@ def test_delete_over_a_file_outside_the_root_works_when_unconfined(spark, table,
         return acts
     edit_commit(table, 0, go)
     edit_commit(table, 1, go)
+
+
+def test_delete_over_a_file_outside_the_root_works_when_unconfined(spark, table, tmp_path, unconfined):
+    _one_file_outside_the_root(table, tmp_path)
     DeltaTable.forPath(spark, table).delete("id % 7 = 1")
     assert ids(spark, table) == [i for i in LIVE if i % 7 != 1]
+
+
+# Every command that narrows its scan plan to the files it touches must keep the plan's confinement setting
+# (a narrowed plan once defaulted to "confined" and refused the outside DV file mid-command).
+
+
+@pytest.mark.parametrize("dvs", ["true", "false"], ids=["dv", "copy_on_write"])
+def test_update_and_merge_over_files_outside_the_root_work_when_unconfined(spark, table, tmp_path, unconfined, dvs):
+    _one_file_outside_the_root(table, tmp_path)
+    _dvs_outside_the_root(table, tmp_path)
+    dvlake.sql(spark, f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = '{dvs}')")
+    dt = DeltaTable.forPath(spark, table)
+    dt.update("id % 7 = 1", {"k": "-1"})
+    source = spark.range(0, N_ROWS, 5).selectExpr("id", "cast(-2 as int) AS k")
+    dt.alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"k": "s.k"}).execute()
+    rows = {r.id: r.k for r in dvlake.read(spark, table).collect()}
+    assert sorted(rows) == LIVE
+    assert rows == {i: -2 if i % 5 == 0 else -1 if i % 7 == 1 else i % 3 for i in LIVE}
+
+
+@pytest.mark.parametrize("command", ["OPTIMIZE delta.`{t}`", "REORG TABLE delta.`{t}` APPLY (PURGE)"])
+def test_optimize_and_purge_over_files_outside_the_root_work_when_unconfined(spark, table, tmp_path, unconfined,
+                                                                            command):
+    _one_file_outside_the_root(table, tmp_path)
+    _dvs_outside_the_root(table, tmp_path)
+    dvlake.sql(spark, command.format(t=table))
+    assert ids(spark, table) == LIVE
+    assert all(not p.startswith("..") for p in (a.path for a in Snapshot.load(table).add_files()))
 
 
 # --- 6: executors without our dependencies ------------------------------------------------------

@@ -1,7 +1,8 @@
 """delta-spark's DML rules that once gave wrong data in dvlake (the DML-semantics issue), one rule per test.
 
 - DELETE/UPDATE/MERGE conditions may not hold subqueries (DELTA_UNSUPPORTED_SUBQUERY); a correlated
-  EXISTS once deleted every row.
+  EXISTS once deleted every row. A Column condition counts too: its rendering is not SQL, so Spark's
+  analyzer decides (a Column subquery once reached Spark unrefused).
 - A source row that matched a target row never takes a NOT MATCHED clause, even when another source row
   matching the same target row is the one an unconditional WHEN MATCHED THEN DELETE acts on.
 - One UPDATE may not assign a column twice (DELTA_CONFLICT_SET_COLUMN); it once kept the last value.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import dvlake
 from dvlake import DeltaTable
@@ -50,6 +52,27 @@ def test_merge_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_p
     with pytest.raises(UnsupportedSubqueryError):
         (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.c = s.c")
          .whenMatchedUpdate("s.z > (SELECT 1)", {"z": "s.z"}).execute())
+
+
+def test_column_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_path) -> None:
+    path = _table(spark, str(tmp_path / "t"))
+    other = spark.createDataFrame([(1,), (5,)], "c long")
+    before = _rows(spark, path)
+    dt = DeltaTable.forPath(spark, path)
+    conditions = {"IN": F.col("c").isin(other.select("c")), "scalar": F.col("c") == other.select(F.max("c")).scalar(),
+                  "EXISTS": other.where(F.col("c") > 3).exists()}
+    for name, condition in conditions.items():
+        with pytest.raises(UnsupportedSubqueryError, match="DELETE") as err:
+            dt.delete(condition)
+        assert err.value.error_class == "DELTA_UNSUPPORTED_SUBQUERY", name
+        with pytest.raises(UnsupportedSubqueryError, match="UPDATE"):
+            dt.update(condition, {"z": "0"})
+    src = spark.createDataFrame([(1, 100)], "c long, z long").alias("s")
+    with pytest.raises(UnsupportedSubqueryError, match="search condition of MERGE"):
+        dt.alias("t").merge(src, (F.col("t.c") == F.col("s.c")) & conditions["EXISTS"]).whenMatchedDelete().execute()
+    with pytest.raises(UnsupportedSubqueryError, match="DELETE condition of MERGE"):
+        dt.alias("t").merge(src, "t.c = s.c").whenMatchedDelete(F.col("t.z") > other.select(F.max("c")).scalar()).execute()
+    assert _rows(spark, path) == before
 
 
 @pytest.mark.parametrize("dvs", ["true", "false"])

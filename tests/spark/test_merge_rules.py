@@ -217,21 +217,28 @@ def test_only_the_last_clause_of_a_kind_may_omit_its_condition(spark, tmp_path, 
 
 @pytest.mark.parametrize("form", ["python", "sql"])
 def test_aggregate_and_window_functions_are_refused_in_merge_clauses(spark, tmp_path, form):
-    """Rule: DELTA_AGGREGATION_NOT_SUPPORTED for an aggregate in a MERGE condition or value (a window function
-    too: there is no group or window of rows in a MERGE clause)."""
+    """Rule: an aggregate in a MERGE condition is DELTA_AGGREGATION_NOT_SUPPORTED (SQLSTATE 42903); a window function
+    anywhere, or an aggregate in a SET or INSERT value, is Spark's UNSUPPORTED_EXPR_FOR_OPERATOR (42K0E), which
+    delta-spark lets through (its MergeIntoSuite expects "unsupported … Invalid expressions" there)."""
     path, source = _tables(spark, tmp_path, "true", "key long, value long", "key long, value long")
     py = _merge_py(spark, path, source)
     cases = [
         (py(whenMatchedDelete=("max(s.value) > 0",)), "WHEN MATCHED AND max(s.value) > 0 THEN DELETE",
-         "DELETE condition of MERGE operation"),
+         "DELETE condition of MERGE operation", "DELTA_AGGREGATION_NOT_SUPPORTED", "42903"),
         (py(whenNotMatchedInsert=(None, {"key": "s.key", "value": "sum(s.value)"})),
-         "WHEN NOT MATCHED THEN INSERT (key, value) VALUES (s.key, sum(s.value))", "INSERT clause of MERGE operation"),
+         "WHEN NOT MATCHED THEN INSERT (key, value) VALUES (s.key, sum(s.value))", "INSERT clause of MERGE operation",
+         "UNSUPPORTED_EXPR_FOR_OPERATOR", "42K0E"),
         (py(whenMatchedUpdate=(None, {"value": "row_number() OVER (ORDER BY s.key)"})),
-         "WHEN MATCHED THEN UPDATE SET value = row_number() OVER (ORDER BY s.key)", "UPDATE clause of MERGE operation"),
+         "WHEN MATCHED THEN UPDATE SET value = row_number() OVER (ORDER BY s.key)", "UPDATE clause of MERGE operation",
+         "UNSUPPORTED_EXPR_FOR_OPERATOR", "42K0E"),
+        (py(whenMatchedDelete=("row_number() OVER (ORDER BY s.key) > 1",)),
+         "WHEN MATCHED AND row_number() OVER (ORDER BY s.key) > 1 THEN DELETE", "Invalid expressions",
+         "UNSUPPORTED_EXPR_FOR_OPERATOR", "42K0E"),
     ]
-    for run_py, when, operation in cases:
-        _refused(spark, path, AggregationNotSupportedError, "DELTA_AGGREGATION_NOT_SUPPORTED",
-                 run_py if form == "python" else _merge_sql(spark, path, when), operation)
+    for run_py, when, text, error_class, state in cases:
+        error = _refused(spark, path, AggregationNotSupportedError, error_class,
+                         run_py if form == "python" else _merge_sql(spark, path, when), text)
+        assert error.getSqlState() == state
 
 
 @pytest.mark.parametrize("form", ["python", "sql"])

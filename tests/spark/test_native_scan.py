@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 import threading
 import uuid
 import zlib
@@ -31,6 +33,7 @@ from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
 from dvlake.dv.store import dv_bytes
 from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError
 from dvlake.spark import native
+from tests.conftest import REPO_ROOT, require_native_jar
 from tests.reliability.tables import LIVE, build_dv_table, data_files, dv_files, edit_dv_adds, read_actions
 
 DV_PROPS = {"delta.enableDeletionVectors": "true"}
@@ -38,10 +41,7 @@ DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 @pytest.fixture(autouse=True)
 def jar_built(spark: SparkSession) -> Iterator[None]:
-    if not native.jar_for(spark.version).is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail("the native scan's jar is missing: run make jar")
-        pytest.skip("the native scan's jar is not built (make jar)")
+    require_native_jar(spark.version)
     yield
     spark.conf.unset(native.SETTING)
 
@@ -302,6 +302,64 @@ def test_nullable_column_with_nulls_on_deleted_or_kept_rows(spark: SparkSession,
     assert fast == [(16_000 if nulls_at == "deleted" else 12_000, 16_000)]
 
 
+# --- reader settings: row mode, off-heap vectors, wide rows -------------------------------------------------------
+
+
+def _with_conf(spark: SparkSession, key: str, value: str) -> Callable[[], None]:
+    """Set ``key`` in the shared session; returns what puts the old value back."""
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    return lambda: spark.conf.unset(key) if old is None else spark.conf.set(key, old)
+
+
+@pytest.mark.parametrize(("key", "value", "source"), [
+    ("spark.sql.parquet.enableVectorizedReader", "false", "files_spark_column"),  # parquet-mr's rows, Spark's index
+    ("spark.sql.columnVector.offheap.enabled", "true", "files_tracked"),          # off-heap vectors under the mapping
+])
+def test_reader_settings_equal_the_python_path(spark: SparkSession, tmp_path: Path, key: str, value: str,
+                                               source: str) -> None:
+    path = _converted(spark, str(tmp_path / "settings"), rows=20_000, row_group=3_000)
+    DeltaTable.forPath(spark, path).delete(_DELETE)
+    restore = _with_conf(spark, key, value)
+    try:
+        before = _row_index_counts(spark)
+        for condition in (None, _FILTERS[2], _FILTERS[4]):
+            fast, slow, plan = _both(spark, lambda c=condition: dvlake.read(spark, path).select("id", "v", "s").filter(
+                c or "true"))
+            assert fast == slow == sorted(((i, 3 * i, f"s{i}") for i in _live(condition)), key=repr)
+            assert "DvlakeParquet" in plan
+        assert _delta(before, _row_index_counts(spark))[source] > 0
+        fast, slow, _ = _both(spark, lambda: dvlake.read(spark, path).select("id", "_metadata.row_index"))
+        assert fast == slow and len(fast) == len(_live(None))
+    finally:
+        restore()
+
+
+def test_rows_wider_than_codegen_max_fields(spark: SparkSession, tmp_path: Path) -> None:
+    """Above ``spark.sql.codegen.maxFields`` (100) Spark's scan returns rows, not batches (the vectorized reader still
+    reads): the format must read those files with Spark's row-index column and project it away, here from 120 data
+    columns plus a partition column; a narrow query of the same table reads batches again."""
+    path = str(tmp_path / "wide")
+    columns = ["id"] + [f"id * {c} + {c} AS c{c}" for c in range(1, 120)] + ["cast(id % 3 AS int) AS p"]
+    dvlake.write(spark.range(6000).selectExpr(*columns).repartition(3, "p"), path, partitionBy="p", properties=DV_PROPS)
+    DeltaTable.forPath(spark, path).delete("id % 7 = 0 OR (id > 1000 AND id < 1200)")
+    live = [i for i in range(6000) if not (i % 7 == 0 or 1000 < i < 1200)]
+    for query, shape in ((lambda: dvlake.read(spark, path), "files_spark_column"),
+                         (lambda: dvlake.read(spark, path).filter("id > 900 AND id < 1300"), "files_spark_column"),
+                         (lambda: dvlake.read(spark, path).select("id", "c7", "p"), "files_tracked")):
+        before = _row_index_counts(spark)
+        fast, slow, plan = _both(spark, query)
+        assert fast == slow and "DvlakeParquet" in plan
+        assert {r[0] for r in fast} <= set(live) and all(r[7] == 7 * r[0] + 7 for r in fast if len(r) > 7)
+        assert _delta(before, _row_index_counts(spark))[shape] > 0, shape
+    assert sorted(r[0] for r in _both(spark, lambda: dvlake.read(spark, path))[0]) == live
+    single = str(tmp_path / "wide1")  # one scan (no partitions): the query's own _metadata columns resolve
+    dvlake.write(spark.range(3000).selectExpr(*columns[:-1]).coalesce(1), single, properties=DV_PROPS)
+    DeltaTable.forPath(spark, single).delete("id % 5 = 2")
+    fast, slow, plan = _both(spark, lambda: dvlake.read(spark, single).select("*", "_metadata.row_index"))
+    assert fast == slow and len(fast) == 2400 and all(r[0] == r[120] for r in fast)
+
+
 # --- DV kinds and damage: the same rows, or the same typed error, on both paths --------------------------------------
 
 
@@ -414,6 +472,62 @@ def test_damaged_dvs_give_the_same_typed_error_on_both_paths(spark: SparkSession
     fast, slow = _both_or_errors(spark, root)
     assert type(fast) is type(slow) is error, (fast, slow)
     assert "deletion_vector_" in str(fast) and "deletion_vector_" in str(slow)  # both name the DV file
+
+
+def _rewrite_dvs_in_place(root: str, change: Callable[[int], int]) -> None:
+    """Every DV of version 1 rewritten where it is (same file, offset, size and cardinality: the log is untouched)
+    with the rows ``change`` gives for its rows, size and CRC correct."""
+    for a in read_actions(root, 1):
+        if "add" not in a or not a["add"].get("deletionVector"):
+            continue
+        dv = DeletionVectorDescriptor.from_json(a["add"]["deletionVector"])
+        raw, _ = dv_bytes(dv, root)
+        assert raw is not None and dv.offset is not None
+        bitmap = roaring.serialize(pyroaring.BitMap64([change(r) for r in roaring.deserialize(raw)]))
+        assert len(bitmap) == len(raw), "the rewrite must keep the DV's size"
+        _poke(dv.absolute_path(root), dv.offset, struct.pack(">I", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap)))
+
+
+def test_a_dv_file_replaced_in_place_is_read_again(spark: SparkSession, tmp_path: Path) -> None:
+    """Each executor JVM caches decoded DVs: a DV file that changed at the same path, offset, size and cardinality
+    (rewritten in place) must be read again, not answered from the decoding of the old bytes."""
+    root = _dv_table(spark, tmp_path)
+    fast, slow = _both_or_errors(spark, root)
+    assert fast == slow and [r[0] for r in fast] == LIVE  # type: ignore[union-attr]
+    _rewrite_dvs_in_place(root, lambda row: row + 1)  # each deleted row index, one later in its file
+    fast, slow = _both_or_errors(spark, root)
+    assert isinstance(fast, list) and fast == slow  # the pure-Python path reads the DV's bytes every time
+    assert len(fast) == len(LIVE) and [r[0] for r in fast] != LIVE
+
+
+def _dv_cache(spark: SparkSession) -> dict[str, int]:
+    text = spark._jvm.io.dvlake.spark.DeletionVectors.cacheStats()  # type: ignore[union-attr]
+    return {k: int(v) for k, v in (kv.split("=") for kv in text.split())}
+
+
+def test_the_dv_cache_is_bounded_by_bytes(spark: SparkSession, tmp_path: Path) -> None:
+    """``spark.dvlake.scan.dvCacheBytes`` bounds the decoded DVs each JVM keeps, by their size in memory."""
+    setting = "spark.dvlake.scan.dvCacheBytes"
+    root = _dv_table(spark, tmp_path)
+    restore = _with_conf(spark, setting, "0")
+    try:
+        fast, slow = _both_or_errors(spark, root)
+        assert fast == slow and [r[0] for r in fast] == LIVE  # type: ignore[union-attr]
+        assert _dv_cache(spark) == {"entries": 0, "bytes": 0}  # nothing kept, and older entries dropped
+        spark.conf.set(setting, "64m")
+        _both_or_errors(spark, root)
+        full = _dv_cache(spark)
+        assert full["entries"] == 2 and full["bytes"] > 0  # the table's two DVs
+        spark.conf.set(setting, str(full["bytes"] - 1))  # room for one of them
+        fast, _ = _both_or_errors(spark, _dv_table(spark, tmp_path / "other"))
+        assert [r[0] for r in fast] == LIVE  # type: ignore[union-attr]
+        now = _dv_cache(spark)
+        assert 1 <= now["entries"] < 2 + 2 and now["bytes"] <= full["bytes"] - 1
+        spark.conf.set(setting, "a lot")
+        with pytest.raises(Exception, match="dvCacheBytes must be a size in bytes"):
+            _both(spark, lambda: dvlake.read(spark, root))
+    finally:
+        restore()
 
 
 # --- _metadata columns the user asks for ---------------------------------------------------------------------------
@@ -649,3 +763,38 @@ def test_connect_resolves_the_format_before_adding_the_jar(spark: SparkSession, 
     monkeypatch.setattr(native, "FORMAT", "io.dvlake.spark.NoSuchFormat")  # a server without the jar
     ok, why = native._load(spark)
     assert not ok and "missing.jar" in why
+
+
+# --- a JVM that outlives a SparkContext ----------------------------------------------------------------------------
+
+
+def _child(mode: str, table: str) -> list[str]:
+    """``tests/spark/native_child.py`` in a process (and JVM) of its own; its result lines."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, "-m", "tests.spark.native_child", mode, table], capture_output=True,
+                          text=True, cwd=str(REPO_ROOT), env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return [line[2:] for line in done.stdout.splitlines() if line.startswith("@ ")]
+
+
+def test_a_new_spark_context_in_the_same_jvm_reads_its_own_dvs(tmp_path: Path) -> None:
+    """Spark numbers broadcasts from 0 in every SparkContext while the jar's classes (on the driver's class path)
+    outlive it: a listing cached by broadcast id gave the second context the first one's DV for the same data file,
+    silently (1333 rows of version 1 instead of version 2's 1067)."""
+    lines = _child("contexts", str(tmp_path / "t"))
+    expected = len([i for i in range(2000) if i % 3 and i % 5])
+    assert lines == [f"ROWS {expected} {expected}"]
+
+
+def test_an_engine_that_replaces_parquet_scans_is_refused(tmp_path: Path) -> None:
+    """Comet, Gluten, RAPIDS swap Spark's Parquet scan for their own, which applies no DV: a read of files with a DV
+    (on either path) and DML's row indexes are refused with a typed error naming the engine, until its scans are off.
+    A fake Comet extension class stands in (Spark skips a missing extension class with a warning)."""
+    lines = {line.split(" ")[0]: line.split(" ", 1)[1] for line in _child("engine", str(tmp_path / "t"))}
+    assert lines.pop("PLAIN") == "100"
+    assert lines.pop("DELETE_SCAN_OFF") == "None"
+    assert lines.pop("READ_SCAN_OFF") == str(len([i for i in range(100) if i % 3]))
+    assert sorted(lines) == ["DELETE", "READ_auto", "READ_false", "READ_true"]
+    for label, result in lines.items():
+        assert result.startswith("REFUSED NativeEngineScanError "), (label, result)
+        assert "CometSparkSessionExtensions" in result and "spark.comet.scan.enabled=false" in result

@@ -319,3 +319,200 @@ def test_source_with_column_mapping_partitions_and_nested_columns(dspark: SparkS
     got = [r for _, b in _collect(dvlake.read_stream(dspark, path), tmp_path / "c", cols) for r in b]
     expected = sorted(tuple(r) for r in dvlake.read(dspark, path).select(*cols).collect())
     assert sorted(got) == expected and len(expected) == 5
+
+
+# -- the sink over Spark Connect: its foreachBatch function must survive cloudpickle ---------------------------
+def test_sink_batch_function_is_picklable_and_learns_the_id_from_the_checkpoint(dspark: SparkSession, tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark Connect pickles the foreachBatch function and runs it on the server: the function start() hands over must
+    pickle (no lock inside), and once unpickled elsewhere it reads the query id from the checkpoint's metadata."""
+    from pyspark import cloudpickle
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    handed: list[Any] = []
+    original = DataStreamWriter.foreachBatch
+
+    def keep(self: Any, func: Any) -> Any:
+        handed.append(func)
+        return original(self, func)
+
+    monkeypatch.setattr(DataStreamWriter, "foreachBatch", keep)
+    src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
+    _append_parquet(dspark, src, 0, 3)
+    _sink(dspark, src, out, chk)
+    assert len(handed) == 1
+    clone = cloudpickle.loads(cloudpickle.dumps(handed[0]))  # what a Connect server's Python worker gets
+    query_id = Snapshot.load(out).history()[0]["operationParameters"]["queryId"]
+    cell = next(c.cell_contents for c in clone.__closure__ if type(c.cell_contents).__name__ == "QueryId")
+    # as on a Connect server: nothing learnt in this process, no start() to wait for; only the checkpoint can answer
+    cell._value, cell.token, cell.remote = None, "never-started", True
+    assert cell.get() == query_id
+
+
+def test_sink_query_id_over_connect_needs_a_readable_checkpoint(tmp_path: Path) -> None:
+    from dvlake.commands.stream_sink import QueryId, checkpoint_location
+    from dvlake.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="checkpointLocation"):
+        QueryId(str(tmp_path / "never-written"), remote=True).get()  # fails at once, no 300 s wait
+    (tmp_path / "chk").mkdir()
+    (tmp_path / "chk" / "metadata").write_text('{"id":"1234-abcd"}\n')
+    assert QueryId(str(tmp_path / "chk"), remote=True).get() == "1234-abcd"
+    conf = {"spark.sql.streaming.checkpointLocation": "/chk/root"}.get
+    assert checkpoint_location({"checkpointLocation": "/a"}, conf, None) == "/a"
+    assert checkpoint_location({}, conf, "q1") == "/chk/root/q1"  # Spark's own rule for a named query
+    assert checkpoint_location({}, conf, None) is None  # Spark names the folder with a random UUID
+
+
+# -- schema changes -----------------------------------------------------------------------------------------
+def test_stream_from_an_older_version_reads_across_an_added_column(dspark: SparkSession, tmp_path: Path) -> None:
+    """Starting before ADD COLUMNS: old files read with the latest schema (the new column null), not a stream that
+    fails at the schema change on every restart."""
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 3))
+    dspark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (x STRING)")  # v1
+    dvlake.write(dspark.range(3, 5).selectExpr("id", "'n' AS x"), path, "append")  # v2
+    got = _collect(dvlake.read_stream(dspark, path, startingVersion=0), tmp_path / "c", ["id", "x"])
+    assert [r for _, b in got for r in b] == [(0, None), (1, None), (2, None), (3, "n"), (4, "n")]
+
+
+def _rename_column(path: str, old: str, new: str) -> None:
+    """RENAME COLUMN under column mapping as delta-spark commits it: the logical name changes, the physical one stays
+    (dvlake has no RENAME COLUMN statement)."""
+    import dataclasses
+    import json
+
+    from dvlake.txn.transaction import OptimisticTransaction
+
+    snap = Snapshot.load(path)
+    schema = snap.schema
+    for f in schema["fields"]:
+        if f["name"] == old:
+            f["name"] = new
+    txn = OptimisticTransaction(path, snap)
+    txn.update_metadata(dataclasses.replace(snap.metadata, schema_string=json.dumps(schema)))
+    txn.commit([], "RENAME COLUMN")
+
+
+def test_restarted_stream_behind_a_rename_fails_instead_of_reading_old_files_renamed(dspark: SparkSession,
+                                                                                     tmp_path: Path) -> None:
+    from dvlake.errors import StreamingIncompatibleSchemaChangeError
+
+    path, chk = str(tmp_path / "t"), tmp_path / "c"
+    props = {**DV_PROPS, "delta.columnMapping.mode": "name"}
+    dvlake.write(dspark.range(0, 2).selectExpr("id", "cast(id AS string) AS a"), path, "append", properties=props)
+    assert [b for _, b in _collect(dvlake.read_stream(dspark, path), chk)] == [[0, 1]]
+    dvlake.write(dspark.range(2, 4).selectExpr("id", "cast(id AS string) AS a"), path, "append")  # v1: not read yet
+    _rename_column(path, "a", "b")  # v2
+    dvlake.write(dspark.range(4, 5).selectExpr("id", "cast(id AS string) AS b"), path, "append")  # v3
+    with pytest.raises(StreamingIncompatibleSchemaChangeError) as info:
+        _collect(dvlake.read_stream(dspark, path), chk, ["id", "b"])
+    assert info.value.error_class == "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG"
+    # the way out the error names: a new query from the version of the change
+    got = _collect(dvlake.read_stream(dspark, path, startingVersion=2), tmp_path / "c2", ["id", "b"])
+    assert [r for _, b in got for r in b] == [(4, "4")]
+
+
+# -- options unit-tested in test_stream_plan.py, end to end ----------------------------------------------------
+def test_read_change_data_streams_the_change_feed(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    dvlake.write(dspark.range(0, 3).coalesce(1), path, "append", properties={**DV_PROPS, "delta.enableChangeDataFeed": "true"})
+    DeltaTable.forPath(dspark, path).delete("id = 1")
+    stream = dspark.readStream.format("delta").option("readChangeData", "true").option("startingVersion", 1).load(path)
+    got = _collect(stream, tmp_path / "c", ["id", "_change_type", "_commit_version"])
+    assert [r for _, b in got for r in b] == [(1, "delete", 1)]
+
+
+def test_pyspark_without_admission_control_gets_a_clear_error(dspark: SparkSession, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from dvlake.errors import UnsupportedFeatureError
+
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 2))
+    monkeypatch.setitem(sys.modules, "pyspark.sql.streaming.datasource", None)  # PySpark 4.0/4.1: no such module
+    with pytest.raises(UnsupportedFeatureError, match=r"PySpark 4\.2 or newer"):
+        dspark.readStream.format("delta").load(path)
+    monkeypatch.undo()
+    from pyspark.sql import datasource
+
+    monkeypatch.delattr(datasource.DataSourceStreamReader, "getDefaultReadLimit")  # the module there, the API not
+    with pytest.raises(UnsupportedFeatureError, match="latestOffset"):
+        dvlake.read_stream(dspark, path)
+
+
+def test_ignore_changes_re_emits_the_rewritten_files_live_rows(dspark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 4))
+    _collect(dvlake.read_stream(dspark, path, ignoreChanges="true"), tmp_path / "c")
+    DeltaTable.forPath(dspark, path).delete("id = 1")  # the file comes back with a DV: its live rows again
+    dvlake.write(dspark.range(4, 6).coalesce(1), path, "append")
+    got = _collect(dvlake.read_stream(dspark, path, ignoreChanges="true"), tmp_path / "c")
+    assert [b for _, b in got] == [[0, 2, 3, 4, 5]]
+
+
+def test_exclude_regex_skips_matching_files(dspark: SparkSession, tmp_path: Path) -> None:
+    import re
+
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 2), (2, 4))
+    second = next(a.path for a in Snapshot.load(path).add_files() if a.path not in
+                  {x.path for x in Snapshot.load(path, version=0).add_files()})
+    got = _collect(dvlake.read_stream(dspark, path, excludeRegex=re.escape(second)), tmp_path / "c")
+    assert [b for _, b in got] == [[0, 1]]
+
+
+def test_starting_timestamp_reads_from_the_first_commit_at_or_after_it(dspark: SparkSession, tmp_path: Path) -> None:
+    import datetime as dt
+
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 2), (2, 4), (4, 6))
+    ms = Snapshot.load(path).commit_timestamp(1)
+    stamp = dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    stream = dspark.readStream.format("delta").option("startingTimestamp", stamp).load(path)
+    assert [b for _, b in _collect(stream, tmp_path / "c")] == [[2, 3, 4, 5]]
+
+
+def test_sink_merge_schema_user_metadata_and_table_properties(dspark: SparkSession, tmp_path: Path) -> None:
+    src, out = tmp_path / "in", str(tmp_path / "out")
+    _append_parquet(dspark, src, 0, 2)
+    _sink(dspark, src, out, tmp_path / "c1", **{"delta.appendOnly": "true", "userMetadata": "first"})
+    snap = Snapshot.load(out)
+    assert snap.configuration.get("delta.appendOnly") == "true"  # a delta.* option: a property of the new table
+    assert snap.history()[0].get("userMetadata") == "first"
+    wider = dspark.readStream.schema("id long").parquet(str(src)).selectExpr("id + 10 AS id", "id AS extra")
+
+    def run(**options: Any) -> None:
+        (wider.writeStream.format("delta").option("checkpointLocation", str(tmp_path / "c2")).options(**options)
+         .trigger(availableNow=True).start(out).awaitTermination())
+
+    with pytest.raises(Exception, match="(?i)schema"):
+        run()  # a new column without mergeSchema: the batch fails, nothing is committed
+    assert [f["name"] for f in Snapshot.load(out).schema["fields"]] == ["id"]
+    run(mergeSchema="true")
+    after = Snapshot.load(out)
+    assert [f["name"] for f in after.schema["fields"]] == ["id", "extra"]
+    assert sorted(tuple(r) for r in dvlake.read(dspark, out).collect()) == [(0, None), (1, None), (10, 0), (11, 1)]
+
+
+def test_sink_to_table_creates_a_managed_table(dspark: SparkSession, tmp_path: Path) -> None:
+    from dvlake.spark.catalog import registered_location
+
+    src = tmp_path / "in"
+    _append_parquet(dspark, src, 0, 3)
+    dspark.sql(f"CREATE DATABASE IF NOT EXISTS stream_db LOCATION '{tmp_path / 'stream_db'}'")
+    try:
+        q = (dspark.readStream.schema("id long").parquet(str(src)).writeStream.format("delta")
+             .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).toTable("stream_db.events"))
+        q.awaitTermination()
+        location = registered_location(dspark, "stream_db.events")
+        assert location is not None and Path(location.removeprefix("file:")) == tmp_path / "stream_db" / "events"
+        assert _ids(dspark.table("stream_db.events")) == [0, 1, 2]
+        _append_parquet(dspark, src, 3, 5)  # the second run appends to the table the first one created
+        (dspark.readStream.schema("id long").parquet(str(src)).writeStream.format("delta")
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).toTable("stream_db.events")
+         .awaitTermination())
+        assert _ids(dspark.table("stream_db.events")) == [0, 1, 2, 3, 4]
+    finally:
+        dspark.sql("DROP DATABASE IF EXISTS stream_db CASCADE")

@@ -14,7 +14,9 @@ from dvlake.errors import (
     DeltaSourceIgnoreChangesError,
     DeltaSourceIgnoreDeleteError,
     DifferentTableReadByStreamError,
+    StreamingIncompatibleSchemaChangeError,
     StreamingSchemaChangedError,
+    StreamingSchemaChangedWithStartingOptionsError,
 )
 from dvlake.log.actions import AddFile, Metadata
 from dvlake.log.snapshot import Snapshot
@@ -49,7 +51,9 @@ def table(tmp_path) -> str:
 
 def planner(root: str, **options: str) -> StreamPlanner:
     snap = Snapshot.load(root)
-    return StreamPlanner(root, snap.storage, parse_options(options), snap.schema, snap.metadata.id)
+    return StreamPlanner(root, snap.storage, parse_options(options), snap.schema, snap.metadata.id,
+                         schema_version=snap.version, partition_columns=snap.partition_columns,
+                         mapping_mode=snap.column_mapping_mode)
 
 
 def batches(p: StreamPlanner, start: SourceOffset, max_files: int | None = None) -> list[list[str]]:
@@ -221,3 +225,137 @@ def test_starting_timestamp(table: str) -> None:
     assert p.initial_offset(snap) == SourceOffset(snap.metadata.id, 2, -1, False)
     later = planner(table, startingTimestamp=iso(at_v2 + 60_000))  # after the last commit: only what comes next
     assert later.initial_offset(snap) == SourceOffset(snap.metadata.id, 3, -1, False)
+
+
+# -- schema changes: delta-spark's read-compatibility rules (log/stream_schema.py) ------------------------------
+def _set_schema(root: str, schema: dict, operation: str) -> int:
+    snap = Snapshot.load(root)
+    txn = OptimisticTransaction(root, snap)
+    txn.update_metadata(Metadata(**{**snap.metadata.__dict__, "schema_string": json.dumps(schema)}))
+    return txn.commit([], operation)
+
+
+def _field(name: str, type_: str = "string", physical: str | None = None, nullable: bool = True) -> dict:
+    meta = {} if physical is None else {"delta.columnMapping.id": 1 + len(physical), "delta.columnMapping.physicalName": physical}
+    return {"name": name, "type": type_, "nullable": nullable, "metadata": meta}
+
+
+def test_older_version_before_an_added_column_is_read_with_the_new_schema(table: str) -> None:
+    """startingVersion before ADD COLUMN: the old files read with the latest schema (the column is null), as
+    delta-spark backfills; the schema change at v2 must not stop the stream forever."""
+    _set_schema(table, {"type": "struct", "fields": [*SCHEMA["fields"], _field("x")]}, "ADD COLUMNS")  # v2
+    commit(table, [add("d.parquet")])  # v3
+    p = planner(table, startingVersion="1")
+    assert batches(p, p.initial_offset(Snapshot.load(table))) == [["c.parquet", "a.parquet", "b.parquet", "d.parquet"]]
+
+
+def test_a_change_after_the_read_schema_fails_until_restarted(table: str) -> None:
+    p = planner(table)  # read schema: v1's
+    _set_schema(table, {"type": "struct", "fields": [*SCHEMA["fields"], _field("x")]}, "ADD COLUMNS")  # v2
+    commit(table, [add("d.parquet")])  # v3
+    start = SourceOffset(Snapshot.load(table).metadata.id, 2, -1, False)
+    with pytest.raises(StreamingSchemaChangedError) as info:
+        batches(p, start)
+    assert info.value.error_class == "DELTA_SCHEMA_CHANGED_WITH_VERSION" and "version 2" in str(info.value)
+    assert batches(planner(table), start) == [["d.parquet"]]  # restarted: the new schema covers it
+
+
+def test_type_change_behind_the_read_schema_with_starting_version(table: str) -> None:
+    _set_schema(table, {"type": "struct", "fields": [_field("id", "string")]}, "CHANGE COLUMN")  # v2
+    p = planner(table, startingVersion="1")
+    with pytest.raises(StreamingSchemaChangedWithStartingOptionsError) as info:
+        batches(p, p.initial_offset(Snapshot.load(table)))
+    assert info.value.error_class == "DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS"
+    assert "long" in str(info.value) and "version 1" in str(info.value)
+    assert batches(planner(table, startingVersion="2"), SourceOffset(Snapshot.load(table).metadata.id, 2, -1, False)) == [[]]
+
+
+@pytest.fixture
+def mapped(tmp_path) -> str:
+    """A column-mapping (name) table with columns id, a (physical col-a) and one file (v1)."""
+    root = str(tmp_path / "m")
+    schema = {"type": "struct", "fields": [_field("id", "long", "col-id"), _field("a", "string", "col-a")]}
+    create_table(root, schema, [], {"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name",
+                                    "delta.columnMapping.maxColumnId": "10"})
+    commit(root, [add("f1.parquet")])  # v1
+    return root
+
+
+@pytest.mark.parametrize("change", ["rename", "drop"])
+def test_a_query_behind_a_rename_or_drop_never_reads_old_files_with_the_new_names(mapped: str, change: str) -> None:
+    """Restarted after RENAME/DROP COLUMN landed behind its position: reading v1's file with the new schema would give
+    column a's values under the new name (or drop them silently), so the stream fails at once."""
+    table_id = Snapshot.load(mapped).metadata.id
+    fields = [_field("id", "long", "col-id")] + ([_field("b", "string", "col-a")] if change == "rename" else [])
+    _set_schema(mapped, {"type": "struct", "fields": fields}, change.upper() + " COLUMN")  # v2
+    commit(mapped, [add("f3.parquet")])  # v3
+    behind = SourceOffset(table_id, 1, -1, False)
+    with pytest.raises(StreamingIncompatibleSchemaChangeError) as info:
+        planner(mapped).latest_offset(behind, None, None)
+    assert info.value.error_class == "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG"
+    assert ("renamed to 'b'" if change == "rename" else "'a' was dropped") in str(info.value)
+    with pytest.raises(StreamingIncompatibleSchemaChangeError):  # files_between (a batch replayed at restart) too
+        planner(mapped).files_between(behind, SourceOffset(table_id, 3, 0, False))
+    # a new query from the version of the change reads only files with the new schema
+    assert batches(planner(mapped), SourceOffset(table_id, 2, -1, False)) == [["f3.parquet"]]
+
+
+def test_a_rename_while_streaming_stops_after_the_rows_before_it(mapped: str) -> None:
+    table_id = Snapshot.load(mapped).metadata.id
+    p = planner(mapped)  # read schema: v1's
+    commit(mapped, [add("f2.parquet")])  # v2
+    _set_schema(mapped, {"type": "struct", "fields": [_field("id", "long", "col-id"), _field("b", "string", "col-a")]},
+                "RENAME COLUMN")  # v3
+    start = SourceOffset(table_id, 2, -1, False)
+    end = p.latest_offset(start, None, None)
+    assert [f.add["path"] for f in p.files_between(start, end)] == ["f2.parquet"]  # type: ignore[index]
+    with pytest.raises(StreamingIncompatibleSchemaChangeError, match="version 3"):
+        p.latest_offset(end, None, None)
+
+
+def test_read_compatibility_rules() -> None:
+    from dvlake.log.stream_schema import read_incompatibility
+
+    def struct(*fields: dict) -> dict:
+        return {"type": "struct", "fields": list(fields)}
+
+    base = struct(_field("id", "long"), _field("s", {"type": "struct", "fields": [_field("x", "int")]}))  # type: ignore[arg-type]
+    assert read_incompatibility(base, base) is None
+    wider = struct(*base["fields"], _field("y"))
+    assert read_incompatibility(base, wider) is None  # old files, newer schema with an added column
+    assert "y is not in the read schema" in str(read_incompatibility(wider, base))
+    nested_missing = struct(_field("id", "long"), _field("s", {"type": "struct", "fields": []}))  # type: ignore[arg-type]
+    assert "s.x" in str(read_incompatibility(base, nested_missing))
+    tighter = struct(_field("id", "long", nullable=False), base["fields"][1])
+    assert "not null" in str(read_incompatibility(base, tighter))
+    assert read_incompatibility(tighter, base) is None  # relaxing nullability is fine
+    assert "type long" in str(read_incompatibility(base, struct(_field("id", "int"), base["fields"][1])))
+    assert read_incompatibility(struct(_field("ID", "long")), struct(_field("id", "long"))) is not None
+
+
+def test_read_change_data_is_the_change_feed() -> None:
+    assert parse_options({"readChangeData": "true"}).read_change_feed
+    assert not parse_options({"readChangeData": "false"}).read_change_feed
+
+
+@pytest.mark.parametrize("options", [{"schemaTrackingLocation": "/chk/schema"}, {"withEventTimeOrder": "true"},
+                                     {"failOnDataLoss": "false"}, {"allowSourceColumnRenameAndDrop": "true"},
+                                     {"allowSourceColumnTypeChange": "true"}])
+def test_unsupported_options_are_refused_not_ignored(options: dict[str, str]) -> None:
+    with pytest.raises(DeltaOptionError, match="not supported|only with"):
+        parse_options(options)
+
+
+def test_harmless_values_of_unsupported_options_pass() -> None:
+    o = parse_options({"failOnDataLoss": "true", "withEventTimeOrder": "false", "ignoreFileDeletion": "true"})
+    assert o.ignore_changes  # delta-spark's deprecated ignoreFileDeletion reads as ignoreChanges
+
+
+def test_initial_snapshot_file_list_is_dropped_once_served(table: str) -> None:
+    p = planner(table)
+    start = p.initial_offset(Snapshot.load(table))
+    end = p.latest_offset(start, None, None)
+    assert p._snapshot_files is not None  # kept while the snapshot is being read (one log replay)
+    assert (end.version, end.initial) == (2, False)
+    p.latest_offset(end, None, None)
+    assert p._snapshot_files is None

@@ -111,6 +111,23 @@ def test_array_columns_are_refused_not_guessed():
         iceberg_fields(md, "t")
 
 
+@pytest.mark.parametrize("column_type", [
+    {"type": "array", "elementType": "long", "containsNull": True},
+    {"type": "struct", "fields": [{"name": "m", "type": {"type": "map", "keyType": "string", "valueType": "long",
+                                                         "valueContainsNull": True}, "nullable": True, "metadata": {}}]},
+], ids=["array", "map-in-struct"])
+def test_v2_refuses_arrays_and_maps_at_enabling_time(column_type):
+    """Conversion cannot publish them (no nested field ids), so enabling refuses them instead of every commit's
+    conversion failing after the commit landed."""
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                                           {"name": "a", "type": column_type, "nullable": True, "metadata": {}}]}
+    conf = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
+            "delta.universalFormat.enabledFormats": "iceberg"}
+    md = Metadata(id="t", schema_string=schema_json(assign_column_mapping(schema)[0]), configuration=conf)
+    with pytest.raises(IcebergCompatViolationError, match=r"UNSUPPORTED_DATA_TYPE[\s\S]*(array|map)"):
+        compat.check_metadata(md, {"icebergCompatV2", "columnMapping"}, 0, "t")
+
+
 @pytest.mark.parametrize(("conf", "error", "match"), [
     ({"delta.universalFormat.enabledFormats": "iceberg"}, UniversalFormatViolationError, "ICEBERG_COMPAT_REQUIRED"),
     ({"delta.enableIcebergCompatV3": "true"}, IcebergCompatViolationError, "MISSING_REQUIRED_TABLE_FEATURE.*icebergCompatV3"),

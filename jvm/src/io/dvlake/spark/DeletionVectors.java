@@ -11,12 +11,14 @@ import java.util.zip.CRC32;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.roaringbitmap.RoaringBitmap;
 
 /**
- * Reading and checking deletion vectors (Delta PROTOCOL "Deletion Vector Format"), with a bounded cache per JVM.
+ * Reading and checking deletion vectors (Delta PROTOCOL "Deletion Vector Format"), with a cache per JVM bounded by
+ * the decoded bitmaps' size ({@link #CACHE_BYTES_SETTING}).
  *
  * A DV on disk is {@code u32 BE size | bitmap bytes | u32 BE CRC-32(bitmap bytes)} at its offset; the bitmap
  * bytes are the magic {@code 1681511377} (little-endian) and the portable 64-bit Roaring layout
@@ -24,19 +26,20 @@ import org.roaringbitmap.RoaringBitmap;
  * check that fails names the DV and the check, framed so that dvlake's Python side raises its own
  * {@code CorruptDeletionVectorError}.
  */
-final class DeletionVectors {
+public final class DeletionVectors {
   static final int MAGIC = 1681511377;
   /** delta-spark's in-memory "native" RoaringBitmapArray layout: PROTOCOL.md defines only {@link #MAGIC} for DVs, so
    *  both read paths refuse it with the same words (dvlake/dv/roaring.py). */
   static final int LEGACY_NATIVE_MAGIC = 1681511376;
   static final String LEGACY_NATIVE_REFUSAL = "magic 1681511376 is delta-spark's non-portable in-memory bitmap layout,"
       + " which Delta's PROTOCOL.md does not allow in a deletion vector (only 1681511377, the portable layout)";
-  private static final int MAX_CACHED = 512;
-  private static final Map<String, Deleted> CACHE = new LinkedHashMap<String, Deleted>(64, 0.75f, true) {
-    @Override protected boolean removeEldestEntry(Map.Entry<String, Deleted> eldest) {
-      return size() > MAX_CACHED;
-    }
-  };
+  /** The cache's bound when the session does not set {@link #CACHE_BYTES_SETTING}. */
+  static final long DEFAULT_CACHE_BYTES = 128L << 20;
+  /** The session setting that bounds the cache (bytes of decoded bitmaps per JVM; 0 or less: no caching). */
+  public static final String CACHE_BYTES_SETTING = "spark.dvlake.scan.dvCacheBytes";
+  /** Decoded DVs by the key {@link #load} makes, least recently used first; {@link #cachedBytes}: their weights. */
+  private static final LinkedHashMap<String, Deleted> CACHE = new LinkedHashMap<>(64, 0.75f, true);
+  private static long cachedBytes;
 
   private DeletionVectors() { }
 
@@ -44,12 +47,20 @@ final class DeletionVectors {
   static final class Deleted {
     final RoaringBitmap[] byKey;
     final long cardinality;
+    /** What it holds in memory (the bitmaps' own estimate, plus the bucket array): its weight in the cache. */
+    final long bytes;
 
     Deleted(RoaringBitmap[] byKey) {
       this.byKey = byKey;
       long n = 0;
-      for (RoaringBitmap b : byKey) if (b != null) n += b.getLongCardinality();
+      long size = 16L + 8L * byKey.length;
+      for (RoaringBitmap b : byKey) {
+        if (b == null) continue;
+        n += b.getLongCardinality();
+        size += b.getLongSizeInBytes();
+      }
       this.cardinality = n;
+      this.bytes = size;
     }
 
     boolean contains(long row) {
@@ -63,35 +74,73 @@ final class DeletionVectors {
     return "[DVLAKE_TASK_ERROR CorruptDeletionVectorError]" + what + "[/DVLAKE_TASK_ERROR]";
   }
 
-  static Deleted load(FileDv dv, Configuration conf) throws IOException {
-    String key = dv.cacheKey();
-    synchronized (CACHE) {
-      Deleted hit = CACHE.get(key);
-      if (hit != null) return hit;
+  /** The deleted rows of {@code dv}, checked, from the cache when the same DV was decoded before in this JVM and its
+   *  file is unchanged; {@code maxCacheBytes} bounds the cache by the decoded bitmaps' size. */
+  static Deleted load(FileDv dv, Configuration conf, long maxCacheBytes) throws IOException {
+    if (dv.inline != null) {
+      String key = "i:" + dv.cardinality + ":" + dv.inline;  // the bytes themselves: nothing can change under the key
+      Deleted hit = cached(key);
+      return hit != null ? hit : remember(key, checked(dv, Base64.getDecoder().decode(dv.inline)), maxCacheBytes);
     }
-    byte[] bitmap = dv.inline != null ? Base64.getDecoder().decode(dv.inline) : readFramed(dv, conf);
+    Path path = new Path(dv.location);
+    FileSystem fs = path.getFileSystem(conf);
+    FileStatus status;
+    try {
+      requireRegularLocalFile(path);
+      status = fs.getFileStatus(path);
+    } catch (java.io.FileNotFoundException e) {
+      throw notFound(dv, e);
+    }
+    // the whole descriptor, and the file as it is now: a DV file replaced at the same path (same offset and size) is
+    // read again, never answered from an older decoding
+    String key = dv.location + "@" + dv.offset + "+" + dv.size + "#" + dv.cardinality + "/" + status.getLen() + "/"
+        + status.getModificationTime();
+    Deleted hit = cached(key);
+    return hit != null ? hit : remember(key, checked(dv, readFramed(dv, fs, path, status.getLen())), maxCacheBytes);
+  }
+
+  private static Deleted checked(FileDv dv, byte[] bitmap) throws IOException {
     Deleted deleted = decode(bitmap, dv.describe());
     if (deleted.cardinality != dv.cardinality) {
       throw new IOException(corrupt("deletion vector " + dv.describe() + ": its bitmap holds " + deleted.cardinality
           + " rows but the log says " + dv.cardinality + " (DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH)"));
     }
-    synchronized (CACHE) {
-      CACHE.put(key, deleted);
+    return deleted;
+  }
+
+  private static synchronized Deleted cached(String key) {
+    return CACHE.get(key);
+  }
+
+  /** Caches {@code deleted} (unless it alone is over the bound), then drops the least recently used entries until the
+   *  cache is within {@code maxBytes}. */
+  private static synchronized Deleted remember(String key, Deleted deleted, long maxBytes) {
+    long weight = deleted.bytes + 2L * key.length();
+    if (weight <= maxBytes) {
+      Deleted old = CACHE.put(key, deleted);
+      if (old != null) cachedBytes -= old.bytes + 2L * key.length();
+      cachedBytes += weight;
+    }
+    java.util.Iterator<Map.Entry<String, Deleted>> eldest = CACHE.entrySet().iterator();
+    while (cachedBytes > maxBytes && eldest.hasNext()) {
+      Map.Entry<String, Deleted> e = eldest.next();
+      cachedBytes -= e.getValue().bytes + 2L * e.getKey().length();
+      eldest.remove();
     }
     return deleted;
   }
 
-  private static byte[] readFramed(FileDv dv, Configuration conf) throws IOException {
-    Path path = new Path(dv.location);
-    FileSystem fs = path.getFileSystem(conf);
-    long length;
-    try {
-      requireRegularLocalFile(path);
-      length = fs.getFileStatus(path).getLen();
-    } catch (java.io.FileNotFoundException e) {
-      throw new IOException("[DVLAKE_TASK_ERROR DeletionVectorNotFoundError]the deletion vector file " + dv.location
-          + " does not exist (deleted by hand or by a VACUUM with a short retention)[/DVLAKE_TASK_ERROR]", e);
-    }
+  /** {@code entries=N bytes=B}: what this JVM's DV cache holds (tests read it through Py4J). */
+  public static synchronized String cacheStats() {
+    return "entries=" + CACHE.size() + " bytes=" + cachedBytes;
+  }
+
+  private static IOException notFound(FileDv dv, java.io.FileNotFoundException e) {
+    return new IOException("[DVLAKE_TASK_ERROR DeletionVectorNotFoundError]the deletion vector file " + dv.location
+        + " does not exist (deleted by hand or by a VACUUM with a short retention)[/DVLAKE_TASK_ERROR]", e);
+  }
+
+  private static byte[] readFramed(FileDv dv, FileSystem fs, Path path, long length) throws IOException {
     if (dv.size < 0 || dv.offset < 0 || dv.offset + 8L + dv.size > length) {  // checked before anything is allocated
       throw new IOException(corrupt("deletion vector " + dv.describe() + ": sizeInBytes " + dv.size + " at offset "
           + dv.offset + " does not fit in the file's " + length + " bytes"));
@@ -106,8 +155,7 @@ final class DeletionVectors {
       }
       in.readFully(dv.offset, frame);
     } catch (java.io.FileNotFoundException e) {
-      throw new IOException("[DVLAKE_TASK_ERROR DeletionVectorNotFoundError]the deletion vector file " + dv.location
-          + " does not exist (deleted by hand or by a VACUUM with a short retention)[/DVLAKE_TASK_ERROR]", e);
+      throw notFound(dv, e);
     } catch (java.io.EOFException e) {
       throw new IOException(corrupt("deletion vector " + dv.describe() + ": the file ends before the DV does"), e);
     }
@@ -196,10 +244,6 @@ final class DeletionVectors {
       this.offset = offset;
       this.size = size;
       this.cardinality = cardinality;
-    }
-
-    String cacheKey() {
-      return inline != null ? "i:" + inline : location + "@" + offset + "+" + size;
     }
 
     String describe() {

@@ -11,6 +11,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.datasources.FileFormat$;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.internal.SQLConf;
@@ -86,18 +87,41 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     // Spark copies every read option into hadoopConf (newHadoopConfWithOptions), and the reader functions keep that
     // conf: without this the listing would ride in every task's binary, not only in the broadcast below
     Configuration conf = withoutListing(hadoopConf);
-    boolean batches = supportBatch(session, withIndex.merge(partitionSchema, true));
-    Function1<PartitionedFile, Iterator<InternalRow>> parent = super.buildReaderWithPartitionValues(
+    // whether Spark's reader returns batches: the scan decided (FileSourceScanExec.supportsColumnar: supportBatch, and
+    // also whole-stage codegen on and at most spark.sql.codegen.maxFields columns) and says so in the options
+    String returning = options.get(FileFormat$.MODULE$.OPTION_RETURNING_BATCH()).getOrElse(() -> null);
+    boolean batches = "true".equalsIgnoreCase(returning);
+    // files with a DV read in batches find their row indexes from the row groups (RowGroups) through `plain`; Spark's
+    // reader with its row-index column (`parent`) is built only where something reads that column: the query's own
+    // _metadata.row_index, rows instead of batches, or a Spark whose reader internals were not checked. Each reader
+    // built is one more broadcast of the Hadoop conf per query
+    boolean tracked = dropIndex && batches && RowGroups.UNAVAILABLE == null;
+    Function1<PartitionedFile, Iterator<InternalRow>> parent = tracked ? null : super.buildReaderWithPartitionValues(
         session, dataSchema, partitionSchema, withIndex, filters, options, conf);
     // the same reader without the row-index column: for files without a DV, and for row-group tracking. A conf of
     // its own: Spark writes the requested schema into the conf it is given, and a local broadcast keeps the object
     Function1<PartitionedFile, Iterator<InternalRow>> plain = !dropIndex ? null : super.buildReaderWithPartitionValues(
         session, dataSchema, partitionSchema, requiredSchema, filters, options, withoutListing(hadoopConf));
-    // broadcast once (as text: JDK classes only, whatever class loader reads it), not shipped in every task's
-    // closure: the listing grows with the number of files read
-    Broadcast<String> files = session.sparkContext().broadcast(listing, scala.reflect.ClassTag$.MODULE$.apply(String.class));
-    return new FilteringReader(parent, plain, files, requiredSchema, partitionSchema, indexAt, dropIndex, batches,
-        new SerializableConfiguration(conf));
+    // the listing (it grows with the number of files read) and the Hadoop conf the DV files are opened with (~100 KB
+    // serialized) travel once per executor in one broadcast, as Spark's own reader ships its conf, not in the closure
+    // every task deserializes. Text and Spark's own conf wrapper: classes any class loader that reads it knows
+    Object[] shared = {listing, new SerializableConfiguration(conf)};
+    Broadcast<Object[]> files = session.sparkContext().broadcast(shared,
+        scala.reflect.ClassTag$.MODULE$.apply(Object[].class));
+    return new FilteringReader(parent, plain, files, java.util.UUID.randomUUID().toString(), requiredSchema,
+        partitionSchema, indexAt, dropIndex, tracked, dvCacheBytes(session));
+  }
+
+  /** {@link DeletionVectors#CACHE_BYTES_SETTING} of the session (a byte string such as {@code 64m}), or the default. */
+  static long dvCacheBytes(SparkSession session) {
+    String value = session.conf().get(DeletionVectors.CACHE_BYTES_SETTING, null);
+    if (value == null || value.trim().isEmpty()) return DeletionVectors.DEFAULT_CACHE_BYTES;
+    try {
+      return Math.max(0L, org.apache.spark.network.util.JavaUtils.byteStringAsBytes(value.trim()));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(DeletionVectors.CACHE_BYTES_SETTING + " must be a size in bytes (e.g. 128m), "
+          + "not '" + value + "'", e);
+    }
   }
 
   /** A copy of {@code hadoopConf} without the listing (under its own spelling and Spark's lower-cased one). */

@@ -30,12 +30,18 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   private final Function1<PartitionedFile, Iterator<InternalRow>> parent;
   /** The same reader without the row-index column (null when the query asked for that column itself). */
   private final Function1<PartitionedFile, Iterator<InternalRow>> plain;
-  private final Broadcast<String> files;
-  /** Parsed listings per broadcast, shared by the tasks of one executor JVM (a few scans at a time). */
-  private static final java.util.Map<Long, HashMap<String, DeletionVectors.FileDv>> PARSED =
-      java.util.Collections.synchronizedMap(new java.util.LinkedHashMap<Long, HashMap<String, DeletionVectors.FileDv>>(
+  /** The listing ({@code String}) and the Hadoop conf DV files are opened with ({@code SerializableConfiguration}). */
+  private final Broadcast<Object[]> files;
+  /** A random id made with the broadcast: the key of its parsed listing. Not the broadcast's id: Spark numbers
+   *  broadcasts from 0 again in every SparkContext, while this class (and so {@link #PARSED}) outlives a context in a
+   *  JVM that starts another (local mode, notebooks, a driver's class path): an id reused by the next context would
+   *  find the last context's listing, and its DVs, for the same file paths. */
+  private final String listingId;
+  /** Parsed listings by {@link #listingId}, shared by the tasks of one executor JVM (a few scans at a time). */
+  private static final java.util.Map<String, HashMap<String, DeletionVectors.FileDv>> PARSED =
+      java.util.Collections.synchronizedMap(new java.util.LinkedHashMap<String, HashMap<String, DeletionVectors.FileDv>>(
           16, 0.75f, true) {
-        @Override protected boolean removeEldestEntry(java.util.Map.Entry<Long, HashMap<String, DeletionVectors.FileDv>> e) {
+        @Override protected boolean removeEldestEntry(java.util.Map.Entry<String, HashMap<String, DeletionVectors.FileDv>> e) {
           return size() > 8;
         }
       });
@@ -43,32 +49,35 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   private final StructType partitions;
   private final int indexAt;
   private final boolean dropIndex;
-  private final boolean batches;
-  private final SerializableConfiguration conf;
+  private final boolean tracked;
+  private final long dvCacheBytes;
 
-  /** {@code indexAt}: where the row-index column is among the reader's columns; {@code dropIndex}: the format
-   *  added it (the query did not ask for {@code _metadata.row_index}), so it is not returned. A file with a DV is
-   *  read by {@code plain} with its row groups tracked where {@link RowGroups#attach} allows, else by {@code parent}
-   *  (Spark's row-index column); a file without a DV by {@code plain}, no row index needed. */
+  /** {@code indexAt}: where the row-index column is among {@code parent}'s columns; {@code dropIndex}: the format
+   *  added it (the query did not ask for {@code _metadata.row_index}), so it is not returned. {@code tracked}: files
+   *  with a DV are read by {@code plain} with their row groups tracked ({@link RowGroups#attach}), and {@code parent}
+   *  is null; otherwise by {@code parent} (Spark's row-index column). A file without a DV is read by {@code plain}, no
+   *  row index needed (or by {@code parent} when the query asked for the row index: {@code plain} is null then). */
   FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent,
-                  Function1<PartitionedFile, Iterator<InternalRow>> plain, Broadcast<String> files,
-                  StructType required, StructType partitions, int indexAt, boolean dropIndex, boolean batches,
-                  SerializableConfiguration conf) {
+                  Function1<PartitionedFile, Iterator<InternalRow>> plain, Broadcast<Object[]> files, String listingId,
+                  StructType required, StructType partitions, int indexAt, boolean dropIndex, boolean tracked,
+                  long dvCacheBytes) {
     this.parent = parent;
     this.plain = plain;
     this.files = files;
+    this.listingId = listingId;
     this.required = required;
     this.partitions = partitions;
     this.indexAt = indexAt;
     this.dropIndex = dropIndex;
-    this.batches = batches;
-    this.conf = conf;
+    this.tracked = tracked;
+    this.dvCacheBytes = dvCacheBytes;
   }
 
   @Override public Iterator<InternalRow> apply(PartitionedFile file) {
     String key = DvlakeParquetFileFormat.keyOf(file.toPath().toUri());
+    Object[] shared = files.value();
     HashMap<String, DeletionVectors.FileDv> planned =
-        PARSED.computeIfAbsent(files.id(), id -> DvlakeParquetFileFormat.parseFiles(files.value()));
+        PARSED.computeIfAbsent(listingId, id -> DvlakeParquetFileFormat.parseFiles((String) shared[0]));
     if (!planned.containsKey(key)) {
       throw new IllegalStateException("[DVLAKE_TASK_ERROR DeltaProtocolError]" + key + " was not planned by dvlake "
           + "(no entry in " + DvlakeParquetFileFormat.FILES_OPTION + "); refusing to read it without its deletion "
@@ -77,25 +86,29 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     DeletionVectors.FileDv dv = planned.get(key);
     DeletionVectors.Deleted deleted;
     try {
-      deleted = dv == null ? null : DeletionVectors.load(dv, conf.value());
+      deleted = dv == null ? null : DeletionVectors.load(dv, ((SerializableConfiguration) shared[1]).value(), dvCacheBytes);
     } catch (IOException e) {
       throw new UncheckedIOException(e.getMessage() + " (data file " + key + ")", e);
     }
-    Filtered filtered = null;
+    Filtered filtered;
     if (plain != null && deleted == null) {
       RowGroups.FILES_WITHOUT_DV.incrementAndGet();
       filtered = new Filtered(plain.apply(file), null, null, -1, false, required, partitions);
-    } else if (plain != null && batches && RowGroups.UNAVAILABLE == null) {
+    } else if (tracked) {
       Iterator<?> rows = plain.apply(file);
       RowGroups.Tracker tracker = RowGroups.attach(rows);
-      if (tracker != null) {
-        RowGroups.FILES_TRACKED.incrementAndGet();
-        filtered = new Filtered(rows, deleted, tracker, -1, false, required, partitions);
-      } else if (rows instanceof AutoCloseable) {
-        close((AutoCloseable) rows);
+      if (tracker == null) {
+        if (rows instanceof AutoCloseable) close((AutoCloseable) rows);
+        // the driver found the reader as checked (it built no reader with the row-index column): an executor whose
+        // Spark differs cannot fall back, and a guessed row index would be a wrong row
+        throw new IllegalStateException("dvlake's native scan cannot track the row groups of " + key + " on this "
+            + "executor (" + (RowGroups.UNAVAILABLE != null ? RowGroups.UNAVAILABLE : "Spark's reader is not the "
+            + "vectorized batch reader it checked") + "); run the driver and executors on the same Spark, or set "
+            + "spark.dvlake.scan.native=false");
       }
-    }
-    if (filtered == null) {
+      RowGroups.FILES_TRACKED.incrementAndGet();
+      filtered = new Filtered(rows, deleted, tracker, -1, false, required, partitions);
+    } else {
       if (deleted != null) RowGroups.FILES_SPARK_COLUMN.incrementAndGet();
       filtered = new Filtered(parent.apply(file), deleted, null, indexAt, dropIndex, required, partitions);
     }

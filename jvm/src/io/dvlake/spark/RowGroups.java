@@ -148,6 +148,9 @@ public final class RowGroups {
     private long returned;     // rows returned in batches, all groups
     private PrimitiveIterator.OfLong skipped;  // the current group's rows (relative) when pages were skipped
     private long[] indexes = new long[0];
+    private PeekableIntIterator deletedIt;  // keepRange's position in the bitmap of deletedBits
+    private RoaringBitmap deletedBits;
+    private long deletedFrom;               // the first row (low 32 bits) of the last batch deletedIt served
 
     private Tracker(Object reader) {
       this.reader = reader;
@@ -231,8 +234,9 @@ public final class RowGroups {
       return kept;
     }
 
-    /** {@code keep} for the contiguous rows {@code [first, first + n)}: walks the deleted rows in the range only. */
-    private static int keepRange(long first, int n, DeletionVectors.Deleted deleted, int[] out) {
+    /** {@code keep} for the contiguous rows {@code [first, first + n)}: walks the deleted rows in the range only, with
+     *  one bitmap iterator for the file's batches (they come in ascending row order) rather than a new one per batch. */
+    private int keepRange(long first, int n, DeletionVectors.Deleted deleted, int[] out) {
       long last = first + n - 1;
       int key = (int) (first >>> 32);
       if (key != (int) (last >>> 32)) {  // a batch across a 2^32 boundary: row by row
@@ -241,11 +245,17 @@ public final class RowGroups {
         return kept == n ? -1 : kept;
       }
       RoaringBitmap bits = key < deleted.byKey.length ? deleted.byKey[key] : null;
+      if (bits == null) return -1;
       long lo = first & 0xFFFFFFFFL;
       long hi = last & 0xFFFFFFFFL;
-      if (bits == null || bits.rangeCardinality(lo, hi + 1) == 0) return -1;
-      PeekableIntIterator it = bits.getIntIterator();
+      if (deletedIt == null || deletedBits != bits || lo <= deletedFrom) {  // never backwards: a fresh iterator then
+        deletedIt = bits.getIntIterator();
+        deletedBits = bits;
+      }
+      deletedFrom = lo;
+      PeekableIntIterator it = deletedIt;
       it.advanceIfNeeded((int) lo);
+      if (!it.hasNext() || Integer.toUnsignedLong(it.peekNext()) > hi) return -1;
       int kept = 0;
       int next = 0;  // the first position not yet placed
       while (it.hasNext()) {

@@ -1,0 +1,78 @@
+"""A child process for native-scan tests that need a JVM of their own (a session the shared one cannot be).
+
+    python -m tests.spark.native_child MODE TABLE
+
+MODE ``contexts``: one JVM, several SparkContexts one after the other (local mode with the jar on ``spark.jars``,
+as notebooks and dvlake's own sessions have it: the jar's classes outlive each context). The table is built with
+two DELETEs (versions 1 and 2, each a different DV for the same data file); then a fresh session reads version 1
+natively, stops, and another fresh session reads version 2 natively and on the pure-Python path. Prints
+``@ ROWS <native> <python>`` for version 2.
+
+MODE ``engine``: a session whose ``spark.sql.extensions`` names Comet's class (absent: Spark warns and goes on, and
+dvlake sees only the setting): DML (its row indexes) and reads of files with a DV must refuse, on both paths, unless
+Comet's scan is switched off. Prints one line per case: ``@``, a label, then the result or ``REFUSED <type> <message>``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import dvlake
+from dvlake import DeltaTable
+from dvlake.spark import native
+from dvlake.spark.session import local_session
+
+DV_PROPS = {"delta.enableDeletionVectors": "true"}
+
+
+def _ids(path: str, version: int, setting: str) -> list[int]:
+    """``path`` at ``version`` read by a session of its own (a new SparkContext in this JVM), then stopped."""
+    spark = local_session(app_name="dvlake-child")
+    spark.conf.set(native.SETTING, setting)
+    try:
+        return sorted(r.id for r in dvlake.read(spark, path, version=version).collect())
+    finally:
+        spark.stop()
+
+
+def contexts(path: str) -> None:
+    spark = local_session(app_name="dvlake-child")
+    dvlake.write(spark.range(2000).coalesce(1), path, properties=DV_PROPS)
+    DeltaTable.forPath(spark, path).delete("id % 3 = 0")
+    DeltaTable.forPath(spark, path).delete("id % 5 = 0")
+    spark.stop()
+    # each context numbers its broadcasts from 0: the same steps give the same broadcast ids in both reads
+    _ids(path, 1, "true")
+    print("@ ROWS", len(_ids(path, 2, "true")), len(_ids(path, 2, "false")), flush=True)
+
+
+def _try(label: str, act: Any) -> None:
+    try:
+        print("@", label, act(), flush=True)
+    except Exception as exc:  # noqa: BLE001 - the parent checks the type's name and the message
+        print("@", label, "REFUSED", type(exc).__name__, str(exc).replace("\n", " "), flush=True)
+
+
+def engine(path: str) -> None:
+    spark = local_session(app_name="dvlake-child")
+    dvlake.write(spark.range(100).coalesce(1), path, properties=DV_PROPS)
+    spark.stop()
+    spark = local_session(app_name="dvlake-child",
+                          extra_conf={"spark.sql.extensions": "org.apache.comet.CometSparkSessionExtensions"})
+    _try("PLAIN", lambda: dvlake.read(spark, path).count())  # no DV, no row index: nothing to refuse
+    _try("DELETE", lambda: DeltaTable.forPath(spark, path).delete("id % 3 = 0"))  # DML marks rows by row index
+    spark.conf.set("spark.comet.scan.enabled", "false")
+    _try("DELETE_SCAN_OFF", lambda: DeltaTable.forPath(spark, path).delete("id % 3 = 0"))
+    spark.conf.unset("spark.comet.scan.enabled")
+    for setting in ("true", "false", "auto"):
+        spark.conf.set(native.SETTING, setting)
+        _try(f"READ_{setting}", lambda: dvlake.read(spark, path).count())
+    spark.conf.set("spark.comet.scan.enabled", "false")
+    spark.conf.set(native.SETTING, "true")
+    _try("READ_SCAN_OFF", lambda: dvlake.read(spark, path).count())
+    spark.stop()
+
+
+if __name__ == "__main__":
+    {"contexts": contexts, "engine": engine}[sys.argv[1]](sys.argv[2])

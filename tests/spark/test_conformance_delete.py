@@ -1,0 +1,135 @@
+"""DELETE, one delta-spark rule per test (the docstring states it), with deletion vectors and with copy-on-write.
+
+Covered elsewhere, not repeated here: a partition-only condition removes whole files and writes no DV, NULL
+conditions delete nothing, deleting every row of a file removes it (test_delete.py); subqueries and
+non-deterministic conditions are refused (test_dml_rules.py, test_merge_rules.py); views as targets
+(test_conformance_view_targets.py). Rows are our own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+import dvlake
+from dvlake import DeltaTable
+from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF
+from dvlake.errors import (
+    DeltaSqlParseError,
+    DvlakeError,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+    UnsupportedSubqueryError,
+)
+
+MODES = pytest.mark.parametrize("dvs", ["true", "false"], ids=["dv", "copy_on_write"])
+ROWS = [(i, i % 4, i * 10) for i in range(16)]
+
+
+def _table(spark: SparkSession, path: str, dvs: str, partitioned: bool = False) -> str:
+    dvlake.write(spark.createDataFrame(ROWS, "id long, p long, v long").repartition(2), path,
+                 partitionBy=["p"] if partitioned else None, properties={"delta.enableDeletionVectors": dvs})
+    return path
+
+
+def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
+    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
+
+
+def _refused(spark: SparkSession, path: str, error: type[DvlakeError], error_class: str, sql_state: str, run) -> None:
+    before = _rows(spark, path)
+    version = DeltaTable.forPath(spark, path).history(1).collect()[0].version
+    with pytest.raises(error) as info:
+        run()
+    assert (info.value.getCondition(), info.value.getSqlState()) == (error_class, sql_state), str(info.value)
+    assert "__dvlake" not in str(info.value)
+    assert _rows(spark, path) == before
+    assert DeltaTable.forPath(spark, path).history(1).collect()[0].version == version
+
+
+@MODES
+@pytest.mark.parametrize("partitioned", [False, True], ids=["rows", "partitions"])
+def test_a_delete_that_matches_nothing_commits_only_when_empty_commits_are_recorded(spark, tmp_path, dvs, partitioned):
+    """Rule: DELETE commits through ``commitIfNeeded``: a DELETE that removes nothing writes no version by default,
+    and writes an empty DELETE commit with zero counts when ``skipRecordingEmptyCommits`` is false."""
+    path = _table(spark, str(tmp_path / "t"), dvs, partitioned)
+    dt = DeltaTable.forPath(spark, path)
+    condition = "p = 9" if partitioned else "id > 100"
+    assert dvlake.sql(spark, f"DELETE FROM delta.`{path}` WHERE {condition}").collect()[0][0] == 0
+    assert dt.history().count() == 1
+    spark.conf.set(SKIP_EMPTY_COMMITS_CONF, "false")
+    try:
+        dt.delete(condition)
+    finally:
+        spark.conf.unset(SKIP_EMPTY_COMMITS_CONF)
+    last = dt.history(1).collect()[0]
+    assert (last.version, last.operation) == (1, "DELETE")
+    assert last.operationParameters["predicate"] == f'["{condition}"]'
+    metrics = last.operationMetrics
+    assert {k: metrics[k] for k in ("numDeletedRows", "numRemovedFiles", "numAddedFiles", "numCopiedRows")} == \
+        {"numDeletedRows": "0", "numRemovedFiles": "0", "numAddedFiles": "0", "numCopiedRows": "0"}
+    assert _rows(spark, path) == sorted(ROWS)
+
+
+def test_a_subquery_reading_a_delta_table_is_refused_with_delta_sparks_class(spark, tmp_path):
+    """Rule: a DELETE condition may not hold a subquery (DELTA_UNSUPPORTED_SUBQUERY, SQLSTATE 0AKDC), also when
+    the subquery reads a Delta table (refused before that table is read)."""
+    path = _table(spark, str(tmp_path / "t"), "true")
+    other = _table(spark, str(tmp_path / "other"), "true")
+    _refused(spark, path, UnsupportedSubqueryError, "DELTA_UNSUPPORTED_SUBQUERY", "0AKDC",
+             lambda: dvlake.sql(spark, f"DELETE FROM delta.`{path}` WHERE id IN (SELECT id FROM delta.`{other}`)"))
+
+
+@pytest.mark.parametrize("statement", ["DELETE FROM delta.`{p}` VERSION AS OF 0 WHERE id = 1",
+                                       "DELETE FROM delta.`{p}` t USING delta.`{p}` s WHERE t.id = s.id"])
+def test_statements_spark_cannot_parse_are_syntax_errors(spark, tmp_path, statement):
+    """Rule: a DELETE of an old version, or DELETE … USING, is not Spark SQL: PARSE_SYNTAX_ERROR (42601)."""
+    path = _table(spark, str(tmp_path / "t"), "true")
+    _refused(spark, path, DeltaSqlParseError, "PARSE_SYNTAX_ERROR", "42601",
+             lambda: dvlake.sql(spark, statement.format(p=path)))
+
+
+def _add_rule(path: str, rule: str) -> None:
+    """Commit version 1 as delta-spark records the rule: a CHECK constraint (``delta.constraints.<name>`` in the
+    configuration, writer feature ``checkConstraints``) or a generated column (``delta.generationExpression`` in
+    the column's metadata, writer feature ``generatedColumns``)."""
+    log = Path(path) / "_delta_log"
+    actions = [json.loads(line) for line in (log / f"{0:020d}.json").read_text().splitlines() if line.strip()]
+    protocol = next(a for a in actions if "protocol" in a)["protocol"]
+    metadata = next(a for a in actions if "metaData" in a)["metaData"]
+    if rule == "check_constraint":
+        feature = "checkConstraints"
+        metadata["configuration"]["delta.constraints.positive"] = "v >= 0"
+    else:
+        feature = "generatedColumns"
+        schema = json.loads(metadata["schemaString"])
+        next(f for f in schema["fields"] if f["name"] == "v")["metadata"]["delta.generationExpression"] = "id * 10"
+        metadata["schemaString"] = json.dumps(schema)
+    protocol["writerFeatures"] = sorted({*protocol.get("writerFeatures", []), feature})
+    (log / f"{1:020d}.json").write_text(json.dumps({"protocol": protocol}) + "\n" + json.dumps({"metaData": metadata})
+                                       + "\n")
+
+
+@pytest.mark.parametrize("rule", ["check_constraint", "generated_column"])
+def test_a_table_with_rules_dvlake_cannot_enforce_is_refused_clearly(spark, tmp_path, rule):
+    """Rule: delta-spark checks CHECK constraints and computes generated columns for every row DELETE, UPDATE or
+    MERGE writes; dvlake cannot do either yet, so it refuses the command before any change
+    (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE, 56038) rather than writing rows unchecked."""
+    path = _table(spark, str(tmp_path / "t"), "true")
+    _add_rule(path, rule)
+    dt = DeltaTable.forPath(spark, path)
+    for run in (lambda: dt.delete("id = 1"), lambda: dt.update("id = 1", {"v": "2"}),
+                lambda: dt.alias("t").merge(spark.range(1).selectExpr("id", "id AS v").alias("s"), "t.id = s.id")
+                .whenNotMatchedInsertAll().execute()):
+        _refused(spark, path, UnsupportedFeatureError, "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE", "56038", run)
+
+
+def test_a_condition_on_a_column_the_table_lacks_is_sparks_unresolved_column(spark, tmp_path):
+    """Rule: a DELETE condition is resolved by Spark's analyzer against the table's columns: an unknown name is
+    UNRESOLVED_COLUMN.WITH_SUGGESTION (42703), suggesting only the table's columns."""
+    path = _table(spark, str(tmp_path / "t"), "true")
+    _refused(spark, path, InvalidArgumentError, "UNRESOLVED_COLUMN.WITH_SUGGESTION", "42703",
+             lambda: DeltaTable.forPath(spark, path).delete("nope = 1"))
