@@ -22,11 +22,13 @@ from dvlake.log.schema import MODE_KEY
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
+from dvlake.uniform import compat
 
 _AUTO_FEATURES = {
     "delta.enableDeletionVectors": ({features.DELETION_VECTORS}, set()),
     "delta.appendOnly": (set(), {"appendOnly"}),
     "delta.enableIcebergCompatV2": (set(), {"icebergCompatV2"}),
+    "delta.enableIcebergCompatV3": (set(), {"icebergCompatV3"}),
     row_tracking.ENABLE_KEY: (set(), {row_tracking.FEATURE}),
 }
 #: Properties whose feature is a legacy one: the protocol is merged with the legacy versions that
@@ -40,6 +42,11 @@ def set_properties(path: str, properties: dict[str, Any]) -> int:
     root = normalize_table_root(path)
     snapshot = Snapshot.load(root)
     props = normalize_properties(properties)
+    # enabling IcebergCompatV3 turns row tracking on as delta-spark does (so the backfill below runs first)
+    props = {**props, **compat.properties_to_set(snapshot.metadata, {**snapshot.configuration, **props}, root)}
+    if compat.is_v3(props) and not compat.is_v3(snapshot.configuration):  # refuse before the backfill commits
+        compat.check_metadata(snapshot.metadata.with_configuration(**props),
+                              features.writer_features(snapshot.protocol) | compat.writer_features_for(props), 0, root)
     if _enables_row_tracking(snapshot, props):  # delta-spark's backfill commits first, then this one sets it
         from dvlake.commands.row_tracking_backfill import backfill
 

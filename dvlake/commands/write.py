@@ -38,6 +38,7 @@ from dvlake.storage.base import storage_for
 from dvlake.storage.local import check_creatable_root
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
+from dvlake.uniform import compat
 
 MODES = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "Append", "overwrite": "Overwrite",
          "ignore": "Ignore"}
@@ -52,6 +53,7 @@ def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], prop
     _check_columns(schema, partition_by)
     if MODE_KEY not in conf and any(conf.get(f"delta.enableIcebergCompatV{v}", "").lower() == "true" for v in (2, 3)):
         conf[MODE_KEY] = "name"  # delta-spark turns column mapping on for a new IcebergCompat table
+    conf.update(compat.properties_to_set(None, conf, name or "the new table"))  # V3 turns row tracking on
     mode = conf.get(MODE_KEY, "none").lower()
     if mode not in ("none", "name", "id"):
         raise InvalidArgumentError(f"{MODE_KEY} must be none, name or id; got {mode!r}")

@@ -31,12 +31,16 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "checkpointProtection",
     # its rules (column mapping, no DVs, numRecords stats, allowed types) are checked on every commit (uniform/compat.py)
     "icebergCompatV2",
+    # V2's rules with deletion vectors allowed and row tracking required; Delta's row ids become Iceberg v3's row
+    # lineage (materialized columns written with Iceberg's reserved field ids, spark/row_tracking.py)
+    "icebergCompatV3",
     # ids assigned above the high-water mark on every commit and preserved by rewrites (log/row_tracking.py)
     ROW_TRACKING,
 })
 
 #: Features another feature needs in the same protocol (delta-spark's requiredFeatures).
-REQUIRED_WRITER_FEATURES = {ROW_TRACKING: frozenset({"domainMetadata"})}
+REQUIRED_WRITER_FEATURES = {ROW_TRACKING: frozenset({"domainMetadata"}),
+                            "icebergCompatV3": frozenset({COLUMN_MAPPING, ROW_TRACKING, "domainMetadata"})}
 
 #: Features a legacy writer version implies (delta-spark's LEGACY table features).
 LEGACY_WRITER_FEATURES = {
@@ -176,6 +180,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("appendOnly")
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")
+    if configuration.get("delta.enableIcebergCompatV3", "").lower() == "true":
+        writer |= {"icebergCompatV3", *REQUIRED_WRITER_FEATURES["icebergCompatV3"]}
     if configuration.get("delta.enableRowTracking", "").lower() == "true":
         writer |= {ROW_TRACKING, *REQUIRED_WRITER_FEATURES[ROW_TRACKING]}
     if not reader and not writer:

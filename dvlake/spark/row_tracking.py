@@ -12,6 +12,8 @@ PURGE keep both values (rows are only copied); an updated row keeps its id but g
 version (the new file's ``defaultRowCommitVersion``, i.e. the commit that changed it, applies); an
 inserted row gets NULL for both (fresh values from its new file). The materialized columns never
 enter the table's schema: readers see them only as ``_metadata.row_id``/``_metadata.row_commit_version``.
+On an IcebergCompatV3 table they carry Iceberg's reserved field ids for ``_row_id`` and
+``_last_updated_sequence_number``, so Iceberg readers take a copied row's id from them too.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from dvlake.errors import RowTrackingError
 from dvlake.log import row_tracking as rt
 from dvlake.log.actions import Metadata, Protocol
 from dvlake.log.condition import Condition
+from dvlake.log.schema import PARQUET_FIELD_ID_KEY
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
 from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, check_condition, logical_frame, plan_scan
+from dvlake.uniform import compat
 
 ROW_ID_COL = "__dvlake_row_id"
 ROW_COMMIT_VERSION_COL = "__dvlake_row_commit_version"
@@ -149,7 +153,12 @@ def materialized_out(df: DataFrame, metadata: Metadata, protocol: Protocol) -> t
     if ROW_ID_COL not in df.columns or not rt.is_enabled(protocol, metadata):
         return [], ()
     rid, rcv = rt.materialized_columns_or_raise(metadata)
-    return [F.col(ROW_ID_COL).alias(rid), F.col(ROW_COMMIT_VERSION_COL).alias(rcv)], (rid, rcv)
+    ids: tuple[dict[str, int], dict[str, int]] = ({}, {})
+    if compat.is_v3(metadata.configuration):  # Iceberg readers find the row lineage columns by these field ids
+        ids = ({PARQUET_FIELD_ID_KEY: compat.ICEBERG_ROW_ID_FIELD_ID},
+               {PARQUET_FIELD_ID_KEY: compat.ICEBERG_LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID})
+    return [F.col(ROW_ID_COL).alias(rid, metadata=ids[0]),
+            F.col(ROW_COMMIT_VERSION_COL).alias(rcv, metadata=ids[1])], (rid, rcv)
 
 
 def materialize(df: DataFrame, snapshot: Snapshot) -> tuple[DataFrame, tuple[str, ...]]:

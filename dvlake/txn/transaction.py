@@ -261,6 +261,8 @@ class OptimisticTransaction:
             check_manifest_property(metadata, protocol, self.snapshot.dv_count() if self.snapshot else 0)
         from dvlake.uniform import compat
 
+        if self.new_metadata is not None and self.snapshot is not None:
+            compat.check_not_disabled(self.snapshot.metadata, metadata, self.table_root)
         if compat.relevant(metadata):
             if self.new_metadata is not None:
                 live_dvs = self.snapshot.dv_count() if self.snapshot and features.dvs_supported(self.snapshot.protocol) else 0

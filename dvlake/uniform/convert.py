@@ -11,6 +11,15 @@ snapshot uses holds only current DVs. A step learns what changed from the Delta 
 add/remove actions, so its cost follows the commit, not the table (manifests and Puffin files
 are written in bounded chunks, which bounds what one changed file makes a later step rewrite).
 
+On an IcebergCompatV3 table the row lineage is Delta's own: a data file's ``first_row_id`` is its
+add's ``baseRowId``, its data sequence number its ``defaultRowCommitVersion``, a snapshot's sequence
+number its Delta version (as delta-spark's converter does) and ``next-row-id`` the row-tracking
+high-water mark + 1 (from the commit's ``delta.rowTracking`` domain action, else unchanged). Iceberg's
+``_row_id`` (first_row_id + position, unless the file's materialized row-id column, written under the
+reserved field id, holds one) is then Delta's row id, and ``_last_updated_sequence_number`` its row
+commit version. A file a commit re-adds with other row ids (a row-tracking backfill) is removed and
+added again. Elsewhere the converter numbers rows and snapshots itself.
+
 Files are written first and the metadata JSON last, created only if absent: a conversion that
 fails leaves the previous Iceberg state as it was, and of two conversions of the same version the
 first to publish stands (the other removes its files and continues from it). The Delta commit is
@@ -19,6 +28,7 @@ never touched (see ``after_commit``).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -30,6 +40,7 @@ from dvlake.config import deleted_file_retention_ms
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.dv.store import bitmap_from_bytes, dv_bytes
 from dvlake.errors import UniformConversionError
+from dvlake.log import row_tracking
 from dvlake.log.actions import Metadata, now_ms
 from dvlake.log.replay import read_commit
 from dvlake.log.segment import commit_file_name, log_path
@@ -37,7 +48,7 @@ from dvlake.log.snapshot import ICT_ENABLED, Snapshot
 from dvlake.log.stats import parse_stats
 from dvlake.storage.base import Storage, storage_for
 from dvlake.storage.paths import absolute_file_location, join, normalize_table_root
-from dvlake.uniform import avro
+from dvlake.uniform import avro, compat
 from dvlake.uniform.expire import expire_in_metadata
 from dvlake.uniform.puffin import PuffinBuilder
 from dvlake.uniform.schema import (
@@ -72,6 +83,10 @@ log = logging.getLogger(__name__)
 ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
 DELTA_TIMESTAMP = "delta-timestamp"
 NAME_MAPPING = "schema.name-mapping.default"
+#: Iceberg table property marking a history whose row ids and sequence numbers are Delta's (IcebergCompatV3); a
+#: history without it (the converter's own numbering) is not continued by a V3 conversion but started afresh
+ROW_LINEAGE = "dvlake.row-lineage"
+DELTA_ROW_LINEAGE = "delta-row-tracking"
 FORMAT_VERSION = 3
 __all__ = ["METADATA_DIR", "VERSION_HINT", "IcebergState", "after_commit", "iceberg_enabled", "metadata_location",
            "sync"]
@@ -108,6 +123,8 @@ class _DeltaFile:
     size: int
     stats: str | None
     dv: DeletionVectorDescriptor | None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
 
     @property
     def dv_id(self) -> str | None:
@@ -115,33 +132,38 @@ class _DeltaFile:
 
 
 def _delta_file(table_root: str, path: str, partition: Any, size: Any, stats: str | None,
-                raw_dv: dict[str, Any] | None) -> _DeltaFile:
+                raw_dv: dict[str, Any] | None, base_row_id: Any = None,
+                default_row_commit_version: Any = None) -> _DeltaFile:
     where = absolute_file_location(table_root, path)
     dv = DeletionVectorDescriptor.from_json(raw_dv) if raw_dv else None
     if dv is not None and dv.cardinality == 0:
         dv = None
     parts = partition.items() if isinstance(partition, dict) else (partition or [])
-    return _DeltaFile(iceberg_location(where), where, dict(parts), int(size), stats, dv)
+    return _DeltaFile(iceberg_location(where), where, dict(parts), int(size), stats, dv,
+                      None if base_row_id is None else int(base_row_id),
+                      None if default_row_commit_version is None else int(default_row_commit_version))
 
 
 def _delta_files(snapshot: Snapshot) -> dict[str, _DeltaFile]:
-    cols = ["path", "partitionValues", "size", "stats", "deletionVector"]
+    cols = ["path", "partitionValues", "size", "stats", "deletionVector", "baseRowId", "defaultRowCommitVersion"]
     out = {}
     for row in snapshot.files.select(cols).to_pylist():
         f = _delta_file(snapshot.table_root, row["path"], row["partitionValues"], row["size"], row["stats"],
-                        row.get("deletionVector"))
+                        row.get("deletionVector"), row["baseRowId"], row["defaultRowCommitVersion"])
         out[f.location] = f
     return out
 
 
 @dataclass
 class _Target:
-    """The Delta version a step publishes: its metadata and timestamp, its files when a step needs them all."""
+    """The Delta version a step publishes: its metadata and timestamp, its files when a step needs them all, and
+    its row-tracking high-water mark when a V3 step cannot learn it from the commit and the previous snapshot."""
 
     version: int
     metadata: Metadata
     timestamp: int
     load_files: Callable[[], dict[str, _DeltaFile]]
+    load_high_water_mark: Callable[[], int]
 
 
 @dataclass
@@ -151,6 +173,8 @@ class _CommitChange:
     adds: dict[str, _DeltaFile]
     #: removed location -> the removed DV's unique id (None without one)
     removes: dict[str, str | None]
+    #: the row-tracking high-water mark the commit sets (None when it leaves the domain alone)
+    high_water_mark: int | None = None
 
 
 def _commit_change(table_root: str, lines: list[dict[str, Any]]) -> _CommitChange:
@@ -160,7 +184,7 @@ def _commit_change(table_root: str, lines: list[dict[str, Any]]) -> _CommitChang
         if "add" in line:
             a = line["add"]
             f = _delta_file(table_root, a["path"], a.get("partitionValues"), a.get("size", 0), a.get("stats"),
-                            a.get("deletionVector"))
+                            a.get("deletionVector"), a.get("baseRowId"), a.get("defaultRowCommitVersion"))
             adds[f.location] = f
         elif "remove" in line:
             r = line["remove"]
@@ -168,7 +192,16 @@ def _commit_change(table_root: str, lines: list[dict[str, Any]]) -> _CommitChang
             dv = DeletionVectorDescriptor.from_json(raw) if raw else None
             removes[iceberg_location(absolute_file_location(table_root, r["path"]))] = (
                 dv.unique_id if dv is not None and dv.cardinality else None)
-    return _CommitChange(adds, removes)
+    return _CommitChange(adds, removes, row_tracking.high_water_mark_in(lines))
+
+
+def _lineage(f: _DeltaFile, table: str) -> tuple[int, int]:
+    """(first_row_id, data sequence number) of a V3 table's data file: its ``baseRowId`` and ``defaultRowCommitVersion``."""
+    if f.base_row_id is None or f.default_row_commit_version is None:
+        raise UniformConversionError(
+            f"{table}: {f.location} has no baseRowId/defaultRowCommitVersion although IcebergCompatV3 needs row "
+            "tracking enabled; its rows have no ids to publish. Rewrite the file with a row-tracking writer.")
+    return f.base_row_id, f.default_row_commit_version
 
 
 def _record_count(f: _DeltaFile, storage: Storage) -> int:
@@ -221,7 +254,7 @@ class _Step:
                 pass
 
     def write_manifest(self, entries: list[dict[str, Any]], content: int) -> dict[str, Any]:
-        """Write a manifest; returns its manifest-list record (first_row_id assigned by the caller)."""
+        """Write a manifest; returns its manifest-list record (first_row_id assigned by the caller unless V3's)."""
         path = self.path(".avro")
         meta = {"schema": json.dumps(self.schema_json), "schema-id": str(self.schema_json["schema-id"]),
                 "partition-spec": json.dumps(spec_json(self.spec)), "partition-spec-id": str(self.spec_id),
@@ -239,7 +272,10 @@ class _Step:
             "existing_files_count": len(existing), "deleted_files_count": 0,
             "added_rows_count": sum(e["data_file"]["record_count"] for e in added),
             "existing_rows_count": sum(e["data_file"]["record_count"] for e in existing),
-            "deleted_rows_count": 0, "partitions": None, "key_metadata": None, "first_row_id": None,
+            "deleted_rows_count": 0, "partitions": None, "key_metadata": None,
+            # entries with Delta's explicit ids (V3): the manifest starts at the lowest, so no reader assigns others
+            "first_row_id": min((e["data_file"]["first_row_id"] for e in entries
+                                 if e["data_file"].get("first_row_id") is not None), default=None),
         }
 
 
@@ -270,17 +306,22 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
     spec changed, or the commit does not fit ``prev``), every file of ``target`` is published anew.
     """
     fields = iceberg_fields(target.metadata, root)
+    lineage = compat.is_v3(target.metadata.configuration)
+    if lineage and prev is not None and prev.metadata.get("properties", {}).get(ROW_LINEAGE) != DELTA_ROW_LINEAGE:
+        prev, change = None, None  # the converter's own row ids and sequence numbers cannot be continued
     old_meta = prev.metadata if prev else None
     schema_id, schemas = _schema_entry(old_meta, fields)
     last_partition_id = int(old_meta["last-partition-id"]) if old_meta else 999
     spec = partition_spec(target.metadata, fields, root)
     spec_id, specs, last_partition_id = _spec_entry(old_meta, spec, last_partition_id)
     seq = int(old_meta["last-sequence-number"]) + 1 if old_meta else 1
+    if lineage:  # Delta versions as sequence numbers: they order the snapshots, and row commit versions are them
+        seq = max(target.version, int(old_meta["last-sequence-number"]) + 1 if old_meta else 0)
     snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
     schema_json = next(s for s in schemas if s["schema-id"] == schema_id)
     step = _Step(storage, root, snapshot_id, seq, spec, schema_json, spec_id)
 
-    plan = _plan(prev, change, spec_id == _default_spec_id(old_meta), target, root)
+    plan = _plan(prev, change, spec_id == _default_spec_id(old_meta), target, root, lineage)
     new_data: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # written this step (row ids to assign)
     kept: list[Manifest] = []
     live_data: list[str] = []
@@ -302,11 +343,12 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
         for loc in sorted(plan.added):
             f = plan.added[loc]
             lower, upper = bounds(parse_stats(f.stats), bound_cols)
-            entries.append({"status": avro.STATUS_ADDED, "snapshot_id": snapshot_id, "sequence_number": seq,
+            first_row_id, data_seq = _lineage(f, root) if lineage else (None, seq)
+            entries.append({"status": avro.STATUS_ADDED, "snapshot_id": snapshot_id, "sequence_number": data_seq,
                             "file_sequence_number": seq,
                             "data_file": _data_file(avro.CONTENT_DATA, loc, "PARQUET", partition_record(spec, f.partition),
                                                     _record_count(f, storage), f.size, lower_bounds=lower,
-                                                    upper_bounds=upper)})
+                                                    upper_bounds=upper, first_row_id=first_row_id)})
         for chunk in _chunks(entries, MAX_MANIFEST_ENTRIES):
             added_manifests.append((step.write_manifest(chunk, avro.MANIFEST_CONTENT_DATA), chunk))
         live_data.extend(sorted(plan.added))
@@ -332,9 +374,12 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
     _check_complete(live_data, live_dvs, plan.expect_files, plan.expect_dvs, root, target.version)
     next_row_id = int(old_meta.get("next-row-id", 0)) if old_meta else 0
     first_row_id = next_row_id
-    for rec, _ in new_data:
-        rec["first_row_id"] = next_row_id
-        next_row_id += rec["added_rows_count"] + rec["existing_rows_count"]
+    if lineage:  # every entry has Delta's first_row_id; the snapshot spans the ids Delta handed out since the last one
+        next_row_id = max(first_row_id, _high_water_mark(prev, change, target) + 1)
+    else:
+        for rec, _ in new_data:
+            rec["first_row_id"] = next_row_id
+            next_row_id += rec["added_rows_count"] + rec["existing_rows_count"]
     manifest_list = [*(r for r, _ in new_data), *(m.record for m in kept), *(r for r, _ in new_deletes),
                      *(m.record for m in kept_deletes)]
     parent = old_meta.get("current-snapshot-id") if old_meta else None
@@ -366,8 +411,7 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
         "last-column-id": max(max_field_id(fields), int(old_meta["last-column-id"]) if old_meta else 0),
         "current-schema-id": schema_id, "schemas": schemas,
         "default-spec-id": spec_id, "partition-specs": specs, "last-partition-id": last_partition_id,
-        "properties": {**(old_meta["properties"] if old_meta else {}), DELTA_VERSION: str(target.version),
-                       DELTA_TIMESTAMP: str(timestamp), NAME_MAPPING: json.dumps(name_mapping(target.metadata))},
+        "properties": _properties(old_meta, target, timestamp, lineage),
         "current-snapshot-id": snapshot_id,
         "snapshots": [*(old_meta["snapshots"] if old_meta else []), snap_json],
         "snapshot-log": [*(old_meta["snapshot-log"] if old_meta else []),
@@ -402,6 +446,26 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
     return state
 
 
+def _high_water_mark(prev: IcebergState | None, change: _CommitChange | None, target: _Target) -> int:
+    """The row-tracking high-water mark of ``target`` (V3): the commit's domain action, else (the commit left the
+    domain alone) the previous V3 snapshot's ``next-row-id`` - 1, else the target's replayed domains."""
+    if change is not None and change.high_water_mark is not None:
+        return change.high_water_mark
+    if change is not None and prev is not None:
+        return int(prev.metadata.get("next-row-id", 0)) - 1
+    return target.load_high_water_mark()
+
+
+def _properties(old_meta: dict[str, Any] | None, target: _Target, timestamp: int, lineage: bool) -> dict[str, str]:
+    """The Iceberg table properties: the previous ones with this version's, and the row-lineage marker under V3."""
+    out = {**(old_meta["properties"] if old_meta else {}), DELTA_VERSION: str(target.version),
+           DELTA_TIMESTAMP: str(timestamp), NAME_MAPPING: json.dumps(name_mapping(target.metadata))}
+    out.pop(ROW_LINEAGE, None)
+    if lineage:
+        out[ROW_LINEAGE] = DELTA_ROW_LINEAGE
+    return out
+
+
 def _advance_hint(storage: Storage, root: str, version: int, force: bool) -> None:
     """Name ``version`` in ``version-hint.text`` unless a newer one is named already (a fresh history always)."""
     try:
@@ -426,15 +490,23 @@ class _Plan:
 
 
 def _plan(prev: IcebergState | None, change: _CommitChange | None, same_spec: bool, target: _Target,
-          root: str) -> _Plan:
+          root: str, lineage: bool = False) -> _Plan:
     if prev is not None and change is not None and same_spec:
         live = {e["data_file"]["file_path"] for m in prev.data for e in m.entries}
         removed = {k for k in change.removes if k not in change.adds}
         if removed <= live:
             added = {k: f for k, f in change.adds.items() if k not in live}
+            if lineage:  # a file re-added with other row ids (a backfill) is a new Iceberg data file
+                published = {e["data_file"]["file_path"]: (e["data_file"].get("first_row_id"), e["sequence_number"])
+                             for m in prev.data for e in m.entries}
+                renumbered = {k: f for k, f in change.adds.items()
+                              if k in live and (f.base_row_id, f.default_row_commit_version) != published[k]}
+                removed |= renumbered.keys()
+                added |= renumbered
             # a re-added file: a new (or no) DV unless the commit removed it with the very DV it adds back
             dv_changed = {k: f for k, f in change.adds.items()
-                          if k in live and (k not in change.removes or change.removes[k] != f.dv_id)}
+                          if k in live and k not in added
+                          and (k not in change.removes or change.removes[k] != f.dv_id)}
             old_dvs = {e["data_file"]["referenced_data_file"] for m in prev.deletes for e in m.entries}
             stale = removed | dv_changed.keys()
             return _Plan(added, removed, dv_changed, prev.data, prev.deletes, (live - removed) | added.keys(),
@@ -559,8 +631,8 @@ def sync(table_root: str, storage: Storage | None = None, *, version: int | None
     if state is not None and version is not None and metadata is not None and state.delta_version == version - 1:
         lines = read_commit(storage, join(log_path(root), commit_file_name(version)))
         md = next((Metadata.from_json(ln["metaData"]) for ln in lines if "metaData" in ln), metadata)
-        target = _Target(version, md, _timestamp(storage, root, version, md, lines, state),
-                         lambda: _delta_files(Snapshot.load(root, version=version, storage=storage)))
+        target = _lazy_target(version, md, _timestamp(storage, root, version, md, lines, state),
+                              lambda: Snapshot.load(root, version=version, storage=storage))
         convert_step(storage, root, state, target, _commit_change(root, lines))
         return version
     snap = Snapshot.load(root, version=version, storage=storage)
@@ -590,10 +662,17 @@ def _target_of(snap: Snapshot, version: int, metadata: Metadata | None = None) -
     """Version ``version`` (at most ``snap``'s) with ``snap``'s log; its files are loaded only if a step needs them."""
     root, storage = snap.table_root, snap.storage
 
-    def files() -> dict[str, _DeltaFile]:
-        return _delta_files(snap if version == snap.version else Snapshot.load(root, version=version, storage=storage))
+    def load() -> Snapshot:
+        return snap if version == snap.version else Snapshot.load(root, version=version, storage=storage)
 
-    return _Target(version, metadata or snap.metadata, snap.commit_timestamp(version), files)
+    return _lazy_target(version, metadata or snap.metadata, snap.commit_timestamp(version), load)
+
+
+def _lazy_target(version: int, metadata: Metadata, timestamp: int, load: Callable[[], Snapshot]) -> _Target:
+    """A target whose snapshot is loaded once, and only when a step needs its files or high-water mark."""
+    snapshot = functools.cache(load)
+    return _Target(version, metadata, timestamp, lambda: _delta_files(snapshot()),
+                   lambda: row_tracking.high_water_mark(snapshot().domains))
 
 
 def _commits_between(storage: Storage, snap: Snapshot, after: int) -> list[list[dict[str, Any]]] | None:

@@ -4,8 +4,10 @@ The tables go through DELETE, UPDATE and MERGE with deletion vectors (published 
 copied from the Delta DV files), an append, OPTIMIZE, a DELETE after it, RESTORE (which brings back
 older DVs, so the converter must retire the Puffin files holding the newer ones) and PURGE. For
 each Delta version V, both readers open ``metadata/vV.metadata.json`` and must return exactly
-``dvlake.read(version=V)``'s rows. A second family of tables has UniForm enabled the delta-spark
-way (IcebergCompatV2, no DVs) and converts by itself after every commit.
+``dvlake.read(version=V)``'s rows. Two more families have UniForm enabled the delta-spark way and
+convert by themselves after every commit: IcebergCompatV2 (no DVs) and IcebergCompatV3 (DVs, and
+Delta's row tracking as Iceberg's row lineage: DuckDB's ``_row_id`` and
+``_last_updated_sequence_number`` are dvlake's ``_metadata.row_id`` / ``row_commit_version``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ CM = {"delta.columnMapping.mode": "name"}
 DVS = {"delta.enableDeletionVectors": "true"}
 UNIFORM_V2 = {"delta.enableIcebergCompatV2": "true", "delta.universalFormat.enabledFormats": "iceberg",
               "delta.enableDeletionVectors": "false"}
+UNIFORM_V3 = {"delta.enableIcebergCompatV3": "true", "delta.universalFormat.enabledFormats": "iceberg", **DVS}
 
 
 def _data(spark: Any, lo: int, hi: int) -> Any:
@@ -177,8 +180,8 @@ def test_enabling_rules(spark, tmp_path):
     data = _data(spark, 0, 5)
     with pytest.raises(UniversalFormatViolationError, match="ICEBERG_COMPAT_REQUIRED"):
         dvlake.write(data, str(tmp_path / "a"), properties={"delta.universalFormat.enabledFormats": "iceberg", **CM})
-    with pytest.raises(IcebergCompatViolationError, match="MISSING_REQUIRED_TABLE_FEATURE.*rowTracking"):
-        dvlake.write(data, str(tmp_path / "b"), properties={"delta.enableIcebergCompatV3": "true", **CM})
+    with pytest.raises(IcebergCompatViolationError, match="WRONG_REQUIRED_TABLE_PROPERTY.*enableRowTracking"):
+        dvlake.write(data, str(tmp_path / "b"), properties={**UNIFORM_V3, "delta.enableRowTracking": "false"})
     with pytest.raises(IcebergCompatViolationError, match="DELETION_VECTORS_SHOULD_BE_DISABLED"):
         dvlake.write(data, str(tmp_path / "c"), properties={**UNIFORM_V2, **DVS})
     path = str(tmp_path / "d")
@@ -384,3 +387,140 @@ def test_filtered_reads_prune_by_the_published_bounds(spark, tmp_path):
         assert rows(table.scan(row_filter=where).to_arrow(), COLS) == expected, where
         duck = duckdb_connection().execute(f"SELECT * FROM iceberg_scan(?) WHERE {where}", [location]).arrow()
         assert rows(duck if hasattr(duck, "select") else duck.read_all(), COLS) == expected, where
+
+
+# --- IcebergCompatV3: DVs and row lineage, converted at every commit ---------------------------------------
+
+
+def _lineage(spark: Any, path: str, version: int) -> list[tuple[Any, ...]]:
+    """(id, v, p, row id, row commit version) of every live row, as dvlake's row tracking has them."""
+    df = dvlake.read(spark, path, version=version, row_tracking=True)
+    return sorted((r.id, r.v, r.p, r._metadata.row_id, r._metadata.row_commit_version) for r in df.collect())
+
+
+def _duckdb_lineage(location: str) -> list[tuple[Any, ...]]:
+    from tests.peers import duckdb_connection
+
+    sql = "SELECT id, v, p, _row_id, _last_updated_sequence_number FROM iceberg_scan(?)"
+    return sorted(tuple(r) for r in duckdb_connection().execute(sql, [location]).fetchall())
+
+
+def _first_row_ids(meta: dict[str, Any]) -> dict[str, int]:
+    """data file -> first_row_id of the current snapshot's live data entries, decoded by fastavro (pyiceberg 0.12
+    reads manifests without the v3 field)."""
+    import fastavro
+
+    def records(location: str) -> list[dict[str, Any]]:
+        with open(location, "rb") as f:
+            return list(fastavro.reader(f))
+
+    out = {}
+    for manifest in records(meta["snapshots"][-1]["manifest-list"]):
+        if manifest["content"] == 0:
+            for e in records(manifest["manifest_path"]):
+                if e["status"] != 2:
+                    out[e["data_file"]["file_path"]] = e["data_file"]["first_row_id"]
+    return out
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitioned"])
+def test_uniform_v3_dv_table_converts_every_commit_with_delta_row_lineage(spark, tmp_path, partitioned):
+    """Create, DV DELETE, UPDATE, MERGE, append, OPTIMIZE, RESTORE, PURGE: no sync, both readers row-exact at every
+    version, and DuckDB's row lineage columns equal dvlake's row ids and commit versions, rows moved by OPTIMIZE or
+    PURGE (materialized ids under Iceberg's reserved field ids) and updated rows included."""
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 120), path, partitionBy="p" if partitioned else None, properties=UNIFORM_V3)
+    snap = Snapshot.load(path)
+    assert {"icebergCompatV3", "rowTracking", "domainMetadata", "columnMapping", "deletionVectors"} <= set(
+        snap.protocol.writer_features)
+    assert snap.column_mapping_mode == "name" and snap.configuration["delta.enableRowTracking"] == "true"
+    _history(spark, path, partitioned, lambda: None)  # no sync: every commit converts
+    assert _check_every_version(spark, path) >= 4
+    latest = Snapshot.load(path).version
+    for v in range(latest + 1):
+        location = metadata_location(path, v)
+        assert _duckdb_lineage(location) == _lineage(spark, path, v), f"row lineage, version {v}"
+        delta = Snapshot.load(path, version=v)
+        meta = json.loads(open(location).read())
+        assert meta["last-sequence-number"] == v == meta["snapshots"][-1]["sequence-number"]
+        assert meta["next-row-id"] == json.loads(delta.domains["delta.rowTracking"].configuration)["rowIdHighWaterMark"] + 1
+        bases = {f"{path}/{r['path']}": r["baseRowId"] for r in delta.files.select(["path", "baseRowId"]).to_pylist()}
+        assert _first_row_ids(meta) == bases
+    meta = json.loads(open(metadata_location(path, latest)).read())
+    assert [s["sequence-number"] for s in meta["snapshots"]] == list(range(latest + 1))
+    assert meta["properties"]["delta-version"] == str(latest)
+
+
+@pytest.fixture
+def dspark(spark: Any) -> Any:
+    """The session with dvlake's faces on (``format("delta")``, SQL), off again afterwards."""
+    from dvlake import faces
+
+    dvlake.configure_spark(spark)
+    try:
+        yield spark
+    finally:
+        faces.disable(spark)
+
+
+def test_uniform_v3_tables_created_by_sql_and_by_dataframe_writer(dspark, tmp_path):
+    """CREATE TABLE … TBLPROPERTIES and df.write.format("delta").option(…) both make a V3 table that converts."""
+    sql_path, df_path = str(tmp_path / "sql"), str(tmp_path / "df")
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in UNIFORM_V3.items())
+    dvlake.sql(dspark, f"CREATE TABLE delta.`{sql_path}` (id BIGINT, v INT, p STRING) USING delta TBLPROPERTIES ({props})")
+    dvlake.sql(dspark, f"INSERT INTO delta.`{sql_path}` SELECT id, CAST(id % 7 AS INT), CAST(id % 3 AS STRING) "
+                       "FROM range(0, 50)")
+    writer = _data(dspark, 0, 50).write.format("delta")
+    for k, v in UNIFORM_V3.items():
+        writer = writer.option(k, v)
+    writer.save(df_path)
+    for path in (sql_path, df_path):
+        snap = Snapshot.load(path)
+        assert "icebergCompatV3" in snap.protocol.writer_features, path
+        assert snap.configuration["delta.enableRowTracking"] == "true", path
+        DeltaTable.forPath(dspark, path).delete("id % 4 = 0")
+        version = Snapshot.load(path).version
+        assert Snapshot.load(path).dv_count() > 0
+        expected = _expected(dspark, path, version)
+        assert len(expected) == 37
+        assert rows(read_iceberg_with_pyiceberg(metadata_location(path, version)), COLS) == expected, path
+        assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected, path
+        assert _duckdb_lineage(metadata_location(path, version)) == _lineage(dspark, path, version), path
+
+
+def test_uniform_v3_enabling_on_existing_tables(spark, tmp_path):
+    """ALTER … SET TBLPROPERTIES enabling V3: backfills row ids and converts; refused without column mapping or when
+    row tracking was on already (delta-spark's rules); V3 cannot be turned off; V2 and V3 exclude each other."""
+    path = str(tmp_path / "t")
+    dvlake.write(_data(spark, 0, 60), path, properties={**CM, **DVS})
+    DeltaTable.forPath(spark, path).delete("id < 10")  # a DV before V3: published as a Puffin blob
+    sync(path)  # a history with the converter's own row ids and sequence numbers: V3 starts a fresh one
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in UNIFORM_V3.items())
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({props})")
+    snap = Snapshot.load(path)
+    meta = json.loads(open(metadata_location(path, snap.version)).read())
+    assert [s["sequence-number"] for s in meta["snapshots"]] == [snap.version]
+    assert meta["properties"]["dvlake.row-lineage"] == "delta-row-tracking"
+    assert snap.configuration["delta.enableRowTracking"] == "true" and "icebergCompatV3" in snap.protocol.writer_features
+    assert [r.operation for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()][-2:] == [
+        "ROW TRACKING BACKFILL", "SET TBLPROPERTIES"]
+    location = metadata_location(path, snap.version)
+    assert rows(read_iceberg_with_duckdb(location), COLS) == _expected(spark, path, snap.version)
+    assert _duckdb_lineage(location) == _lineage(spark, path, snap.version)
+    DeltaTable.forPath(spark, path).update("id = 20", {"v": "-1"})
+    version = Snapshot.load(path).version
+    assert _duckdb_lineage(metadata_location(path, version)) == _lineage(spark, path, version)
+    with pytest.raises(IcebergCompatViolationError, match="DVLAKE_ICEBERG_COMPAT_CANNOT_BE_DISABLED"):
+        dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableIcebergCompatV3' = 'false')")
+    with pytest.raises(IcebergCompatViolationError, match="VERSION_MUTUAL_EXCLUSIVE"):
+        dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableIcebergCompatV2' = 'true')")
+
+    plain = str(tmp_path / "plain")
+    dvlake.write(_data(spark, 0, 5), plain, properties=DVS)
+    with pytest.raises(IcebergCompatViolationError, match="WRONG_REQUIRED_TABLE_PROPERTY.*columnMapping"):
+        dvlake.sql(spark, f"ALTER TABLE delta.`{plain}` SET TBLPROPERTIES ({props})")
+    tracked = str(tmp_path / "tracked")
+    dvlake.write(_data(spark, 0, 5), tracked, properties={**CM, **DVS, "delta.enableRowTracking": "true"})
+    with pytest.raises(IcebergCompatViolationError, match="DVLAKE_ICEBERG_COMPAT_V3_ROW_TRACKING_ALREADY_ENABLED"):
+        dvlake.sql(spark, f"ALTER TABLE delta.`{tracked}` SET TBLPROPERTIES ({props})")
+    assert Snapshot.load(tracked).version == 0 and Snapshot.load(plain).version == 0

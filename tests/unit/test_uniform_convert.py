@@ -225,3 +225,106 @@ def test_snapshots_outside_the_retention_leave_the_published_metadata(tmp_path, 
     old = {p.rsplit("/", 1)[1] for p in expired_files(storage_for(root), root, times[2] + 1)}
     assert {"v1.metadata.json", "v2.metadata.json"} <= old
     assert not old & {"v3.metadata.json", "v4.metadata.json", "v5.metadata.json", "version-hint.text"}
+
+
+# --- IcebergCompatV3: Delta's row lineage, from the commit's own actions ---------------------------------------
+
+V3_PROPS = {**PROPS, "delta.enableIcebergCompatV3": "true"}  # no enabledFormats: the tests convert by hand
+
+
+def _v3_table(tmp_path) -> str:
+    root = str(tmp_path / "t")
+    create_table(root, SCHEMA, (), V3_PROPS)
+    OptimisticTransaction(root, Snapshot.load(root)).commit([_add(f"f{i}.parquet") for i in range(4)], "WRITE")
+    assert Snapshot.load(root).configuration["delta.enableRowTracking"] == "true"
+    return root
+
+
+def _data_entries(root: str, meta: dict) -> dict[str, tuple[int, int]]:
+    """data file -> (first_row_id, data sequence number) of the current snapshot's live data entries."""
+    storage = storage_for(root)
+    snap = next(s for s in meta["snapshots"] if s["snapshot-id"] == meta["current-snapshot-id"])
+    out = {}
+    for m in avro.read(storage, snap["manifest-list"])[0]:
+        if m["content"] == avro.MANIFEST_CONTENT_DATA:
+            assert m["first_row_id"] == min(e["data_file"]["first_row_id"]
+                                            for e in avro.read(storage, m["manifest_path"])[0])
+            for e in avro.read(storage, m["manifest_path"])[0]:
+                out[os.path.basename(e["data_file"]["file_path"])] = (e["data_file"]["first_row_id"],
+                                                                      e["sequence_number"])
+    return out
+
+
+def _assert_delta_lineage(root: str, version: int) -> dict:
+    """The Iceberg metadata of ``version`` carries Delta's row lineage: ids, commit versions, sequence number, mark."""
+    delta = Snapshot.load(root, version=version)
+    meta, _, _ = _current(root, version)
+    assert meta["properties"]["dvlake.row-lineage"] == "delta-row-tracking"
+    assert meta["last-sequence-number"] == version == meta["snapshots"][-1]["sequence-number"]
+    mark = json.loads(delta.domains["delta.rowTracking"].configuration)["rowIdHighWaterMark"]
+    assert meta["next-row-id"] == mark + 1
+    expected = {r["path"]: (r["baseRowId"], r["defaultRowCommitVersion"])
+                for r in delta.files.select(["path", "baseRowId", "defaultRowCommitVersion"]).to_pylist()}
+    assert _data_entries(root, meta) == expected
+    return meta
+
+
+def test_v3_commit_steps_publish_delta_row_lineage_without_reading_the_table(tmp_path, monkeypatch):
+    """The commit-driven step of a V3 table takes first_row_id, data sequence numbers and the high-water mark from
+    the commit's own actions (or, when the commit leaves the mark alone, from the previous snapshot): no log replay,
+    and the same lineage a full conversion publishes."""
+    root = _v3_table(tmp_path)
+    sync(root)
+    _assert_delta_lineage(root, 1)
+    real_load = Snapshot.load.__func__  # type: ignore[attr-defined]
+    loads: list[int | None] = []
+
+    def counting(cls, *args, **kwargs):
+        loads.append(kwargs.get("version"))
+        return real_load(cls, *args, **kwargs)
+
+    def commit_and_convert(commit) -> int:
+        version = commit()
+        metadata = Snapshot.load(root).metadata
+        with monkeypatch.context() as m:
+            m.setattr(Snapshot, "load", classmethod(counting))
+            convert.after_commit(root, version, storage_for(root), metadata)
+        assert loads == [], version
+        return version
+
+    v2 = commit_and_convert(lambda: _delete(root, {"f0.parquet": (0, 1)}))  # mark unchanged, ids kept
+    v3 = commit_and_convert(lambda: OptimisticTransaction(root, Snapshot.load(root)).commit(
+        [_add("g0.parquet"), _add("g1.parquet")], "WRITE"))  # new ids above the mark; the commit raises it
+    v4 = commit_and_convert(lambda: _delete(root, {"g1.parquet": (7,)}))
+    for v in (v2, v3, v4):
+        _assert_delta_lineage(root, v)
+    assert _data_entries(root, _current(root, v3)[0])["g0.parquet"] == (80, v3)
+    assert _current(root, v4)[1] == {os.path.join(root, "f0.parquet"): 2, os.path.join(root, "g1.parquet"): 1}
+    full_root = str(tmp_path / "full")
+    os.rename(root, full_root)
+    state.forget(root)
+    assert sync(full_root, full=True) == v4
+    _assert_delta_lineage(full_root, v4)
+
+
+def test_v3_file_re_added_with_other_row_ids_is_published_as_a_new_data_file(tmp_path):
+    """A row-tracking backfill re-adds a file with (other) ids: the commit-driven step removes its old entry and adds
+    it again with the new first_row_id and data sequence number, DV included, rather than keep the stale lineage."""
+    from dataclasses import replace
+
+    from dvlake.log import row_tracking
+
+    root = _v3_table(tmp_path)
+    _delete(root, {"f1.parquet": (3,)})
+    sync(root)
+    snap = Snapshot.load(root)
+    f1 = next(a for a in snap.add_files() if a.path == "f1.parquet")
+    version = OptimisticTransaction(root, snap).commit(  # f1 re-committed without ids: the transaction assigns new ones
+        [replace(f1, data_change=False, base_row_id=None, default_row_commit_version=None)],
+        row_tracking.BACKFILL_OPERATION, {"batchId": 0})
+    assert sync(root) == version
+    meta = _assert_delta_lineage(root, version)
+    assert _data_entries(root, meta)["f1.parquet"] == (80, version)
+    assert _current(root, version)[1] == {os.path.join(root, "f1.parquet"): 1}
+    summary = meta["snapshots"][-1]["summary"]
+    assert (summary["added-data-files"], summary["deleted-data-files"]) == ("1", "1")

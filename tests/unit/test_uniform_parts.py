@@ -130,7 +130,7 @@ def test_v2_refuses_arrays_and_maps_at_enabling_time(column_type):
 
 @pytest.mark.parametrize(("conf", "error", "match"), [
     ({"delta.universalFormat.enabledFormats": "iceberg"}, UniversalFormatViolationError, "ICEBERG_COMPAT_REQUIRED"),
-    ({"delta.enableIcebergCompatV3": "true"}, IcebergCompatViolationError, "rowTracking"),
+    ({"delta.enableIcebergCompatV3": "true"}, IcebergCompatViolationError, "MISSING_REQUIRED_TABLE_FEATURE.*icebergCompatV3"),
     ({"delta.enableIcebergCompatV2": "true", "delta.enableIcebergCompatV3": "true"}, IcebergCompatViolationError,
      "VERSION_MUTUAL_EXCLUSIVE"),
     ({"delta.enableIcebergCompatV2": "true", "delta.enableDeletionVectors": "true"}, IcebergCompatViolationError,
@@ -141,10 +141,37 @@ def test_enabling_rules(conf, error, match):
         compat.check_metadata(_metadata(conf), {"icebergCompatV2"}, 0, "t")
 
 
-def test_v3_with_row_tracking_enabled_is_refused_as_not_implemented():
-    conf = {"delta.enableIcebergCompatV3": "true", "delta.enableRowTracking": "true"}
-    with pytest.raises(IcebergCompatViolationError, match="COMPAT_VERSION_NOT_SUPPORTED"):
-        compat.check_metadata(_metadata(conf), {"rowTracking", "domainMetadata"}, 0, "t")
+V3 = {"delta.enableIcebergCompatV3": "true", "delta.universalFormat.enabledFormats": "iceberg",
+      "delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+V3_FEATURES = {"icebergCompatV3", "rowTracking", "domainMetadata", "columnMapping", "deletionVectors"}
+
+
+def test_v3_allows_dvs_and_requires_row_tracking_and_column_mapping():
+    compat.check_metadata(_metadata(V3), V3_FEATURES, 5, "t")  # DVs enabled and live: fine in V3
+    with pytest.raises(IcebergCompatViolationError, match="MISSING_REQUIRED_TABLE_FEATURE.*rowTracking"):
+        compat.check_metadata(_metadata(V3), V3_FEATURES - {"rowTracking"}, 0, "t")
+    with pytest.raises(IcebergCompatViolationError, match="WRONG_REQUIRED_TABLE_PROPERTY.*enableRowTracking.*'false'"):
+        compat.check_metadata(_metadata({**V3, "delta.enableRowTracking": "false"}), V3_FEATURES, 0, "t")
+    with pytest.raises(IcebergCompatViolationError, match="IcebergCompatV3 requires table property 'delta.columnMapping"):
+        compat.check_metadata(_metadata(V3, mapped=False), V3_FEATURES, 0, "t")
+    assert compat.writer_features_for(V3) == {"icebergCompatV3", "rowTracking", "domainMetadata"}
+
+
+def test_v3_turns_row_tracking_on_unless_the_table_already_tracks_rows():
+    assert compat.properties_to_set(None, V3 | {"delta.enableRowTracking": "x"}, "t") == {}  # the user's value stays
+    conf = {k: v for k, v in V3.items() if k != "delta.enableRowTracking"}
+    assert compat.properties_to_set(None, conf, "t") == {"delta.enableRowTracking": "true"}
+    assert compat.properties_to_set(_metadata({}), conf, "t") == {"delta.enableRowTracking": "true"}
+    assert compat.properties_to_set(_metadata(V3), conf, "t") == {}  # already V3
+    with pytest.raises(IcebergCompatViolationError, match="DVLAKE_ICEBERG_COMPAT_V3_ROW_TRACKING_ALREADY_ENABLED"):
+        compat.properties_to_set(_metadata({"delta.enableRowTracking": "true"}), conf, "t")
+
+
+def test_v3_cannot_be_disabled():
+    compat.check_not_disabled(_metadata(V3), _metadata(V3), "t")
+    compat.check_not_disabled(None, _metadata({}), "t")
+    with pytest.raises(IcebergCompatViolationError, match="DVLAKE_ICEBERG_COMPAT_CANNOT_BE_DISABLED"):
+        compat.check_not_disabled(_metadata(V3), _metadata({**V3, "delta.enableIcebergCompatV3": "false"}), "t")
 
 
 def test_v2_rules_pass_and_catch_live_dvs_and_missing_feature():
