@@ -68,26 +68,29 @@ def connect_server(cluster_work: Path, executor_python: Path) -> Iterator[daemon
         server.stop()
 
 
-def run_scenarios(args: list[str], work: Path, env_extra: dict[str, str]) -> dict[str, Any]:
-    """Run ``tests/cluster/scenarios.py`` in a subprocess; its JSON results, or a failure with its output."""
+def run_script(module: str, args: list[str], work: Path, env_extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python -m module --work-dir WORK --out WORK/results.json ARGS`` (a session of its own in a
+    subprocess); its JSON results, or a test failure with the tail of its output."""
     work.mkdir(parents=True, exist_ok=True)
-    out = work / "results.json"
-    testdata = find_testdata()
-    argv = [sys.executable, "-m", "tests.cluster.scenarios", "--work-dir", str(work), "--out", str(out), *args]
-    if testdata is not None:
-        argv += ["--testdata", str(testdata)]
-    env = daemons.daemon_env(env_extra)
-    log = work / "scenarios.log"
+    out, log = work / "results.json", work / "run.log"
+    argv = [sys.executable, "-m", module, "--work-dir", str(work), "--out", str(out), *args]
     with open(log, "wb") as f:
         try:
-            proc = subprocess.run(argv, cwd=daemons.REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                  timeout=RUN_TIMEOUT_S)
+            proc = subprocess.run(argv, cwd=daemons.REPO_ROOT, env=daemons.daemon_env(env_extra or {}), stdout=f,
+                                  stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the scenario run did not finish in {RUN_TIMEOUT_S:.0f} s (DVLAKE_CLUSTER_RUN_TIMEOUT); "
+            pytest.fail(f"{module} did not finish in {RUN_TIMEOUT_S:.0f} s (DVLAKE_CLUSTER_RUN_TIMEOUT); "
                         f"its output:\n{_tail(log)}")
     if proc.returncode != 0 or not out.exists():
-        pytest.fail(f"the scenario run exited with {proc.returncode}; its output:\n{_tail(log)}")
+        pytest.fail(f"{module} exited with {proc.returncode}; its output:\n{_tail(log)}")
     return json.loads(out.read_text())
+
+
+def run_scenarios(args: list[str], work: Path, env_extra: dict[str, str]) -> dict[str, Any]:
+    """Run ``tests/cluster/scenarios.py`` in a subprocess (with the shared test tables when present)."""
+    testdata = find_testdata()
+    extra = ["--testdata", str(testdata)] if testdata is not None else []
+    return run_script("tests.cluster.scenarios", [*args, *extra], work, env_extra)
 
 
 def _tail(path: Path, lines: int = 80) -> str:
@@ -120,4 +123,12 @@ def scenario(results: dict[str, Any], name: str) -> Any:
     entry = results["scenarios"][name]
     if "error" in entry:
         pytest.fail(f"scenario {name!r} failed: {entry['error']}\n{entry.get('traceback', '')}")
+    return entry["ok"]
+
+
+def step_ok(results: dict[str, Any], step: str) -> Any:
+    """One step's result of a Connect script run, or the test fails with the error and traceback it reported."""
+    entry = results[step]
+    if "error" in entry:
+        pytest.fail(f"step {step!r} failed over Spark Connect: {entry['error']}\n{entry['traceback']}")
     return entry["ok"]

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import daemons
-from tests.cluster.conftest import RUN_TIMEOUT_S
+from tests.cluster.conftest import run_script, step_ok
 from tests.conftest import require_native_jar
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -20,47 +17,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 @pytest.fixture(scope="module")
 def connect_faces(connect_server: daemons.ConnectServer, dvlake_zip: Path, cluster_work: Path) -> dict[str, Any]:
-    work = cluster_work / "faces-connect"
-    work.mkdir(parents=True, exist_ok=True)
-    out, log = work / "results.json", work / "run.log"
-    argv = [sys.executable, "-m", "tests.cluster.faces_connect", "--remote", connect_server.url,
-            "--artifact", str(dvlake_zip), "--work-dir", str(work), "--out", str(out)]
-    with open(log, "wb") as f:
-        proc = subprocess.run(argv, cwd=daemons.REPO_ROOT, env=daemons.daemon_env({}), stdout=f,
-                              stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
-    if proc.returncode != 0 or not out.exists():
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:])
-        pytest.fail(f"the Connect faces run exited with {proc.returncode}:\n{tail}")
-    return json.loads(out.read_text())
-
-
-def _ok(results: dict[str, Any], step: str) -> Any:
-    entry = results[step]
-    if "error" in entry:
-        pytest.fail(f"step {step!r} failed over Spark Connect: {entry['error']}\n{entry['traceback']}")
-    return entry["ok"]
+    return run_script("tests.cluster.faces_connect", ["--remote", connect_server.url, "--artifact", str(dvlake_zip)],
+                      cluster_work / "faces-connect")
 
 
 def test_format_delta_over_connect(connect_faces: dict[str, Any]) -> None:
-    assert _ok(connect_faces, "write_and_read") == [1, 2, 4, 5, 7, 8, 10, 11]
-    assert _ok(connect_faces, "version_as_of") == list(range(10))
-    assert _ok(connect_faces, "same_plan") is True
-    assert _ok(connect_faces, "native_scan") is True  # read through the jar, not the pure-Python fallback
-    assert _ok(connect_faces, "user_metadata") == "m"
+    assert step_ok(connect_faces, "write_and_read") == [1, 2, 4, 5, 7, 8, 10, 11]
+    assert step_ok(connect_faces, "version_as_of") == list(range(10))
+    assert step_ok(connect_faces, "same_plan") is True
+    assert step_ok(connect_faces, "native_scan") is True  # read through the jar, not the pure-Python fallback
+    assert step_ok(connect_faces, "user_metadata") == "m"
 
 
 def test_sql_and_other_formats_over_connect(connect_faces: dict[str, Any]) -> None:
-    assert _ok(connect_faces, "sql_delete") == [2, 4, 5, 7, 8, 10, 11]
-    assert _ok(connect_faces, "sql_plain") == 1
-    assert _ok(connect_faces, "parquet_untouched") == [3, False]
+    assert step_ok(connect_faces, "sql_delete") == [2, 4, 5, 7, 8, 10, 11]
+    assert step_ok(connect_faces, "sql_plain") == 1
+    assert step_ok(connect_faces, "parquet_untouched") == [3, False]
 
 
 def test_catalog_names_over_connect(connect_faces: dict[str, Any]) -> None:
-    assert _ok(connect_faces, "save_as_table") == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert step_ok(connect_faces, "save_as_table") == [[0, 1, 2, 3], [0, 1, 2, 3]]
 
 
 def test_catalog_names_never_answer_wrong_over_connect(connect_faces: dict[str, Any]) -> None:
-    got = _ok(connect_faces, "catalog_shapes")
+    got = step_ok(connect_faces, "catalog_shapes")
     assert got["shapes"] >= 20 and got["wrong_with"] == [] and got["wrong_without"] == []
     assert got["errors_without"] > 0  # plain Spark cannot read the name: it says so
 
@@ -86,18 +66,9 @@ def test_native_scan_with_the_servers_jar_when_artifacts_are_refused(connect_ser
                                                                      dvlake_zip: Path, cluster_work: Path) -> None:
     """The jar cannot be added as an artifact, but the server has it: dvlake resolves the format first and reads
     through it, without trying the artifact (a fallback to the pure-Python path would give the same rows)."""
-    work = cluster_work / "refused-artifacts"
-    work.mkdir(parents=True, exist_ok=True)
-    out, log = work / "results.json", work / "run.log"
-    argv = [sys.executable, "-m", "tests.cluster.faces_connect", "--remote", connect_server_with_jar.url,
-            "--artifact", str(dvlake_zip), "--work-dir", str(work), "--out", str(out), "--refuse-jar-artifacts"]
-    with open(log, "wb") as f:
-        proc = subprocess.run(argv, cwd=daemons.REPO_ROOT, env=daemons.daemon_env({}), stdout=f,
-                              stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
-    if proc.returncode != 0 or not out.exists():
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:])
-        pytest.fail(f"the run exited with {proc.returncode}:\n{tail}")
-    got = json.loads(out.read_text())
-    assert _ok(got, "rows") == [1, 2, 4, 5, 7, 8, 10, 11]
-    assert _ok(got, "native_scan") is True
-    assert _ok(got, "jar_artifacts_tried") == []
+    got = run_script("tests.cluster.faces_connect", ["--remote", connect_server_with_jar.url, "--artifact",
+                                                      str(dvlake_zip), "--refuse-jar-artifacts"],
+                     cluster_work / "refused-artifacts")
+    assert step_ok(got, "rows") == [1, 2, 4, 5, 7, 8, 10, 11]
+    assert step_ok(got, "native_scan") is True
+    assert step_ok(got, "jar_artifacts_tried") == []
