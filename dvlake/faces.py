@@ -29,12 +29,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from dvlake.compat import pyspark_hooks as hooks
 from dvlake.errors import DeltaOptionError, InvalidArgumentError, TableAlreadyExistsError, UnsupportedFeatureError
-from dvlake.spark.native_sql import register_original_sql
 
 #: The session setting that turns the faces on for one session (``configure_spark`` sets it).
 ENABLED_CONF = "spark.dvlake.faces.enabled"
@@ -47,8 +46,6 @@ _DELTA_SPARK_SETTINGS = {
 }
 
 _generation = [0]  # bumped by configure/disable: cached per-session answers are re-read after a change
-_local = threading.local()
-_installed: list[bool] = []
 
 
 # -- the one call ------------------------------------------------------------------------------------
@@ -97,6 +94,16 @@ def disable(spark: Any) -> None:
     spark.conf.set(ENABLED_CONF, "false")
 
 
+def uninstall() -> int:
+    """Take every PySpark hook back out of this process (all sessions); returns how many methods were restored.
+
+    ``format("delta")``, catalog names and ``spark.sql`` then behave as plain PySpark's again; a later
+    ``configure_spark`` installs the hooks anew.
+    """
+    _generation[0] += 1
+    return hooks.uninstall()
+
+
 def enabled(spark: Any) -> bool:
     """Whether ``spark`` has the faces on (one settings lookup per session until the next configure/disable)."""
     cached = getattr(spark, "_dvlake_faces", None)
@@ -111,22 +118,23 @@ def enabled(spark: Any) -> bool:
     return value
 
 
-@contextlib.contextmanager
-def _native_sql() -> Iterator[None]:
-    """While dvlake itself runs, ``spark.sql`` is Spark's own (no re-entry into ``dvlake.sql``)."""
-    previous = getattr(_local, "inside", False)
-    _local.inside = True
-    try:
-        yield
-    finally:
-        _local.inside = previous
-
-
 # -- installing the hooks ------------------------------------------------------------------------------
 def install() -> None:
-    """Wrap the reader, writer and session methods once per process (classic, and Connect when importable)."""
-    if _installed:
+    """Wrap the reader, writer and session methods once per process (classic, and Connect when importable).
+
+    All or nothing: if one method's signature no longer matches what its wrapper forwards
+    (``PySparkIncompatibleError``), the methods already wrapped are restored before the error propagates.
+    """
+    if hooks.installed():
         return
+    try:
+        _install_all()
+    except BaseException:
+        hooks.uninstall()
+        raise
+
+
+def _install_all() -> None:
     from pyspark.sql import readwriter
     from pyspark.sql import session as classic_session
 
@@ -143,15 +151,13 @@ def install() -> None:
         from pyspark.sql.connect import session as connect_session
         from pyspark.sql.connect.streaming import readwriter as connect_stream_readwriter
     except ImportError:  # the Connect client's dependencies (grpcio, ...) are not installed
-        pass
-    else:
-        _wrap_reader(connect_readwriter.DataFrameReader, lambda r: r._client)
-        _wrap_writer(connect_readwriter.DataFrameWriter, _connect_writer_frame)
-        _wrap_writer_v2(connect_readwriter.DataFrameWriterV2, _connect_writer_frame)
-        _wrap_session(connect_session.SparkSession)
-        _wrap_stream_reader(connect_stream_readwriter.DataStreamReader, lambda r: r._client)
-        _wrap_stream_writer(connect_stream_readwriter.DataStreamWriter, lambda w: w._session)
-    _installed.append(True)
+        return
+    _wrap_reader(connect_readwriter.DataFrameReader, lambda r: r._client)
+    _wrap_writer(connect_readwriter.DataFrameWriter, _connect_writer_frame)
+    _wrap_writer_v2(connect_readwriter.DataFrameWriterV2, _connect_writer_frame)
+    _wrap_session(connect_session.SparkSession)
+    _wrap_stream_reader(connect_stream_readwriter.DataStreamReader, lambda r: r._client)
+    _wrap_stream_writer(connect_stream_readwriter.DataStreamWriter, lambda w: w._session)
 
 
 def _connect_writer_frame(writer: Any) -> Any:
@@ -180,8 +186,7 @@ def _recording(cls: type, name: str, record: Callable[..., None]) -> None:
         record(_state(self), *args, **kwargs)
         return original(self, *args, **kwargs)
 
-    wrapper.__dvlake_original__ = original  # type: ignore[attr-defined]
-    setattr(cls, name, wrapper)
+    hooks.patch(cls, name, wrapper)
 
 
 def _set(key: str) -> Callable[..., None]:
@@ -229,7 +234,7 @@ def _wrap_reader(cls: type, session_of: Callable[[Any], Any]) -> None:
         state = _state(self)
         spark = session_of(self)
         if _is_delta(format or state["format"]) and enabled(spark):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 return read_delta(spark, path, {**state["options"], **options}, schema or state["schema"])
         return load(self, path, format, schema, **options)
 
@@ -237,13 +242,14 @@ def _wrap_reader(cls: type, session_of: Callable[[Any], Any]) -> None:
     def table_wrapper(self: Any, tableName: str) -> Any:
         spark = session_of(self)
         if enabled(spark):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 location = _registered(spark, tableName)
                 if location is not None:
                     return read_delta(spark, location, dict(_state(self)["options"]), None)
         return table(self, tableName)
 
-    cls.load, cls.table = load_wrapper, table_wrapper  # type: ignore[attr-defined]
+    hooks.patch(cls, "load", load_wrapper)
+    hooks.patch(cls, "table", table_wrapper)
 
 
 def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
@@ -267,7 +273,7 @@ def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
         is_delta, m, parts, opts = settings(self, format, mode, partitionBy, options)
         df = frame_of(self)
         if is_delta and enabled(df.sparkSession):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 write_delta(df, path or opts.pop("path", None), m, parts, opts)
             return None
         return save(self, path, format, mode, partitionBy, **options)
@@ -278,7 +284,7 @@ def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
         is_delta, m, parts, opts = settings(self, format, mode, partitionBy, options)
         df = frame_of(self)
         if is_delta and enabled(df.sparkSession):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 save_as_delta_table(df, name, m, parts, opts)
             return None
         return save_as_table(self, name, format, mode, partitionBy, **options)
@@ -288,7 +294,7 @@ def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
         df = frame_of(self)
         spark = df.sparkSession
         if enabled(spark):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 location = _registered(spark, tableName)
                 if location is not None:
                     state = _state(self)
@@ -299,7 +305,9 @@ def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
                     return None
         return insert_into(self, tableName, overwrite)
 
-    cls.save, cls.saveAsTable, cls.insertInto = save_wrapper, save_as_table_wrapper, insert_into_wrapper  # type: ignore[attr-defined]
+    hooks.patch(cls, "save", save_wrapper)
+    hooks.patch(cls, "saveAsTable", save_as_table_wrapper)
+    hooks.patch(cls, "insertInto", insert_into_wrapper)
 
 
 def _column_name(c: Any) -> str:
@@ -322,7 +330,7 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
         table = kwargs.get("table", next((a for a in reversed(args) if isinstance(a, str)), None))
         _state(self)["table"] = table
 
-    cls.__init__ = init_wrapper  # type: ignore[misc]
+    hooks.patch(cls, "__init__", init_wrapper)
     _recording(cls, "using", _set("format"))
     _recording(cls, "option", _record_option)
     _recording(cls, "options", _record_options)
@@ -348,7 +356,7 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
         return None
 
     def run(self: Any, action: str, condition: Any = None) -> bool:
-        with _native_sql():
+        with hooks.inside_dvlake():
             target = delta_target(self)
             if target is None:
                 return False
@@ -385,14 +393,14 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
             def overwrite_wrapper(self: Any, condition: Any) -> None:
                 if not run(self, name, condition):
                     original(self, condition)
-            setattr(cls, name, overwrite_wrapper)
+            hooks.patch(cls, name, overwrite_wrapper)
             return
 
         @functools.wraps(original)
         def wrapper(self: Any) -> None:
             if not run(self, name):
                 original(self)
-        setattr(cls, name, wrapper)
+        hooks.patch(cls, name, wrapper)
 
     for method in ("create", "createOrReplace", "replace", "append", "overwrite", "overwritePartitions"):
         wrap(method)
@@ -412,7 +420,7 @@ def _wrap_stream_reader(cls: type, session_of: Callable[[Any], Any]) -> None:
         state = _state(self)
         spark = session_of(self)
         if _is_delta(format or state["format"]) and enabled(spark):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 return read_delta_stream(spark, path, {**state["options"], **options}, schema or state["schema"])
         return load(self, path, format, schema, **options)
 
@@ -420,14 +428,15 @@ def _wrap_stream_reader(cls: type, session_of: Callable[[Any], Any]) -> None:
     def table_wrapper(self: Any, tableName: str) -> Any:
         spark = session_of(self)
         if enabled(spark):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 location = _registered(spark, tableName)
                 if location is not None:
                     state = _state(self)
                     return read_delta_stream(spark, location, dict(state["options"]), state["schema"])
         return table(self, tableName)
 
-    cls.load, cls.table = load_wrapper, table_wrapper  # type: ignore[attr-defined]
+    hooks.patch(cls, "load", load_wrapper)
+    hooks.patch(cls, "table", table_wrapper)
 
 
 def read_delta_stream(spark: Any, path: Any, options: dict[str, Any], schema: Any) -> Any:
@@ -463,7 +472,7 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
         _record_partition_by(_state(self), *cols)
         return self
 
-    cls.partitionBy = partition_by_wrapper  # type: ignore[attr-defined]
+    hooks.patch(cls, "partitionBy", partition_by_wrapper)
 
     def recorded_parts(self: Any, partitionBy: Any) -> Any:
         return partitionBy if partitionBy is not None else (_state(self)["partition_by"] or None)
@@ -487,7 +496,7 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
                       **options: Any) -> Any:
         spark = session_of(self)
         if _is_delta(format or _state(self)["format"]) and enabled(spark):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 return delta_start(self, path, None, outputMode, partitionBy, queryName, options)
         return start(self, path, format, outputMode, recorded_parts(self, partitionBy), queryName, **options)
 
@@ -498,12 +507,13 @@ def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
         spark = session_of(self)
         if enabled(spark):
             fmt = format or _state(self)["format"]
-            with _native_sql():
+            with hooks.inside_dvlake():
                 if _is_delta(fmt) or (fmt is None and _registered(spark, tableName) is not None):
                     return delta_start(self, None, tableName, outputMode, partitionBy, queryName, options)
         return to_table(self, tableName, format, outputMode, recorded_parts(self, partitionBy), queryName, **options)
 
-    cls.start, cls.toTable = start_wrapper, to_table_wrapper  # type: ignore[attr-defined]
+    hooks.patch(cls, "start", start_wrapper)
+    hooks.patch(cls, "toTable", to_table_wrapper)
 
 
 def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None, mode: str | None,
@@ -572,27 +582,27 @@ def _is_connect(spark: Any) -> bool:
 
 def _wrap_session(cls: type) -> None:
     sql, table = cls.sql, cls.table  # type: ignore[attr-defined]
-    register_original_sql(cls, sql)  # dvlake's own statements go to this, never back into the hook
 
     @functools.wraps(sql)
     def sql_wrapper(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:
-        if args is None and not kwargs and not getattr(_local, "inside", False) and enabled(self):
+        if args is None and not kwargs and not hooks.is_inside_dvlake() and enabled(self):
             from dvlake.sql import sql as dvlake_sql
 
-            with _native_sql():
+            with hooks.inside_dvlake():
                 return dvlake_sql(self, sqlQuery)
         return sql(self, sqlQuery, args, **kwargs)
 
     @functools.wraps(table)
     def table_wrapper(self: Any, tableName: str) -> Any:
         if enabled(self):
-            with _native_sql():
+            with hooks.inside_dvlake():
                 location = _registered(self, tableName)
                 if location is not None:
                     return read_delta(self, location, {}, None)
         return table(self, tableName)
 
-    cls.sql, cls.table = sql_wrapper, table_wrapper  # type: ignore[attr-defined]
+    hooks.patch(cls, "sql", sql_wrapper)  # dvlake's own statements reach the original (native_sql)
+    hooks.patch(cls, "table", table_wrapper)
 
 
 # -- what the hooks do for Delta -----------------------------------------------------------------------

@@ -271,14 +271,14 @@ def test_statements_without_delta_tables_go_to_spark_unchanged(spark):
 
 def test_a_spark_sql_hook_reaches_the_original_for_non_delta_statements(spark, tmp_path):
     """How a hook routing spark.sql to dvlake.sql must be installed (the session set-up does this)."""
-    from dvlake.spark import native_sql
+    from dvlake.compat import pyspark_hooks
     from dvlake.sql import register_original_sql
 
     p = str(tmp_path / "h")
     dvlake.write(spark.range(5), p)
     cls = type(spark)
     original = cls.sql
-    registered = native_sql._ORIGINAL_SQL.pop(cls, None)  # configure_spark may have registered it already
+    registered = pyspark_hooks._originals.pop((cls, "sql"), None)  # configure_spark may have recorded it already
     register_original_sql(cls, original)
     cls.sql = lambda self, q, args=None, **kw: dvlake.sql(self, q, args, **kw)  # type: ignore[method-assign]
     try:
@@ -286,9 +286,9 @@ def test_a_spark_sql_hook_reaches_the_original_for_non_delta_statements(spark, t
         assert spark.sql("SELECT 5 AS f").first().f == 5
     finally:
         cls.sql = original  # type: ignore[method-assign]
-        native_sql._ORIGINAL_SQL.pop(cls, None)
+        pyspark_hooks._originals.pop((cls, "sql"), None)
         if registered is not None:
-            native_sql._ORIGINAL_SQL[cls] = registered
+            pyspark_hooks._originals[(cls, "sql")] = registered
 
 
 def test_table_changes(spark, tmp_path):
