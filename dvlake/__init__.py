@@ -12,7 +12,7 @@ from dvlake._version import __version__
 from dvlake.sql import sql  # the function shadows its module's name on the package, as users expect
 
 __all__ = ["DeltaTable", "DeltaTableBuilder", "read", "read_changes", "read_stream", "write", "sql", "configure_spark",
-           "configure_spark_with_delta_pip", "__version__"]
+           "configure_spark_with_delta_pip", "session", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from dvlake import faces
 
         return getattr(faces, name)
+    if name == "session":
+        from dvlake import adapter
+
+        return adapter.session
     raise AttributeError(f"module 'dvlake' has no attribute {name!r}")

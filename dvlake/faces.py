@@ -243,9 +243,9 @@ def _wrap_reader(cls: type, session_of: Callable[[Any], Any]) -> None:
         spark = session_of(self)
         if enabled(spark):
             with hooks.inside_dvlake():
-                location = _registered(spark, tableName)
-                if location is not None:
-                    return read_delta(spark, location, dict(_state(self)["options"]), None)
+                frame = table_delta(spark, tableName, dict(_state(self)["options"]))
+                if frame is not None:
+                    return frame
         return table(self, tableName)
 
     hooks.patch(cls, "load", load_wrapper)
@@ -295,13 +295,8 @@ def _wrap_writer(cls: type, frame_of: Callable[[Any], Any]) -> None:
         spark = df.sparkSession
         if enabled(spark):
             with hooks.inside_dvlake():
-                location = _registered(spark, tableName)
-                if location is not None:
-                    state = _state(self)
-                    m = ("overwrite" if overwrite else "append") if overwrite is not None else str(state["mode"] or "append")
-                    write_delta(_by_position(df, location), location, "append" if m.lower() in ("error", "errorifexists")
-                                else m, [], dict(state["options"]))
-                    _refresh(spark, tableName)
+                state = _state(self)
+                if insert_into_delta(df, tableName, overwrite, state["mode"], dict(state["options"])):
                     return None
         return insert_into(self, tableName, overwrite)
 
@@ -596,9 +591,9 @@ def _wrap_session(cls: type) -> None:
     def table_wrapper(self: Any, tableName: str) -> Any:
         if enabled(self):
             with hooks.inside_dvlake():
-                location = _registered(self, tableName)
-                if location is not None:
-                    return read_delta(self, location, {}, None)
+                frame = table_delta(self, tableName, {})
+                if frame is not None:
+                    return frame
         return table(self, tableName)
 
     hooks.patch(cls, "sql", sql_wrapper)  # dvlake's own statements reach the original (native_sql)
@@ -708,6 +703,27 @@ def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], o
     mode = "error" if mode.strip().lower() == "default" else mode
     return write_cmd.write(df, path, mode, partition_by or None, None, session_defaults=api._session_defaults(spark),
                            options=parsed, as_select=as_select)
+
+
+def insert_into_delta(df: Any, name: str, overwrite: bool | None, mode: str | None, options: dict[str, Any]) -> bool:
+    """``insertInto(name)`` when ``name`` is a registered Delta table (by position, as Spark matches columns).
+
+    Returns False, writing nothing, when ``name`` is not a Delta table dvlake knows (Spark's own insert applies).
+    """
+    location = _registered(df.sparkSession, name)
+    if location is None:
+        return False
+    m = ("overwrite" if overwrite else "append") if overwrite is not None else str(mode or "append")
+    write_delta(_by_position(df, location), location, "append" if m.lower() in ("error", "errorifexists") else m, [],
+                options)
+    _refresh(df.sparkSession, name)
+    return True
+
+
+def table_delta(spark: Any, name: str, options: dict[str, Any]) -> Any:
+    """The registered Delta table ``name`` read as ``dvlake.read`` reads it, None when dvlake does not know it."""
+    location = _registered(spark, name)
+    return None if location is None else read_delta(spark, location, options, None)
 
 
 def _refresh(spark: Any, name: str) -> None:
