@@ -56,7 +56,7 @@ DETAIL_SCHEMA = StructType([
 ])
 
 
-def _session_defaults(spark: SparkSession) -> dict[str, str]:
+def session_defaults(spark: SparkSession) -> dict[str, str]:
     """Table property defaults from the session (delta-spark's ``…properties.defaults.*``)."""
     prefix = "spark.databricks.delta.properties.defaults."
     out = {}
@@ -177,7 +177,7 @@ class DeltaTable:
 
         provider, path = split_identifier(identifier)
         convert_to_delta(sparkSession, path, partitionSchema, provider=provider,
-                         session_defaults=_session_defaults(sparkSession))
+                         session_defaults=session_defaults(sparkSession))
         return cls(sparkSession, path)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -359,7 +359,7 @@ class DeltaTable:
         from dvlake.commands.restore import restore
 
         require_value(version, int, "version needs to be an int")
-        result = _restore_frame(self._spark, restore(self._spark, self._path, version=version))
+        result = restore_frame(self._spark, restore(self._spark, self._path, version=version))
         self._schema_may_have_changed()
         return result
 
@@ -367,7 +367,7 @@ class DeltaTable:
         """Restore the table to the version current at ``timestamp``; returns delta-spark's metrics as one row."""
         from dvlake.commands.restore import restore
 
-        result = _restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
+        result = restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
         self._schema_may_have_changed()
         return result
 
@@ -436,7 +436,7 @@ class DeltaTable:
         return read_changes(self._spark, self._path, startingVersion, endingVersion, startingTimestamp, endingTimestamp)
 
 
-def _restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
+def restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
     from dvlake.commands.restore import METRICS, RESULT_COLUMNS
 
     return spark.createDataFrame([tuple(int(metrics[m]) for m in METRICS)], ", ".join(f"{c} long" for c in RESULT_COLUMNS))
@@ -590,7 +590,7 @@ class DeltaTableBuilder:
         import json
 
         schema = json.loads(StructType(self._fields).json())
-        defaults = _session_defaults(self._spark) if self._spark is not None else {}
+        defaults = session_defaults(self._spark) if self._spark is not None else {}
         write_cmd.create_table(self._location, schema, self._partitioned_by, self._properties,
                                if_not_exists=self._mode == "createIfNotExists", replace=self._mode == "createOrReplace",
                                name=self._name, description=self._comment, session_defaults=defaults)
@@ -656,7 +656,7 @@ def write(df: DataFrame, path: str, mode: str = "error", partitionBy: Sequence[s
     """
     parts = [partitionBy] if isinstance(partitionBy, str) else list(partitionBy or [])
     return write_cmd.write(df, path, mode, parts, properties, overwrite_schema=overwriteSchema,
-                           session_defaults=_session_defaults(df.sparkSession))
+                           session_defaults=session_defaults(df.sparkSession))
 
 
 

@@ -616,15 +616,6 @@ def _require_api(method: str, command: str) -> Any:
     return DeltaTable
 
 
-def _ident(path: str) -> str:
-    from dvlake.storage.paths import normalize_table_root
-
-    root = normalize_table_root(path)
-    if "`" in root:
-        raise InvalidArgumentError(f"a table path with a backtick cannot be named in SQL: {root!r}")
-    return f"delta.`{root}`"
-
-
 #: A nested value (struct, map, array) longer than this is shortened in a table; --json prints it whole.
 MAX_CELL = 100
 
@@ -759,18 +750,18 @@ def optimize(path: str, where: str | None, zorder_by: str | None, as_json: bool)
 def purge(path: str, where: str | None, as_json: bool) -> None:
     """Rewrite every file that has a DV without its deleted rows (REORG TABLE ... APPLY (PURGE)).
 
-    Runs `REORG TABLE delta.`PATH` [WHERE ...] APPLY (PURGE)` through dvlake.sql and prints what
-    changed in one line; --json prints the metrics. Files without DVs are untouched; a second run
-    finds nothing to do.
+    Runs DeltaTable.forPath(spark, PATH).reorgPurge(WHERE) (`REORG TABLE delta.`PATH` [WHERE ...]
+    APPLY (PURGE)` in SQL) and prints what changed in one line; --json prints the metrics. Files
+    without DVs are untouched; a second run finds nothing to do.
     """
     from dvlake.terminal.preflight import load_table
     from dvlake.terminal.summaries import optimize_line
 
     load_table(path)
-    statement = f"REORG TABLE {_ident(path)}" + (f" WHERE {where}" if where else "") + " APPLY (PURGE)"
+    delta_table = _require_api("reorgPurge", "purge")
     spark = _spark()
     with _progress("PURGE: rewriting the files with deletion vectors"):
-        df = _sql_module().sql(spark, statement)
+        df = delta_table.forPath(spark, path).reorgPurge(where)
         if as_json:
             _show(df, True)
             return

@@ -557,7 +557,7 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
             "the checkpoint to commit exactly once")
     parsed = write_options.parse(opts, conf)
     query_id = stream_sink.QueryId(checkpoint, remote=remote)
-    fn = stream_sink.batch_writer(str(location), output_mode, partition_by, parsed, api._session_defaults(spark),
+    fn = stream_sink.batch_writer(str(location), output_mode, partition_by, parsed, api.session_defaults(spark),
                                   query_id, on_commit)
     writer.foreachBatch(fn)
     query = original_start(writer)
@@ -701,7 +701,7 @@ def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], o
     spark = df.sparkSession
     parsed = write_options.parse(options, lambda key: spark.conf.get(key, None))
     mode = "error" if mode.strip().lower() == "default" else mode
-    return write_cmd.write(df, path, mode, partition_by or None, None, session_defaults=api._session_defaults(spark),
+    return write_cmd.write(df, path, mode, partition_by or None, None, session_defaults=api.session_defaults(spark),
                            options=parsed, as_select=as_select)
 
 

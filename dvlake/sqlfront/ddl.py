@@ -139,7 +139,7 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
             return empty(spark)  # whatever the name is, IF NOT EXISTS writes nothing (as Spark does)
         path, managed = _placement(spark, name, path, replace, text, offset_of(target))
     assert path is not None
-    from dvlake.api import _session_defaults
+    from dvlake.api import session_defaults
     from dvlake.commands import write as write_cmd
     from dvlake.commands.write import create_table
     from dvlake.commands.write import load as load_snapshot
@@ -151,7 +151,7 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         df = run_query(spark, query, text)
         mode = "overwrite" if replace else ("ignore" if if_not_exists else "error")
         write_cmd.write(df, path, mode, list(parts.partitioned_by or []), parts.properties or None, overwrite_schema=replace,
-                        session_defaults=_session_defaults(spark), as_select=True)  # recorded as CREATE TABLE AS SELECT
+                        session_defaults=session_defaults(spark), as_select=True)  # recorded as CREATE TABLE AS SELECT
     else:
         if not columns:
             try:  # CREATE TABLE … USING delta LOCATION '<existing table>' registers it without a schema
@@ -162,7 +162,7 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         else:
             schema = json.loads(spark_schema(spark, columns, text).json())
             create_table(path, schema, parts.partitioned_by, parts.properties, if_not_exists=if_not_exists,
-                         replace=replace, name=name, description=parts.comment, session_defaults=_session_defaults(spark))
+                         replace=replace, name=name, description=parts.comment, session_defaults=session_defaults(spark))
     if name is not None:
         _register(spark, name, path, if_not_exists or replace, text, offset_of(target), managed)
     return empty(spark)

@@ -100,7 +100,7 @@ def vacuum(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 def restore(spark: SparkSession, cur: Cursor) -> DataFrame:
     """RESTORE [TABLE] <table> [TO] VERSION AS OF n | TIMESTAMP AS OF <expression>"""
-    from dvlake.api import _restore_frame
+    from dvlake.api import restore_frame
     from dvlake.commands.restore import restore as run
 
     form = "RESTORE [TABLE] delta.`<path>` [TO] VERSION AS OF <n> | TIMESTAMP AS OF <timestamp>"
@@ -121,7 +121,7 @@ def restore(spark: SparkSession, cur: Cursor) -> DataFrame:
     else:
         raise cur.error(f"expected VERSION AS OF or TIMESTAMP AS OF; the form is {form}", parse=True)
     refresh_catalog_columns(spark, ref)  # the restored version may have other columns
-    return _restore_frame(spark, metrics)
+    return restore_frame(spark, metrics)
 
 
 def describe(spark: SparkSession, cur: Cursor) -> DataFrame:
@@ -156,7 +156,7 @@ def generate(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
     """CONVERT TO DELTA parquet.`<path>` [NO STATISTICS] [PARTITIONED BY (col type, …)]"""
-    from dvlake.api import _session_defaults
+    from dvlake.api import session_defaults
     from dvlake.commands.convert import convert_to_delta
 
     form = "CONVERT TO DELTA parquet.`<path>` [NO STATISTICS] [PARTITIONED BY (col type, …)]"
@@ -170,7 +170,7 @@ def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
         partition_ddl = ", ".join(t for t, _ in cur.paren_list())
     cur.expect_end(form)
     convert_to_delta(spark, ref.path, partition_ddl, provider=ref.provider, collect_stats=collect_stats,
-                     session_defaults=_session_defaults(spark))
+                     session_defaults=session_defaults(spark))
     return _empty(spark)
 
 
