@@ -339,46 +339,9 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
     _recording(cls, "tableProperty", record_property)
     _recording(cls, "partitionedBy", record_partitions)
 
-    def delta_target(self: Any) -> tuple[Any, str | None] | None:
-        """(DataFrame, registered location or None) when this write is dvlake's, else None."""
-        state = _state(self)
-        df = frame_of(self)
-        if not enabled(df.sparkSession):
-            return None
-        location = _registered(df.sparkSession, state["table"])
-        if _is_delta(state["format"]) or location is not None:
-            return df, location
-        return None
-
     def run(self: Any, action: str, condition: Any = None) -> bool:
         with hooks.inside_dvlake():
-            target = delta_target(self)
-            if target is None:
-                return False
-            df, location = target
-            state = _state(self)
-            name = state["table"]
-            opts = {**state["options"], **(state.get("properties") or {})}
-            parts = list(state["partition_by"] or [])
-            if action in ("create", "createOrReplace", "replace"):
-                if action == "create" and location is not None:
-                    raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {location})",
-                                                  error_class="DELTA_TABLE_ALREADY_EXISTS")
-                if action == "replace" and location is None:
-                    raise InvalidArgumentError(f"cannot replace {name}: it is not a Delta table in the session catalog")
-                save_as_delta_table(df, name, "error" if action == "create" else "overwrite", parts,
-                                    {**opts, "overwriteSchema": "true"} if action != "create" else opts)
-                return True
-            if location is None:
-                raise InvalidArgumentError(f"{name} is not a Delta table in the session catalog: create it first")
-            if action == "append":
-                write_delta(df, location, "append", [], opts)
-            elif action == "overwrite":
-                write_delta(df, location, "overwrite", [], {**opts, "replaceWhere": condition})  # a Column or SQL text
-            else:  # overwritePartitions
-                write_delta(df, location, "overwrite", [], {**opts, "partitionOverwriteMode": "dynamic"})
-            _refresh(df.sparkSession, name)  # mergeSchema / autoMerge: the catalog's columns follow
-            return True
+            return _run_writer_v2(_state(self), frame_of(self), action, condition)
 
     def wrap(name: str) -> None:
         original = getattr(cls, name)
@@ -399,6 +362,48 @@ def _wrap_writer_v2(cls: type, frame_of: Callable[[Any], Any]) -> None:
 
     for method in ("create", "createOrReplace", "replace", "append", "overwrite", "overwritePartitions"):
         wrap(method)
+
+
+def _writer_v2_target(state: dict[str, Any], df: Any) -> tuple[bool, str | None]:
+    """(whether the ``writeTo`` write is dvlake's, the target's registered location or None for a new table)."""
+    if not enabled(df.sparkSession):
+        return False, None
+    location = _registered(df.sparkSession, state["table"])
+    return _is_delta(state["format"]) or location is not None, location
+
+
+def _run_writer_v2(state: dict[str, Any], df: Any, action: str, condition: Any) -> bool:
+    """Carry out one ``DataFrameWriterV2`` action on a Delta table; False when the target is not dvlake's.
+
+    Raises:
+        TableAlreadyExistsError: ``create()`` of a name that is already a Delta table.
+        InvalidArgumentError: ``replace()``/``append()``/``overwrite*()`` of a name that is not a Delta table.
+    """
+    ours, location = _writer_v2_target(state, df)
+    if not ours:
+        return False
+    name = state["table"]
+    opts = {**state["options"], **(state.get("properties") or {})}
+    parts = list(state["partition_by"] or [])
+    if action in ("create", "createOrReplace", "replace"):
+        if action == "create" and location is not None:
+            raise TableAlreadyExistsError(f"table {name} already exists (a Delta table at {location})",
+                                          error_class="DELTA_TABLE_ALREADY_EXISTS")
+        if action == "replace" and location is None:
+            raise InvalidArgumentError(f"cannot replace {name}: it is not a Delta table in the session catalog")
+        save_as_delta_table(df, name, "error" if action == "create" else "overwrite", parts,
+                            {**opts, "overwriteSchema": "true"} if action != "create" else opts)
+        return True
+    if location is None:
+        raise InvalidArgumentError(f"{name} is not a Delta table in the session catalog: create it first")
+    if action == "append":
+        write_delta(df, location, "append", [], opts)
+    elif action == "overwrite":
+        write_delta(df, location, "overwrite", [], {**opts, "replaceWhere": condition})  # a Column or SQL text
+    else:  # overwritePartitions
+        write_delta(df, location, "overwrite", [], {**opts, "partitionOverwriteMode": "dynamic"})
+    _refresh(df.sparkSession, name)  # mergeSchema / autoMerge: the catalog's columns follow
+    return True
 
 
 def _wrap_stream_reader(cls: type, session_of: Callable[[Any], Any]) -> None:

@@ -127,19 +127,24 @@ def _read_checkpoint(storage: Storage, table_root: str, checkpoint: Checkpoint) 
         removes=pa.concat_tables(remove_parts) if remove_parts else REMOVE_SCHEMA.empty_table(),
     )
     for row in other_rows:
-        if row.get("protocol"):
-            contents.protocol = Protocol.from_json(row["protocol"])
-        elif row.get("metaData"):
-            contents.metadata = Metadata.from_json(row["metaData"])
-        elif row.get("txn"):
-            t = Txn.from_json(row["txn"])
-            contents.txns[t.app_id] = t
-        elif row.get("domainMetadata"):
-            d = DomainMetadata.from_json(row["domainMetadata"])
-            contents.domains[d.domain] = d
+        _take_non_file_action(contents, row)
     if contents.protocol is None or contents.metadata is None:
         raise CorruptLogError(f"checkpoint {checkpoint.files[0]} has no protocol or metaData action")
     return contents
+
+
+def _take_non_file_action(contents: CheckpointContents, row: dict[str, Any]) -> None:
+    """Record one protocol, metaData, txn or domainMetadata row of a checkpoint (sidecar rows were followed already)."""
+    if row.get("protocol"):
+        contents.protocol = Protocol.from_json(row["protocol"])
+    elif row.get("metaData"):
+        contents.metadata = Metadata.from_json(row["metaData"])
+    elif row.get("txn"):
+        t = Txn.from_json(row["txn"])
+        contents.txns[t.app_id] = t
+    elif row.get("domainMetadata"):
+        d = DomainMetadata.from_json(row["domainMetadata"])
+        contents.domains[d.domain] = d
 
 
 # --- writing ---------------------------------------------------------------------------------

@@ -390,11 +390,7 @@ class _Pruner:
         if path is None or table is None:
             return keep
         if leaf.op in ("isnull", "notnull"):
-            nulls = _field(table, "nullCount", path)
-            if nulls is None:
-                return keep
-            other = pa.scalar(0, pa.int64()) if leaf.op == "isnull" else table.column("numRecords").combine_chunks()
-            return ~_filled(pc.equal(nulls, other))
+            return self._on_null_counts(leaf, table, path, keep)
         delta_type = self.facts.types.get(leaf.column, "unsupported")
         kind = _leaf_kind(delta_type, leaf)
         if kind is None:
@@ -429,6 +425,15 @@ class _Pruner:
         else:
             return keep
         return keep & ~cannot
+
+    @staticmethod
+    def _on_null_counts(leaf: Leaf, table: pa.Table, path: str, keep: np.ndarray) -> np.ndarray:
+        """IS NULL skips files with no nulls; IS NOT NULL skips files that are all nulls (nullCount = numRecords)."""
+        nulls = _field(table, "nullCount", path)
+        if nulls is None:
+            return keep
+        other = pa.scalar(0, pa.int64()) if leaf.op == "isnull" else table.column("numRecords").combine_chunks()
+        return ~_filled(pc.equal(nulls, other))
 
     def _above_max(self, kind: str, hi: pa.Array, value: pa.Scalar, raw: Any) -> np.ndarray:
         """Files whose rows are all below ``value`` (value > the true max)."""

@@ -22,7 +22,7 @@ from dvlake.errors import CorruptLogError
 from dvlake.log.actions import CommitInfo, DomainMetadata, Metadata, Protocol, Txn
 from dvlake.log.arrow import ADD_SCHEMA, REMOVE_SCHEMA, dv_unique_ids, rows_to_table
 from dvlake.log.checkpoint import CheckpointContents, read_checkpoint
-from dvlake.log.segment import LogListing, commits_after, select_segment
+from dvlake.log.segment import Checkpoint, LogListing, commits_after, select_segment
 from dvlake.storage.base import Storage
 
 log = logging.getLogger(__name__)
@@ -84,18 +84,24 @@ def read_commit(storage: Storage, path: str) -> list[dict[str, Any]]:
     return lines
 
 
+def _newest_usable_checkpoint(storage: Storage, table_root: str,
+                              candidates: list[Checkpoint]) -> tuple[CheckpointContents | None, int]:
+    """The first checkpoint of ``candidates`` (newest first) that reads cleanly and its version; (None, -1) if none.
+
+    A damaged checkpoint is skipped with a warning, not fatal: the commits before it still rebuild the same state.
+    """
+    for cp in candidates:
+        try:
+            return read_checkpoint(storage, table_root, cp), cp.version
+        except CorruptLogError as exc:
+            log.warning("ignoring unusable checkpoint, falling back to an older one: %s", exc)
+    return None, -1
+
+
 def replay(storage: Storage, table_root: str, listing: LogListing, version: int | None = None) -> LogState:
     """Reconstruct one version of the table from its log."""
     target, candidates = select_segment(listing, table_root, version)
-    base: CheckpointContents | None = None
-    start = -1
-    for cp in candidates:
-        try:
-            base = read_checkpoint(storage, table_root, cp)
-            start = cp.version
-            break
-        except CorruptLogError as exc:
-            log.warning("ignoring unusable checkpoint, falling back to an older one: %s", exc)
+    base, start = _newest_usable_checkpoint(storage, table_root, candidates)
     versions = commits_after(listing, table_root, start, target)
 
     protocol = base.protocol if base else None

@@ -365,13 +365,9 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
                                       if with_dv else "the row indexes DML marks deleted would not be Spark's")
     native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
     parts: list[DataFrame] = []
-    if include_row_index:  # every file keyed: the file index comes from the key
-        for group in _scan_groups(_with_actual_sizes(plain, storage)):
-            parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True,
-                                     confine))
-        for group in _dv_groups(with_dv, storage, native, by_partition=False):
-            parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True,
-                                     confine, native))
+    if include_row_index:
+        parts = _row_index_scans(spark, plain, with_dv, storage, native, data_schema, partition_schema, table_root,
+                                 data_filter, confine)
     else:
         literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
         if native and literal:
@@ -402,6 +398,17 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     for p in parts[1:]:
         result = result.union(p)
     return result
+
+
+def _row_index_scans(spark: SparkSession, plain: Indexed, with_dv: Indexed,
+                     storage: Storage, native: bool, data_schema: StructType, partition_schema: StructType,
+                     table_root: str, data_filter: Column | None, confine: bool) -> list[DataFrame]:
+    """DML's scans with ``FILE_INDEX_COL`` and ``ROW_INDEX_COL``: every file keyed, the file index from the key."""
+    parts = [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine)
+             for group in _scan_groups(_with_actual_sizes(plain, storage))]
+    parts += [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine, native)
+              for group in _dv_groups(with_dv, storage, native, by_partition=False)]
+    return parts
 
 
 def scan_for_matches(spark: SparkSession, files: Sequence[ScanFile], data_schema: StructType,
