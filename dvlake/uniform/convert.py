@@ -21,7 +21,13 @@ high-water mark + 1 (from the commit's ``delta.rowTracking`` domain action, else
 ``_row_id`` (first_row_id + position, unless the file's materialized row-id column, written under the
 reserved field id, holds one) is then Delta's row id, and ``_last_updated_sequence_number`` its row
 commit version. A file a commit re-adds with other row ids (a row-tracking backfill) is removed and
-added again. Elsewhere the converter numbers rows and snapshots itself.
+added again. Elsewhere the converter numbers rows and snapshots itself (from 1, as Iceberg writers do).
+So Delta version 0 of a V3 table is published with sequence number 0: the spec asks only that snapshot
+sequence numbers increase (Java's validation exempts a parentless first snapshot, which this is), and
+starting at 1 would put every later snapshot one above its Delta version, breaking the identity
+between row commit versions (materialized in files under Iceberg's reserved field id) and
+``_last_updated_sequence_number``. DVs still apply: a DV's data sequence number is the version that
+publishes it, never below the data sequence number (``defaultRowCommitVersion``) of its data file.
 
 Files are written first and the metadata JSON last, created only if absent: a conversion that
 fails leaves the previous Iceberg state as it was, and of two conversions of the same version the
