@@ -26,6 +26,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.storage.base import storage_for
 from dvlake.uniform import avro, convert, state
 from dvlake.uniform.convert import METADATA_DIR, VERSION_HINT, metadata_location, sync
+from dvlake.uniform.keys import sidecar_path
 from tests.peers import read_iceberg_with_duckdb, read_iceberg_with_pyiceberg, rows
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -251,6 +252,7 @@ def test_vacuum_expires_iceberg_snapshots_outside_its_window(spark, tmp_path):
     gone = before - _metadata_files(tmp_path)
     assert {"v0.metadata.json", "v1.metadata.json"} <= gone
     assert any(n.endswith(".puffin") for n in gone)  # version 1's Puffin file, retired at version 2
+    assert any(n.endswith(".keys") for n in gone)  # with its delete manifest's key sidecar
     assert {p.rsplit("/", 1)[1] for p in dry.paths if f"/{METADATA_DIR}/" in p} == gone
     for v in range(2, latest + 1):
         expected = _expected(spark, path, v)
@@ -259,7 +261,7 @@ def test_vacuum_expires_iceberg_snapshots_outside_its_window(spark, tmp_path):
     storage = storage_for(path)
     for s in meta["snapshots"][2:]:  # every file a kept snapshot uses is still there
         for m in avro.read(storage, s["manifest-list"])[0]:
-            assert storage.exists(m["manifest_path"])
+            assert storage.exists(m["manifest_path"]) and storage.exists(sidecar_path(m["manifest_path"]))
 
 
 def test_vacuum_retain_0_hours_keeps_the_latest_snapshot(spark, tmp_path):
