@@ -22,7 +22,7 @@ high-water mark + 1 (from the commit's ``delta.rowTracking`` domain action, else
 reserved field id, holds one) is then Delta's row id, and ``_last_updated_sequence_number`` its row
 commit version. A file a commit re-adds with other row ids (a row-tracking backfill) is removed and
 added again. Elsewhere the converter numbers rows and snapshots itself (from 1, as Iceberg writers do).
-So Delta version 0 of a V3 table is published with sequence number 0: the spec asks only that snapshot
+On a V3 table, Delta version 0 is published with sequence number 0: the spec asks only that snapshot
 sequence numbers increase (Java's validation exempts a parentless first snapshot, which this is), and
 starting at 1 would put every later snapshot one above its Delta version, breaking the identity
 between row commit versions (materialized in files under Iceberg's reserved field id) and
