@@ -8,7 +8,8 @@ timed, followed by the conversion of that one commit, timed separately:
 
 - *hook*: what the commit hook runs (``sync`` with the transaction's metadata): the commit's own
   actions against the state the previous conversion left in this process;
-- *hook, cold*: the same after dropping that state (as in a new process: every manifest is read once);
+- *hook, cold*: the same after dropping that state (as in a new process: the manifest list and each manifest's
+  key sidecar are read, and only the manifests the commit rewrites);
 - *sync, cold*: what ``dvlake uniform sync PATH`` runs, state dropped (it loads the Delta snapshot as well).
 
 Overhead = conversion / DELETE wall time (median of the repeats; the cold rows time one commit each).

@@ -10,6 +10,9 @@ So no manifest a snapshot uses ever names a stale DV or a removed file, and a Pu
 snapshot uses holds only current DVs. A step learns what changed from the Delta commit's own
 add/remove actions, so its cost follows the commit, not the table (manifests and Puffin files
 are written in bounded chunks, which bounds what one changed file makes a later step rewrite).
+What a step needs of the manifests it keeps (the paths they name) comes from each manifest's key
+sidecar (``uniform/keys.py``), so a new process reads the manifest list, the sidecars and only the
+manifests it rewrites, not every manifest of the table.
 
 On an IcebergCompatV3 table the row lineage is Delta's own: a data file's ``first_row_id`` is its
 add's ``baseRowId``, its data sequence number its ``defaultRowCommitVersion``, a snapshot's sequence
@@ -18,7 +21,13 @@ high-water mark + 1 (from the commit's ``delta.rowTracking`` domain action, else
 ``_row_id`` (first_row_id + position, unless the file's materialized row-id column, written under the
 reserved field id, holds one) is then Delta's row id, and ``_last_updated_sequence_number`` its row
 commit version. A file a commit re-adds with other row ids (a row-tracking backfill) is removed and
-added again. Elsewhere the converter numbers rows and snapshots itself.
+added again. Elsewhere the converter numbers rows and snapshots itself (from 1, as Iceberg writers do).
+On a V3 table, Delta version 0 is published with sequence number 0: the spec asks only that snapshot
+sequence numbers increase (Java's validation exempts a parentless first snapshot, which this is), and
+starting at 1 would put every later snapshot one above its Delta version, breaking the identity
+between row commit versions (materialized in files under Iceberg's reserved field id) and
+``_last_updated_sequence_number``. DVs still apply: a DV's data sequence number is the version that
+publishes it, never below the data sequence number (``defaultRowCommitVersion``) of its data file.
 
 Files are written first and the metadata JSON last, created only if absent: a conversion that
 fails leaves the previous Iceberg state as it was, and of two conversions of the same version the
@@ -50,6 +59,7 @@ from dvlake.storage.base import Storage, storage_for
 from dvlake.storage.paths import absolute_file_location, join, normalize_table_root
 from dvlake.uniform import avro, compat
 from dvlake.uniform.expire import expire_in_metadata
+from dvlake.uniform.keys import sidecar_path
 from dvlake.uniform.puffin import PuffinBuilder
 from dvlake.uniform.schema import (
     bound_columns,
@@ -68,13 +78,14 @@ from dvlake.uniform.state import (
     VERSION_HINT,
     IcebergState,
     Manifest,
-    add_manifest,
     forget,
+    from_entries,
     load_state,
     load_state_at,
     metadata_location,
     read_hint,
     remember,
+    sidecar_bytes,
     storage_path,
 )
 
@@ -326,7 +337,7 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
     kept: list[Manifest] = []
     live_data: list[str] = []
     for m in plan.data_manifests:
-        paths = [e["data_file"]["file_path"] for e in m.entries]
+        paths = m.keys
         if plan.removed.isdisjoint(paths):
             kept.append(m)
             live_data.extend(paths)
@@ -359,7 +370,7 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
     live_dvs: list[str] = []
     carry: list[dict[str, Any]] = []
     for m in plan.delete_manifests:
-        refs = [e["data_file"]["referenced_data_file"] for e in m.entries]
+        refs = m.keys
         if stale.isdisjoint(refs):
             kept_deletes.append(m)
             live_dvs.extend(refs)
@@ -380,6 +391,10 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
         for rec, _ in new_data:
             rec["first_row_id"] = next_row_id
             next_row_id += rec["added_rows_count"] + rec["existing_rows_count"]
+    written_data = [from_entries(rec, entries) for rec, entries in new_data]
+    written_deletes = [from_entries(rec, entries) for rec, entries in new_deletes]
+    for m in [*written_data, *written_deletes]:  # before the manifest list: a published manifest has its sidecar
+        step.write(sidecar_path(storage_path(m.record["manifest_path"])), sidecar_bytes(m))
     manifest_list = [*(r for r, _ in new_data), *(m.record for m in kept), *(r for r, _ in new_deletes),
                      *(m.record for m in kept_deletes)]
     parent = old_meta.get("current-snapshot-id") if old_meta else None
@@ -435,13 +450,7 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
             log.info("%s was published by a concurrent conversion; continuing from it", location)
             return load_state_at(storage, location)
     _advance_hint(storage, root, target.version, force=prev is None)
-    state = IcebergState(meta, location, target.version)
-    for rec, entries in new_data:
-        add_manifest(state, rec, entries)
-    state.data.extend(kept)
-    for rec, entries in new_deletes:
-        add_manifest(state, rec, entries)
-    state.deletes.extend(kept_deletes)
+    state = IcebergState(meta, location, target.version, [*written_data, *kept], [*written_deletes, *kept_deletes])
     remember(location, raw, state)
     return state
 
@@ -492,13 +501,12 @@ class _Plan:
 def _plan(prev: IcebergState | None, change: _CommitChange | None, same_spec: bool, target: _Target,
           root: str, lineage: bool = False) -> _Plan:
     if prev is not None and change is not None and same_spec:
-        live = {e["data_file"]["file_path"] for m in prev.data for e in m.entries}
+        live = {k for m in prev.data for k in m.keys}
         removed = {k for k in change.removes if k not in change.adds}
         if removed <= live:
             added = {k: f for k, f in change.adds.items() if k not in live}
             if lineage:  # a file re-added with other row ids (a backfill) is a new Iceberg data file
-                published = {e["data_file"]["file_path"]: (e["data_file"].get("first_row_id"), e["sequence_number"])
-                             for m in prev.data for e in m.entries}
+                published = {k: ids for m in prev.data for k, ids in zip(m.keys, m.lineage or [], strict=True)}
                 renumbered = {k: f for k, f in change.adds.items()
                               if k in live and (f.base_row_id, f.default_row_commit_version) != published[k]}
                 removed |= renumbered.keys()
@@ -507,7 +515,7 @@ def _plan(prev: IcebergState | None, change: _CommitChange | None, same_spec: bo
             dv_changed = {k: f for k, f in change.adds.items()
                           if k in live and k not in added
                           and (k not in change.removes or change.removes[k] != f.dv_id)}
-            old_dvs = {e["data_file"]["referenced_data_file"] for m in prev.deletes for e in m.entries}
+            old_dvs = {k for m in prev.deletes for k in m.keys}
             stale = removed | dv_changed.keys()
             return _Plan(added, removed, dv_changed, prev.data, prev.deletes, (live - removed) | added.keys(),
                          (old_dvs - stale) | {k for k, f in {**added, **dv_changed}.items() if f.dv is not None})

@@ -10,7 +10,8 @@ instant inside the window is kept).
 Two halves, as delta-spark splits Iceberg expiry from its log cleanup:
 * a conversion drops expired snapshots (and their snapshot-log and metadata-log entries) from the
   metadata it publishes, with ``delta.deletedFileRetentionDuration`` as the window;
-* VACUUM deletes files under ``metadata/`` that no kept snapshot of the current metadata uses,
+* VACUUM deletes files under ``metadata/`` that no kept snapshot of the current metadata uses (a manifest's
+  key sidecar counts as used with its manifest),
   with VACUUM's own cutoff and only files older than it, so a conversion writing right now never
   loses a file it has not published yet.
 """
@@ -24,11 +25,12 @@ from typing import Any
 from dvlake.storage.base import Storage
 from dvlake.storage.paths import join
 from dvlake.uniform import avro
+from dvlake.uniform.keys import sidecar_path
 from dvlake.uniform.state import DELTA_VERSION, METADATA_DIR, metadata_location, read_hint, storage_path
 
 _METADATA_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
 #: the files conversions write (anything else under metadata/ is left alone)
-_OURS = re.compile(r"^(v\d+\.metadata\.json|snap-.*\.avro|\d+-[0-9a-f]+-m\d+\.(avro|puffin))$")
+_OURS = re.compile(r"^(v\d+\.metadata\.json|snap-.*\.avro|\d+-[0-9a-f]+-m\d+\.(avro|puffin|keys))$")
 
 
 def kept_snapshots(snapshots: list[dict[str, Any]], current_id: int | None, cutoff_ms: int) -> list[dict[str, Any]]:
@@ -88,6 +90,7 @@ def expired_files(storage: Storage, table_root: str, cutoff_ms: int) -> list[str
         used.add(storage_path(s["manifest-list"]))
         for m in avro.read(storage, storage_path(s["manifest-list"]))[0]:
             used.add(storage_path(m["manifest_path"]))
+            used.add(sidecar_path(storage_path(m["manifest_path"])))
             if m["content"] == avro.MANIFEST_CONTENT_DELETES:
                 used.update(storage_path(e["data_file"]["file_path"])
                             for e in avro.read(storage, storage_path(m["manifest_path"]))[0])

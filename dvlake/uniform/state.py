@@ -1,16 +1,22 @@
-"""What the last conversion published: the Iceberg metadata JSON and its current snapshot's live manifest entries.
+"""What the last conversion published: the Iceberg metadata JSON and its current snapshot's manifests.
 
-The next conversion step needs every live entry of the current snapshot (to know which manifests
-a change touches), which means reading every manifest of a table with thousands of files. A
-process that commits repeatedly to one table would redo that before each commit's conversion, so
-the state a step produces is kept in a small per-process cache keyed by the metadata file's
-location and validated by its bytes: ``vN.metadata.json`` is created once (write-if-absent) and
-never changed in place, except by a ``--full`` regeneration, whose different bytes miss the cache.
+The next conversion step needs every live data file and DV of the current snapshot (to check the
+commit against it and to know which manifests a change touches), but rewrites only those few
+manifests. So a manifest is loaded as its manifest-list record plus the paths its entries name,
+taken from its key sidecar (``uniform/keys.py``) when that is intact, and its full entries are read
+only when a step rewrites it. A manifest without an intact sidecar (written before sidecars
+existed, or damaged) is read whole, as before, and its sidecar written back for the next process.
+
+A process that commits repeatedly to one table keeps the state a step produced in a small
+per-process cache keyed by the metadata file's location and validated by its bytes:
+``vN.metadata.json`` is created once (write-if-absent) and never changed in place, except by a
+``--full`` regeneration, whose different bytes miss the cache.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -19,7 +25,9 @@ from typing import Any
 from dvlake.errors import UniformConversionError
 from dvlake.storage.base import Storage
 from dvlake.storage.paths import join
-from dvlake.uniform import avro
+from dvlake.uniform import avro, keys
+
+log = logging.getLogger(__name__)
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -31,10 +39,50 @@ _CACHE_SIZE = 4
 
 @dataclass
 class Manifest:
-    """One manifest of the current snapshot: its manifest-list record and its live entries (resolved)."""
+    """One manifest of the current snapshot: its manifest-list record, the paths its live entries name, and the
+    entries themselves (inherited fields resolved), read from storage only when a step needs them."""
 
     record: dict[str, Any]
-    entries: list[dict[str, Any]]
+    #: data manifests: each live entry's data file path; delete manifests: each entry's referenced data file
+    keys: list[str]
+    #: data manifests: each entry's (first_row_id, data sequence number); None for delete manifests
+    lineage: list[tuple[int | None, int]] | None
+    _entries: list[dict[str, Any]] | None = None
+    _storage: Storage | None = None
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        """The live entries, resolved; read now if only the sidecar was (a sidecar that disagrees is removed)."""
+        if self._entries is None:
+            assert self._storage is not None
+            full = from_entries(self.record, _read_live(self._storage, self.record))
+            if full.keys != self.keys or full.lineage != self.lineage:
+                where = keys.sidecar_path(storage_path(self.record["manifest_path"]))
+                try:
+                    self._storage.delete(where)
+                except FileNotFoundError:
+                    pass
+                _forget_holding(self)
+                raise UniformConversionError(
+                    f"{where} does not list the entries of {self.record['manifest_path']}; it was removed and nothing "
+                    "was published. Run `dvlake uniform sync` again (it reads the manifest itself).")
+            self._entries = full.entries
+        return self._entries
+
+
+def from_entries(record: dict[str, Any], entries: list[dict[str, Any]]) -> Manifest:
+    """A manifest from its live entries, with their inherited fields made explicit."""
+    live = [resolve(e, record) for e in entries]
+    assign_inherited_row_ids(live, record)
+    if record["content"] == avro.MANIFEST_CONTENT_DATA:
+        return Manifest(record, [e["data_file"]["file_path"] for e in live],
+                        [(e["data_file"].get("first_row_id"), e["sequence_number"]) for e in live], live)
+    return Manifest(record, [e["data_file"]["referenced_data_file"] for e in live], None, live)
+
+
+def sidecar_bytes(manifest: Manifest) -> bytes:
+    """The key sidecar of ``manifest`` (written beside it; see ``uniform/keys.py``)."""
+    return keys.encode(manifest.record, manifest.keys, manifest.lineage)
 
 
 @dataclass
@@ -92,17 +140,33 @@ def load_state_at(storage: Storage, location: str) -> IcebergState:
     if snap is not None:
         records, _ = avro.read(storage, storage_path(snap["manifest-list"]))
         for rec in records:
-            entries, _ = avro.read(storage, storage_path(rec["manifest_path"]))
-            add_manifest(state, rec, [e for e in entries if e["status"] != avro.STATUS_DELETED])
+            manifest = load_manifest(storage, rec)
+            (state.data if rec["content"] == avro.MANIFEST_CONTENT_DATA else state.deletes).append(manifest)
     remember(location, raw, state)
     return state
 
 
-def add_manifest(state: IcebergState, record: dict[str, Any], entries: list[dict[str, Any]]) -> None:
-    """Add one manifest's live entries to ``state`` with their inherited fields made explicit."""
-    live = [resolve(e, record) for e in entries]
-    assign_inherited_row_ids(live, record)
-    (state.data if record["content"] == avro.MANIFEST_CONTENT_DATA else state.deletes).append(Manifest(record, live))
+def load_manifest(storage: Storage, record: dict[str, Any]) -> Manifest:
+    """The manifest ``record`` names: from its sidecar when intact, else read whole (and its sidecar written back)."""
+    where = keys.sidecar_path(storage_path(record["manifest_path"]))
+    try:
+        found = keys.decode(storage.read_bytes(where), record)
+    except FileNotFoundError:
+        found = None
+    if found is not None:
+        return Manifest(record, found[0], found[1], None, storage)
+    log.debug("%s has no intact key sidecar; reading it whole", record["manifest_path"])
+    manifest = from_entries(record, _read_live(storage, record))
+    try:  # a repair for the next process; this conversion does not depend on it
+        storage.write(where, sidecar_bytes(manifest))
+    except Exception as exc:  # noqa: BLE001 - the sidecar only saves reads
+        log.info("could not write %s: %s", where, exc)
+    return manifest
+
+
+def _read_live(storage: Storage, record: dict[str, Any]) -> list[dict[str, Any]]:
+    entries, _ = avro.read(storage, storage_path(record["manifest_path"]))
+    return [e for e in entries if e["status"] != avro.STATUS_DELETED]
 
 
 def remember(location: str, raw: bytes, state: IcebergState) -> None:
@@ -111,6 +175,13 @@ def remember(location: str, raw: bytes, state: IcebergState) -> None:
         _cache.move_to_end(location)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
+
+
+def _forget_holding(manifest: Manifest) -> None:
+    """Drop the cached states that hold ``manifest`` (its sidecar lied: the next attempt must read it whole)."""
+    with _lock:
+        for key in [k for k, (_, st) in _cache.items() if any(m is manifest for m in [*st.data, *st.deletes])]:
+            del _cache[key]
 
 
 def forget(table_root: str) -> None:

@@ -24,8 +24,9 @@ from dvlake import DeltaTable
 from dvlake.errors import IcebergCompatViolationError, UniversalFormatViolationError
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.base import storage_for
-from dvlake.uniform import avro, convert
+from dvlake.uniform import avro, convert, state
 from dvlake.uniform.convert import METADATA_DIR, VERSION_HINT, metadata_location, sync
+from dvlake.uniform.keys import sidecar_path
 from tests.peers import read_iceberg_with_duckdb, read_iceberg_with_pyiceberg, rows
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -88,18 +89,26 @@ def _check_every_version(spark: Any, path: str) -> int:
     return with_dvs
 
 
-@pytest.mark.parametrize(("partitioned", "chunk"), [(False, None), (True, None), (True, 2)],
-                         ids=["plain", "partitioned", "partitioned-small-chunks"])
-def test_dv_table_every_version_synced(spark, tmp_path, monkeypatch, partitioned, chunk):
+@pytest.mark.parametrize(("partitioned", "chunk", "cold"), [(False, None, False), (True, None, False),
+                                                         (True, 2, False), (True, 2, True)],
+                         ids=["plain", "partitioned", "partitioned-small-chunks", "partitioned-small-chunks-cold"])
+def test_dv_table_every_version_synced(spark, tmp_path, monkeypatch, partitioned, chunk, cold):
     """``chunk``: manifests and Puffin files of 2 entries, so steps retire some Puffin files and keep others, and
-    copy still-valid blobs out of the retired ones."""
+    copy still-valid blobs out of the retired ones. ``cold``: every step starts as in a new process, from the
+    manifests' key sidecars (reading only the manifests it rewrites)."""
     if chunk:
         monkeypatch.setattr(convert, "MAX_PUFFIN_BLOBS", chunk)
         monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", chunk)
     path = str(tmp_path / "t")
     dvlake.write(_data(spark, 0, 120), path, partitionBy="p" if partitioned else None, properties={**CM, **DVS})
     sync(path)
-    _history(spark, path, partitioned, lambda: sync(path))
+
+    def step() -> None:
+        if cold:
+            state.forget(path)
+        sync(path)
+
+    _history(spark, path, partitioned, step)
     assert _check_every_version(spark, path) >= 4  # the DV versions are really exercised
     meta = json.loads(open(metadata_location(path, Snapshot.load(path).version)).read())
     assert meta["format-version"] == 3
@@ -243,6 +252,7 @@ def test_vacuum_expires_iceberg_snapshots_outside_its_window(spark, tmp_path):
     gone = before - _metadata_files(tmp_path)
     assert {"v0.metadata.json", "v1.metadata.json"} <= gone
     assert any(n.endswith(".puffin") for n in gone)  # version 1's Puffin file, retired at version 2
+    assert any(n.endswith(".keys") for n in gone)  # with its delete manifest's key sidecar
     assert {p.rsplit("/", 1)[1] for p in dry.paths if f"/{METADATA_DIR}/" in p} == gone
     for v in range(2, latest + 1):
         expected = _expected(spark, path, v)
@@ -251,7 +261,7 @@ def test_vacuum_expires_iceberg_snapshots_outside_its_window(spark, tmp_path):
     storage = storage_for(path)
     for s in meta["snapshots"][2:]:  # every file a kept snapshot uses is still there
         for m in avro.read(storage, s["manifest-list"])[0]:
-            assert storage.exists(m["manifest_path"])
+            assert storage.exists(m["manifest_path"]) and storage.exists(sidecar_path(m["manifest_path"]))
 
 
 def test_vacuum_retain_0_hours_keeps_the_latest_snapshot(spark, tmp_path):
@@ -423,6 +433,34 @@ def _first_row_ids(meta: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def _assert_sequence_rules(meta: dict[str, Any]) -> None:
+    """The Iceberg spec's sequence-number rules a reader relies on, in the current snapshot of ``meta``.
+
+    Snapshot sequence numbers increase along the history (Delta version 0 is published with 0, a parentless first
+    snapshot, which the spec's "monotonically increasing" allows; every later one is its Delta version, so row
+    commit versions stay Iceberg's ``_last_updated_sequence_number``); an entry's data sequence number is at most
+    its file sequence number, which is at most its manifest's; and each DV's data sequence number is at least that
+    of the data file it references, so readers apply it (a DV applies to data files with a data sequence number
+    less than or equal to its own).
+    """
+    seqs = [s["sequence-number"] for s in meta["snapshots"]]
+    assert seqs == sorted(set(seqs)) and all(s >= 0 for s in seqs), seqs
+    assert all(s["sequence-number"] > 0 or "parent-snapshot-id" not in s for s in meta["snapshots"])
+    storage = storage_for(meta["location"])
+    data_seq: dict[str, int] = {}
+    dv_seq: dict[str, int] = {}
+    for m in avro.read(storage, meta["snapshots"][-1]["manifest-list"])[0]:
+        assert m["sequence_number"] <= meta["last-sequence-number"]
+        for e in avro.read(storage, m["manifest_path"])[0]:
+            assert e["sequence_number"] <= e["file_sequence_number"] <= m["sequence_number"], e
+            f = e["data_file"]
+            if m["content"] == avro.MANIFEST_CONTENT_DATA:
+                data_seq[f["file_path"]] = e["sequence_number"]
+            else:
+                dv_seq[f["referenced_data_file"]] = e["sequence_number"]
+    assert all(dv_seq[k] >= data_seq[k] for k in dv_seq), (dv_seq, data_seq)
+
+
 @pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitioned"])
 def test_uniform_v3_dv_table_converts_every_commit_with_delta_row_lineage(spark, tmp_path, partitioned):
     """Create, DV DELETE, UPDATE, MERGE, append, OPTIMIZE, RESTORE, PURGE: no sync, both readers row-exact at every
@@ -443,6 +481,7 @@ def test_uniform_v3_dv_table_converts_every_commit_with_delta_row_lineage(spark,
         delta = Snapshot.load(path, version=v)
         meta = json.loads(open(location).read())
         assert meta["last-sequence-number"] == v == meta["snapshots"][-1]["sequence-number"]
+        _assert_sequence_rules(meta)
         assert meta["next-row-id"] == json.loads(delta.domains["delta.rowTracking"].configuration)["rowIdHighWaterMark"] + 1
         bases = {f"{path}/{r['path']}": r["baseRowId"] for r in delta.files.select(["path", "baseRowId"]).to_pylist()}
         assert _first_row_ids(meta) == bases

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 
 import pyroaring
 import pytest
@@ -17,12 +18,14 @@ import pytest
 from dvlake.commands.write import create_table
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.errors import UniformConversionError
 from dvlake.log.actions import AddFile
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.base import storage_for
 from dvlake.txn.transaction import OptimisticTransaction
 from dvlake.uniform import avro, convert, state
 from dvlake.uniform.convert import METADATA_DIR, metadata_location, sync
+from dvlake.uniform.keys import sidecar_path
 
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 PROPS = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}
@@ -78,14 +81,15 @@ def _current(root: str, version: int) -> tuple[dict, dict[str, int], set[str]]:
 
 
 def _referenced_by_history(root: str, version: int) -> set[str]:
-    """Every file any snapshot of ``version``'s metadata uses, and the metadata files of its log."""
+    """Every file any snapshot of ``version``'s metadata uses (manifests with their key sidecars), and the metadata
+    files of its log."""
     storage = storage_for(root)
     meta = json.loads(storage.read_bytes(metadata_location(root, version)))
     out = {metadata_location(root, version), *(m["metadata-file"] for m in meta["metadata-log"])}
     for s in meta["snapshots"]:
         out.add(s["manifest-list"])
         for m in avro.read(storage, s["manifest-list"])[0]:
-            out.add(m["manifest_path"])
+            out.update((m["manifest_path"], sidecar_path(m["manifest_path"])))
             out.update(e["data_file"]["file_path"] for e in avro.read(storage, m["manifest_path"])[0]
                        if m["content"] == avro.MANIFEST_CONTENT_DELETES)
     return out
@@ -328,3 +332,153 @@ def test_v3_file_re_added_with_other_row_ids_is_published_as_a_new_data_file(tmp
     assert _current(root, version)[1] == {os.path.join(root, "f1.parquet"): 1}
     summary = meta["snapshots"][-1]["summary"]
     assert (summary["added-data-files"], summary["deleted-data-files"]) == ("1", "1")
+
+
+# --- key sidecars: a new process reads the manifest list, the sidecars and only the manifests it rewrites ----------
+
+
+def _chunked_v3_table(root: str) -> None:
+    """8 files in data manifests of 2 entries, DVs on f0 and f5 (one Puffin file of 2 blobs), converted."""
+    create_table(root, SCHEMA, (), V3_PROPS)
+    OptimisticTransaction(root, Snapshot.load(root)).commit([_add(f"f{i}.parquet") for i in range(8)], "WRITE")
+    _delete(root, {"f0.parquet": (1,), "f5.parquet": (2,)})
+    sync(root)
+
+
+def _change(root: str) -> int:
+    """One commit: a new DV on f2, f5's DV replaced, f7 removed whole."""
+    snap = Snapshot.load(root)
+    actions = []
+    for a in snap.add_files():
+        rows = {"f2.parquet": (3,), "f5.parquet": (2, 4)}.get(a.path)
+        if rows:
+            actions += [a.remove(), AddFile(**{**a.__dict__, "deletion_vector": _dv(*rows),
+                                               "stats": json.dumps({"numRecords": ROWS, "tightBounds": False})})]
+        elif a.path == "f7.parquet":
+            actions.append(a.remove())
+    return OptimisticTransaction(root, snap).commit(actions, "DELETE", {"predicate": "[]"})
+
+
+def _published(root: str, version: int) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """(DV cardinality, (first_row_id, data sequence number)) by data file name: what readers see of ``version``."""
+    meta, dvs, _ = _current(root, version)
+    return {os.path.basename(k): v for k, v in dvs.items()}, _data_entries(root, meta)
+
+
+def _manifest_holding(root: str, version: int, name: str, content: int) -> dict:
+    """The manifest-list record of ``version``'s manifest whose entries name data file ``name``."""
+    storage = storage_for(root)
+    meta = json.loads(storage.read_bytes(metadata_location(root, version)))
+    for m in avro.read(storage, meta["snapshots"][-1]["manifest-list"])[0]:
+        if m["content"] == content:
+            for e in avro.read(storage, m["manifest_path"])[0]:
+                f = e["data_file"]
+                if os.path.basename(f["referenced_data_file"] or f["file_path"]) == name:
+                    return m
+    raise AssertionError(name)
+
+
+def _recording(monkeypatch, storage) -> list[str]:
+    reads: list[str] = []
+    real_read = storage.read_bytes
+
+    def recording(path: str) -> bytes:
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(storage, "read_bytes", recording)
+    return reads
+
+
+def test_cold_step_reads_only_the_manifests_it_rewrites_and_equals_warm_and_full(tmp_path, monkeypatch):
+    """A new process converting one commit reads the manifest list and the key sidecars, and of the manifests only
+    the data manifest that held the removed file and the delete manifest that held the replaced DV; it publishes
+    what a step in the process that converted the previous commit publishes, and what a full rebuild publishes."""
+    monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", 2)
+    monkeypatch.setattr(convert, "MAX_PUFFIN_BLOBS", 2)
+    warm, cold = str(tmp_path / "warm"), str(tmp_path / "cold")
+    for root in (warm, cold):
+        _chunked_v3_table(root)
+    before = Snapshot.load(cold).version
+    rewritten = {_manifest_holding(cold, before, "f7.parquet", avro.MANIFEST_CONTENT_DATA)["manifest_path"],
+                 _manifest_holding(cold, before, "f5.parquet", avro.MANIFEST_CONTENT_DELETES)["manifest_path"]}
+    version = _change(warm)
+    assert _change(cold) == version
+    assert sync(warm, version=version, metadata=Snapshot.load(warm).metadata) == version  # state kept in-process
+    state.forget(cold)  # as in a new process
+    storage = storage_for(cold)
+    reads = _recording(monkeypatch, storage)
+    assert sync(cold, storage, version=version, metadata=Snapshot.load(cold).metadata) == version
+    manifests_read = {p for p in reads if p.endswith(".avro") and not os.path.basename(p).startswith("snap-")}
+    assert manifests_read == rewritten
+    assert sum(p.endswith(".keys") for p in reads) == 5  # 4 data manifests (f0-f7 in pairs), 1 delete manifest
+    monkeypatch.undo()
+    expected = _published(warm, version)
+    assert expected[0] == {"f0.parquet": 1, "f2.parquet": 1, "f5.parquet": 2}
+    assert "f7.parquet" not in expected[1] and len(expected[1]) == 7
+    assert _published(cold, version) == expected
+    full = str(tmp_path / "full")
+    os.rename(cold, full)
+    assert sync(full, full=True) == version
+    assert _published(full, version) == expected
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "truncated", "other-manifest", "wrong-count"])
+def test_a_missing_or_damaged_sidecar_makes_the_step_read_that_manifest(tmp_path, monkeypatch, damage):
+    """A sidecar is trusted only when intact and written for that very manifest (path, length, live count); else
+    the step reads the manifest itself, publishes the same snapshot, and writes the sidecar back."""
+    monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", 2)
+    monkeypatch.setattr(convert, "MAX_PUFFIN_BLOBS", 2)
+    root = str(tmp_path / "t")
+    _chunked_v3_table(root)
+    before = Snapshot.load(root).version
+    kept = _manifest_holding(root, before, "f0.parquet", avro.MANIFEST_CONTENT_DATA)  # a manifest the step keeps
+    other = _manifest_holding(root, before, "f3.parquet", avro.MANIFEST_CONTENT_DATA)
+    target = sidecar_path(kept["manifest_path"])
+    good = open(target, "rb").read()
+    if damage == "missing":
+        os.remove(target)
+    elif damage == "corrupt":
+        open(target, "wb").write(good[:10] + bytes(b ^ 0x5A for b in good[10:]))
+    elif damage == "truncated":
+        open(target, "wb").write(good[: len(good) // 2])
+    elif damage == "other-manifest":  # a stale sidecar: another manifest's, same shape
+        open(target, "wb").write(open(sidecar_path(other["manifest_path"]), "rb").read())
+    else:
+        body = json.loads(zlib.decompress(good))
+        body["keys"], body["lineage"] = body["keys"][:1], body["lineage"][:1]
+        open(target, "wb").write(zlib.compress(json.dumps(body).encode()))
+    version = _change(root)
+    state.forget(root)
+    storage = storage_for(root)
+    reads = _recording(monkeypatch, storage)
+    assert sync(root, storage, version=version, metadata=Snapshot.load(root).metadata) == version
+    assert kept["manifest_path"] in reads
+    monkeypatch.undo()
+    assert open(target, "rb").read() == good  # written back for the next process
+    published = _published(root, version)
+    full = str(tmp_path / "full")
+    os.rename(root, full)
+    assert sync(full, full=True) == version
+    assert _published(full, version) == published
+
+
+def test_a_sidecar_that_disagrees_with_its_manifest_publishes_nothing_and_is_removed(tmp_path, monkeypatch):
+    """A sidecar with the right manifest, length and count but other paths is caught when the step reads the
+    manifest it rewrites: nothing is published, the sidecar is removed, and the next attempt reads the manifest."""
+    monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", 2)
+    root = str(tmp_path / "t")
+    _chunked_v3_table(root)
+    rewritten = _manifest_holding(root, Snapshot.load(root).version, "f7.parquet", avro.MANIFEST_CONTENT_DATA)
+    target = sidecar_path(rewritten["manifest_path"])
+    body = json.loads(zlib.decompress(open(target, "rb").read()))
+    body["keys"] = [body["keys"][0].replace("f6", "g6"), body["keys"][1]]
+    open(target, "wb").write(zlib.compress(json.dumps(body).encode()))
+    version = _change(root)
+    state.forget(root)
+    with pytest.raises(UniformConversionError, match="does not list the entries"):
+        sync(root, version=version)
+    assert not storage_for(root).exists(metadata_location(root, version))
+    assert not os.path.exists(target)
+    assert sync(root, version=version) == version
+    assert _published(root, version)[0] == {"f0.parquet": 1, "f2.parquet": 1, "f5.parquet": 2}
