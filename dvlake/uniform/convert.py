@@ -307,6 +307,73 @@ def _data_file(content: int, location: str, file_format: str, partition: dict[st
     return out
 
 
+_Written = list[tuple[dict[str, Any], list[dict[str, Any]]]]  # manifests written this step: (record, entries)
+
+
+def _surviving_data(step: _Step, plan: _Plan) -> tuple[list[Manifest], list[str], _Written]:
+    """Data manifests kept by reference, the live paths they and the rewrites list, and the rewritten manifests.
+
+    Only a manifest naming a removed file is read in full (``m.entries``) and rewritten without it.
+    """
+    kept: list[Manifest] = []
+    live_data: list[str] = []
+    rewritten: _Written = []
+    for m in plan.data_manifests:
+        paths = m.keys
+        if plan.removed.isdisjoint(paths):
+            kept.append(m)
+            live_data.extend(paths)
+            continue
+        survivors = [{**e, "status": avro.STATUS_EXISTING} for e in m.entries
+                     if e["data_file"]["file_path"] not in plan.removed]
+        for chunk in _chunks(survivors, MAX_MANIFEST_ENTRIES):
+            rewritten.append((step.write_manifest(chunk, avro.MANIFEST_CONTENT_DATA), chunk))
+            live_data.extend(e["data_file"]["file_path"] for e in chunk)
+    return kept, live_data, rewritten
+
+
+def _added_data(step: _Step, plan: _Plan, target: _Target, root: str, lineage: bool, storage: Storage) -> _Written:
+    """Manifests of the commit's added data files, with their bounds and (V3) Delta's row lineage."""
+    if not plan.added:
+        return []
+    bound_cols = bound_columns(target.metadata)
+    entries = []
+    for loc in sorted(plan.added):
+        f = plan.added[loc]
+        lower, upper = bounds(parse_stats(f.stats), bound_cols)
+        first_row_id, data_seq = _lineage(f, root) if lineage else (None, step.seq)
+        entries.append({"status": avro.STATUS_ADDED, "snapshot_id": step.snapshot_id, "sequence_number": data_seq,
+                        "file_sequence_number": step.seq,
+                        "data_file": _data_file(avro.CONTENT_DATA, loc, "PARQUET", partition_record(step.spec, f.partition),
+                                                _record_count(f, storage), f.size, lower_bounds=lower,
+                                                upper_bounds=upper, first_row_id=first_row_id)})
+    return [(step.write_manifest(chunk, avro.MANIFEST_CONTENT_DATA), chunk)
+            for chunk in _chunks(entries, MAX_MANIFEST_ENTRIES)]
+
+
+def _surviving_deletes(plan: _Plan) -> tuple[list[Manifest], list[str], list[tuple[str, _DeltaFile | dict[str, Any]]]]:
+    """Delete manifests kept by reference, the data files they cover, and the DVs to (re)write, sorted by data file.
+
+    A delete manifest naming a removed file or a file whose DV changed is dropped; its other entries are carried
+    into the step's new Puffin files together with the commit's fresh DVs.
+    """
+    stale = plan.removed | plan.dv_changed.keys()
+    kept_deletes: list[Manifest] = []
+    live_dvs: list[str] = []
+    carry: list[dict[str, Any]] = []
+    for m in plan.delete_manifests:
+        refs = m.keys
+        if stale.isdisjoint(refs):
+            kept_deletes.append(m)
+            live_dvs.extend(refs)
+        else:
+            carry.extend(e for e in m.entries if e["data_file"]["referenced_data_file"] not in stale)
+    fresh = {k: f for k, f in {**plan.added, **plan.dv_changed}.items() if f.dv is not None}
+    emit: list[tuple[str, _DeltaFile | dict[str, Any]]] = sorted(
+        [*fresh.items(), *((e["data_file"]["referenced_data_file"], e) for e in carry)], key=lambda t: t[0])
+    return kept_deletes, live_dvs, emit
+
+
 def convert_step(storage: Storage, root: str, prev: IcebergState | None, target: _Target,
                  change: _CommitChange | None, *, replace: bool = False) -> IcebergState:
     """Publish Delta version ``target`` as the next Iceberg snapshot after ``prev`` (from scratch when None).
@@ -333,52 +400,11 @@ def convert_step(storage: Storage, root: str, prev: IcebergState | None, target:
     step = _Step(storage, root, snapshot_id, seq, spec, schema_json, spec_id)
 
     plan = _plan(prev, change, spec_id == _default_spec_id(old_meta), target, root, lineage)
-    new_data: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # written this step (row ids to assign)
-    kept: list[Manifest] = []
-    live_data: list[str] = []
-    for m in plan.data_manifests:
-        paths = m.keys
-        if plan.removed.isdisjoint(paths):
-            kept.append(m)
-            live_data.extend(paths)
-            continue
-        survivors = [{**e, "status": avro.STATUS_EXISTING} for e in m.entries
-                     if e["data_file"]["file_path"] not in plan.removed]
-        for chunk in _chunks(survivors, MAX_MANIFEST_ENTRIES):
-            new_data.append((step.write_manifest(chunk, avro.MANIFEST_CONTENT_DATA), chunk))
-            live_data.extend(e["data_file"]["file_path"] for e in chunk)
-    added_manifests = []
-    if plan.added:
-        bound_cols = bound_columns(target.metadata)
-        entries = []
-        for loc in sorted(plan.added):
-            f = plan.added[loc]
-            lower, upper = bounds(parse_stats(f.stats), bound_cols)
-            first_row_id, data_seq = _lineage(f, root) if lineage else (None, seq)
-            entries.append({"status": avro.STATUS_ADDED, "snapshot_id": snapshot_id, "sequence_number": data_seq,
-                            "file_sequence_number": seq,
-                            "data_file": _data_file(avro.CONTENT_DATA, loc, "PARQUET", partition_record(spec, f.partition),
-                                                    _record_count(f, storage), f.size, lower_bounds=lower,
-                                                    upper_bounds=upper, first_row_id=first_row_id)})
-        for chunk in _chunks(entries, MAX_MANIFEST_ENTRIES):
-            added_manifests.append((step.write_manifest(chunk, avro.MANIFEST_CONTENT_DATA), chunk))
-        live_data.extend(sorted(plan.added))
-    new_data = [*added_manifests, *new_data]
-
-    stale = plan.removed | plan.dv_changed.keys()
-    kept_deletes: list[Manifest] = []
-    live_dvs: list[str] = []
-    carry: list[dict[str, Any]] = []
-    for m in plan.delete_manifests:
-        refs = m.keys
-        if stale.isdisjoint(refs):
-            kept_deletes.append(m)
-            live_dvs.extend(refs)
-        else:
-            carry.extend(e for e in m.entries if e["data_file"]["referenced_data_file"] not in stale)
-    fresh = {k: f for k, f in {**plan.added, **plan.dv_changed}.items() if f.dv is not None}
-    emit: list[tuple[str, _DeltaFile | dict[str, Any]]] = sorted(
-        [*fresh.items(), *((e["data_file"]["referenced_data_file"], e) for e in carry)], key=lambda t: t[0])
+    kept, live_data, rewritten = _surviving_data(step, plan)
+    added_manifests = _added_data(step, plan, target, root, lineage, storage)
+    live_data.extend(sorted(plan.added))
+    new_data = [*added_manifests, *rewritten]
+    kept_deletes, live_dvs, emit = _surviving_deletes(plan)
     new_deletes = [_write_dvs(step, chunk, root) for chunk in _chunks(emit, MAX_PUFFIN_BLOBS)]
     live_dvs.extend(loc for loc, _ in emit)
 
