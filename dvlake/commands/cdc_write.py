@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from dvlake.commands.common import mode_of, physical_partition_columns
 from dvlake.errors import ReservedCdcColumnsOnWriteError
 from dvlake.log.actions import AddCDCFile, Metadata
 from dvlake.log.cdf_plan import CDC_COLUMNS, CHANGE_TYPE_COL, cdf_enabled
-from dvlake.log.schema import strip_column_mapping
 from dvlake.log.snapshot import Snapshot
+from dvlake.spark.layout import logical_struct
 from dvlake.spark.write import to_physical, write_data_files
 
 CDC_DIR = "_change_data"
@@ -52,7 +51,7 @@ def write_change_files(df: DataFrame, snapshot: Snapshot, metadata: Metadata | N
     md = metadata or snapshot.metadata
     check_no_reserved_columns(md, snapshot.table_root)
     schema_json = md.schema
-    logical = StructType.fromJson(strip_column_mapping(schema_json))
+    logical = logical_struct(schema_json)
     ordered = df.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in logical.fields],
                         F.col(CHANGE_TYPE_COL))
     cm = mode_of(md)

@@ -20,7 +20,6 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
@@ -41,12 +40,12 @@ from dvlake.log import features
 from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
 from dvlake.log.cdf_plan import DELETE
 from dvlake.log.condition import Condition
-from dvlake.log.schema import strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.executors import executors_need_dvlake
+from dvlake.spark.layout import logical_struct
 from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, check_condition, logical_frame, match_frame, plan_scan
 from dvlake.spark.task_errors import translated
@@ -99,7 +98,7 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
     check_condition(spark, snapshot, condition, "DELETE")
     if condition is not None:
-        logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+        logical = logical_struct(snapshot.schema)
         probe = spark.createDataFrame([], logical)
         require_deterministic(probe.alias(condition.alias) if condition.alias else probe,
                               condition_column(condition, logical.fieldNames()), "DELETE", condition.display())

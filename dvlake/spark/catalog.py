@@ -17,10 +17,9 @@ from __future__ import annotations
 import re
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
 
 from dvlake.errors import NotADeltaTableNameError, TableAlreadyExistsError
-from dvlake.log.schema import strip_column_mapping
+from dvlake.spark.layout import logical_struct
 from dvlake.spark.native_sql import native_sql
 from dvlake.storage.paths import normalize_table_root
 
@@ -195,5 +194,5 @@ def _columns(root: str) -> list[tuple[str, str]]:
         snapshot = Snapshot.load(root)
     except TableNotFoundError:
         return []
-    logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+    logical = logical_struct(snapshot.schema)
     return [(f.name.replace("`", "``"), f.dataType.simpleString()) for f in logical.fields]

@@ -42,11 +42,10 @@ from dvlake.log.cdf_plan import (
     DataFile,
     VersionChanges,
 )
-from dvlake.log.partitions import parse_partition_value
-from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ScanFile, scan_files
-from dvlake.spark.scan import ScanPlan, _nullable, _to_logical
+from dvlake.spark.layout import TableLayout
+from dvlake.spark.scan import ScanPlan
 from dvlake.spark.task_errors import MapInArrowFn, on_executor, remember_table
 from dvlake.spark.task_errors import install as install_typed_errors
 from dvlake.storage.base import storage_for
@@ -66,28 +65,16 @@ CDC_FIELDS = [StructField(CHANGE_TYPE_COL, StringType()), StructField(COMMIT_VER
 
 
 class _Layout:
-    """The end version's schemas: physical data columns, typed partition columns, and the renames."""
+    """The end version's layout (``spark/layout.py``) and the schema-only plan the CDF scans are built from."""
 
     def __init__(self, snapshot: Snapshot) -> None:
-        mode = snapshot.column_mapping_mode
-        schema = snapshot.schema
-        logical = StructType.fromJson(strip_column_mapping(schema))
-        parts = [p.lower() for p in snapshot.partition_columns]
-        phys = physical_schema(schema, mode, with_field_ids=False)
-        data_fields = [(f, pf) for f, pf in zip(schema["fields"], phys["fields"], strict=True)
-                       if f["name"].lower() not in parts]
-        self.data_schema = StructType.fromJson({"type": "struct", "fields": [pf for _, pf in data_fields]})
-        part_fields = [next(f for f in schema["fields"] if f["name"].lower() == p) for p in parts]
-        self.partition_schema = StructType([logical[f["name"]] for f in part_fields])
-        self.keyed_partitions = [(physical_name(f, mode), f) for f in part_fields]
-        by_name = {f.name: f for f in logical.fields}
-        mapping = [(pf["name"], f["name"], _nullable(by_name[f["name"]].dataType)) for f, pf in data_fields]
+        self.table = TableLayout.of(snapshot)
+        self.data_schema = self.table.data_schema
+        self.partition_schema = self.table.partition_schema
+        self.typed_partitions = self.table.typed_partitions
         # schemas only (no files): the scans built from a layout take ``confine`` as an argument
-        self.plan = ScanPlan([], self.data_schema, self.partition_schema, logical, mapping, np.zeros(0, np.int64),
-                             confine=True)
-
-    def typed_partitions(self, values: dict[str, str | None]) -> tuple:
-        return tuple(parse_partition_value(values.get(k), f["type"]) for k, f in self.keyed_partitions)
+        self.plan = ScanPlan([], self.data_schema, self.partition_schema, self.table.logical_schema,
+                             self.table.physical_to_logical, np.zeros(0, np.int64), confine=True)
 
     @property
     def physical_output(self) -> StructType:
@@ -119,7 +106,7 @@ def changes_frame(spark: SparkSession, snapshot: Snapshot, versions: Sequence[Ve
         out = parts[0]
         for p in parts[1:]:
             out = out.unionByName(p)
-    return _to_logical(out, layout.plan, [c.name for c in CDC_FIELDS])
+    return layout.table.to_logical(out, [c.name for c in CDC_FIELDS])
 
 
 def _change_literals(change_type: str | Column, version: int, ts_ms: int) -> list[Column]:

@@ -12,17 +12,16 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.log.condition import Condition
-from dvlake.log.partitions import parse_partition_value
 from dvlake.log.predicates import FileFacts, prune
-from dvlake.log.schema import column_types, physical_name, physical_schema, strip_column_mapping
+from dvlake.log.schema import column_types, physical_name
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL, ScanFile, scan_files, scan_for_matches
+from dvlake.spark.layout import TableLayout, logical_struct, to_logical
 from dvlake.spark.pruning import condition_column, partition_only_mask, session_time_zone
 from dvlake.spark.task_errors import install as install_typed_errors
 from dvlake.spark.task_errors import remember_table
@@ -50,27 +49,15 @@ class ScanPlan:
 
 def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None = None) -> ScanPlan:
     """Choose files (partition pruning + data skipping) and describe them for the reader."""
-    mode = snapshot.column_mapping_mode
-    schema = snapshot.schema
-    logical = StructType.fromJson(strip_column_mapping(schema))
+    layout = TableLayout.of(snapshot)
     parts = [p.lower() for p in snapshot.partition_columns]
-    phys = physical_schema(schema, mode, with_field_ids=False)
-    data_fields = [(f, pf) for f, pf in zip(schema["fields"], phys["fields"], strict=True) if f["name"].lower() not in parts]
-    data_schema = StructType.fromJson({"type": "struct", "fields": [pf for _, pf in data_fields]})
-    part_fields = [next(f for f in schema["fields"] if f["name"].lower() == p) for p in parts]
-    partition_schema = StructType([logical[f["name"]] for f in part_fields])
-    logical_by_name = {f.name: f for f in logical.fields}
-    mapping = [(pf["name"], f["name"], _nullable(logical_by_name[f["name"]].dataType)) for f, pf in data_fields]
+    partition_schema = layout.partition_schema
 
     files = snapshot.files
     n = files.num_rows
     keep = np.ones(n, dtype=bool)
-    # partition values, typed
     pv_column = files.column("partitionValues").to_pylist() if n else []
-    part_keys = [physical_name(f, mode) for f in part_fields]
-    keyed_fields = list(zip(part_keys, part_fields, strict=True))
-    partition_rows = [tuple(parse_partition_value(dict(pv or []).get(k), f["type"]) for k, f in keyed_fields)
-                      for pv in pv_column]
+    partition_rows = [layout.typed_partitions(dict(pv or [])) for pv in pv_column]
     cond = Condition.of(condition)
     if cond is not None and n:
         facts = _file_facts(spark, snapshot, files.column("stats"), partition_rows)
@@ -94,7 +81,8 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
                             num_records=int(num_records[i]) if num_records[i] >= 0 else None, dv=desc,
                             partition_values=partition_rows[i]))
     check_local_files(snapshot.table_root, [f.path for f in out], confine)
-    return ScanPlan(out, data_schema, partition_schema, logical, mapping, idx, confine)
+    return ScanPlan(out, layout.data_schema, partition_schema, layout.logical_schema, layout.physical_to_logical,
+                    idx, confine)
 
 
 def _file_facts(spark: SparkSession, snapshot: Snapshot, stats: Any, partition_rows: list[tuple]) -> FileFacts:
@@ -138,7 +126,7 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
 
     from dvlake.errors import InvalidArgumentError
 
-    logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
+    logical = logical_struct(snapshot.schema)
     probe = spark.createDataFrame([], logical)
     if cond.alias:
         probe = probe.alias(cond.alias)
@@ -150,20 +138,6 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
                                    f"resolved: {str(exc).splitlines()[0]}", error_class=exc.getCondition())
         err.sql_state = exc.getSqlState() or err.sql_state
         raise err from exc
-
-
-def _nullable(dtype: Any) -> Any:
-    """The type with every nested field nullable: Parquet reads give nullable fields, and Spark
-    refuses to cast a nullable field into a NOT NULL one (the rename casts only change names)."""
-    from pyspark.sql.types import ArrayType, MapType, StructField
-
-    if isinstance(dtype, StructType):
-        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in dtype.fields])
-    if isinstance(dtype, ArrayType):
-        return ArrayType(_nullable(dtype.elementType), True)
-    if isinstance(dtype, MapType):
-        return MapType(_nullable(dtype.keyType), _nullable(dtype.valueType), True)
-    return dtype
 
 
 def all_column_names(snapshot: Snapshot) -> set[str]:
@@ -213,10 +187,7 @@ def match_frame(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan) -> Data
 
 
 def _to_logical(df: DataFrame, plan: ScanPlan, extra: list[str]) -> DataFrame:
-    renamed = {logical: F.col(f"`{phys}`").cast(dtype).alias(logical) if phys != logical else F.col(f"`{phys}`")
-               for phys, logical, dtype in plan.physical_to_logical}
-    cols = [renamed.get(f.name, F.col(f"`{f.name}`")) for f in plan.logical_schema.fields]
-    return df.select(*cols, *[F.col(c) for c in extra])
+    return to_logical(df, plan.logical_schema, plan.physical_to_logical, extra)
 
 
 def scan_snapshot(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None = None) -> DataFrame:

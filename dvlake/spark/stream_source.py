@@ -381,17 +381,16 @@ def open_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
     from pyspark.sql.types import StructField
 
     from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
-    from dvlake.log.schema import strip_column_mapping
     from dvlake.log.snapshot import Snapshot
-    from dvlake.spark.scan import _nullable
+    from dvlake.spark.layout import all_nullable, logical_struct
     from dvlake.spark.task_errors import install as install_typed_errors
     from dvlake.storage.paths import normalize_table_root
 
     root = normalize_table_root(path)
     parsed = parse_options(options)
     snapshot = Snapshot.load(root)
-    logical = StructType.fromJson(strip_column_mapping(snapshot.schema))
-    fields = [StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in logical.fields]
+    logical = logical_struct(snapshot.schema)
+    fields = [StructField(f.name, all_nullable(f.dataType), True, f.metadata) for f in logical.fields]
     if parsed.read_change_feed:
         from dvlake.spark.cdf_read import CDC_FIELDS
 

@@ -251,12 +251,10 @@ def _create_view(spark: SparkSession, node: exp.Create, target: exp.Expr, column
 
 
 def _table_struct(path: str) -> StructType:
-    from pyspark.sql.types import StructType
-
     from dvlake.commands.write import load
-    from dvlake.log.schema import strip_column_mapping
+    from dvlake.spark.layout import logical_struct
 
-    return StructType.fromJson(strip_column_mapping(load(path).schema))
+    return logical_struct(load(path).schema)
 
 
 def delta_target(spark: SparkSession, node: exp.Expr, text: str) -> str | None:
