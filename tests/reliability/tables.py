@@ -15,8 +15,8 @@ from typing import Any
 
 import dvlake
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS
 
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 N_ROWS = 200
 DELETED = set(range(0, N_ROWS, 7))  # rows the base table's DELETE removed
 LIVE = sorted(set(range(N_ROWS)) - DELETED)

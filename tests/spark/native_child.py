@@ -22,8 +22,7 @@ import dvlake
 from dvlake import DeltaTable
 from dvlake.spark import native
 from dvlake.spark.session import local_session
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
+from tests.helpers import DV_PROPS
 
 
 def _ids(path: str, version: int, setting: str) -> list[int]:

@@ -30,8 +30,7 @@ import dvlake
 from dvlake import DeltaTable
 from dvlake.errors import InvalidArgumentError
 from dvlake.log.snapshot import Snapshot
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
+from tests.helpers import DV_PROPS
 
 CASES = [
     "id = 5 OR v = 3 AND id = 3999",

@@ -24,6 +24,7 @@ from dvlake.errors import (
     UnsupportedFeatureError,
     UnsupportedSubqueryError,
 )
+from tests.helpers import table_rows
 
 MODES = pytest.mark.parametrize("dvs", ["true", "false"], ids=["dv", "copy_on_write"])
 ROWS = [(i, i % 4, i * 10) for i in range(16)]
@@ -35,18 +36,15 @@ def _table(spark: SparkSession, path: str, dvs: str, partitioned: bool = False) 
     return path
 
 
-def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
-    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
-
 
 def _refused(spark: SparkSession, path: str, error: type[DvlakeError], error_class: str, sql_state: str, run) -> None:
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     version = DeltaTable.forPath(spark, path).history(1).collect()[0].version
     with pytest.raises(error) as info:
         run()
     assert (info.value.getCondition(), info.value.getSqlState()) == (error_class, sql_state), str(info.value)
     assert "__dvlake" not in str(info.value)
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
     assert DeltaTable.forPath(spark, path).history(1).collect()[0].version == version
 
 
@@ -71,7 +69,7 @@ def test_a_delete_that_matches_nothing_commits_only_when_empty_commits_are_recor
     metrics = last.operationMetrics
     assert {k: metrics[k] for k in ("numDeletedRows", "numRemovedFiles", "numAddedFiles", "numCopiedRows")} == \
         {"numDeletedRows": "0", "numRemovedFiles": "0", "numAddedFiles": "0", "numCopiedRows": "0"}
-    assert _rows(spark, path) == sorted(ROWS)
+    assert table_rows(spark, path) == sorted(ROWS)
 
 
 def test_a_subquery_reading_a_delta_table_is_refused_with_delta_sparks_class(spark, tmp_path):

@@ -20,8 +20,7 @@ from pyspark.sql import SparkSession
 import dvlake
 from dvlake import DeltaTable
 from dvlake.log.snapshot import Snapshot
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
+from tests.helpers import DV_PROPS
 
 
 def _history(spark: SparkSession, path: str) -> list[tuple[str, dict[str, str]]]:

@@ -21,6 +21,7 @@ from dvlake.errors import (
     MultipleSourceRowMatchingTargetRowError,
     UnsupportedSubqueryError,
 )
+from tests.helpers import table_rows
 
 MODES = pytest.mark.parametrize("dvs", ["true", "false"], ids=["dv", "copy_on_write"])
 
@@ -31,9 +32,6 @@ def _table(spark: SparkSession, tmp_path, dvs: str, rows: list[tuple[int, int]],
                  properties={"delta.enableDeletionVectors": dvs})
     return path
 
-
-def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
-    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
 
 
 # --- the source is read as one consistent set of rows --------------------------------------------------------
@@ -59,7 +57,7 @@ def test_a_source_that_changes_between_reads_never_inserts_a_matched_key(spark, 
     source = spark.range(40).select(draw("id").alias("k"), F.lit(1).cast("long").alias("v"))
     (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.k = s.k")
      .whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedInsertAll().execute())
-    rows = _rows(spark, path)
+    rows = table_rows(spark, path)
     keys = [k for k, _ in rows]
     assert len(keys) == len(set(keys)), [k for k in keys if keys.count(k) > 1]
     assert {k for k in keys if k < 1000} == set(range(40))
@@ -99,7 +97,7 @@ def test_two_source_rows_matching_one_target_row_under_a_conditional_update_are_
          .whenMatchedUpdate("s.v > 1", {"v": "s.v"}).execute())
     assert (info.value.getCondition(), info.value.getSqlState()) == \
         ("DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE", "21506")
-    assert _rows(spark, path) == [(1, 10), (2, 20), (3, 30)]
+    assert table_rows(spark, path) == [(1, 10), (2, 20), (3, 30)]
     assert DeltaTable.forPath(spark, path).history().count() == 1
 
 
@@ -112,7 +110,7 @@ def test_an_insert_only_merge_inserts_every_unmatched_source_row_duplicates_incl
     out = (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.k = s.k")
            .whenNotMatchedInsertAll().execute().collect())
     assert tuple(out[0]) == (3, 0, 0, 3)
-    assert _rows(spark, path) == [(1, 10), (2, 20), (5, 50), (5, 50), (6, 60)]
+    assert table_rows(spark, path) == [(1, 10), (2, 20), (5, 50), (5, 50), (6, 60)]
 
 
 @MODES
@@ -144,7 +142,7 @@ def test_a_table_merged_into_itself_matches_every_row_once(spark, tmp_path, dvs,
     else:
         dvlake.sql(spark, f"MERGE INTO delta.`{path}` t USING delta.`{path}` s ON t.k = s.k "
                           "WHEN MATCHED THEN UPDATE SET v = s.v * 10 WHEN NOT MATCHED THEN INSERT *")
-    assert _rows(spark, path) == [(i, i * 10) for i in range(5)]
+    assert table_rows(spark, path) == [(i, i * 10) for i in range(5)]
 
 
 # --- refusals and their classes ---------------------------------------------------------------------------
@@ -162,7 +160,7 @@ def test_a_merge_without_when_clauses_is_refused(spark, tmp_path):
     with pytest.raises(DeltaSqlParseError) as parse:
         dvlake.sql(spark, f"MERGE INTO delta.`{path}` t USING conformance_merge_src s ON t.k = s.k")
     assert (parse.value.getCondition(), parse.value.getSqlState()) == ("MERGE_WITHOUT_WHEN", "42601")
-    assert _rows(spark, path) == [(1, 10)]
+    assert table_rows(spark, path) == [(1, 10)]
 
 
 @pytest.mark.parametrize("where", ["ON t.k = s.k AND s.k IN (SELECT k FROM delta.`{p}`)",
@@ -177,4 +175,4 @@ def test_subqueries_in_merge_conditions_are_delta_sparks_class(spark, tmp_path, 
         dvlake.sql(spark, f"MERGE INTO delta.`{path}` t USING conformance_merge_src s {where.format(p=path)}{tail} "
                           "THEN DELETE")
     assert (info.value.getCondition(), info.value.getSqlState()) == ("DELTA_UNSUPPORTED_SUBQUERY", "0AKDC")
-    assert _rows(spark, path) == [(1, 10)]
+    assert table_rows(spark, path) == [(1, 10)]

@@ -16,8 +16,7 @@ from pyspark.sql import SparkSession
 
 import dvlake
 from dvlake import DeltaTable
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
+from tests.helpers import DV_PROPS, table_rows
 
 
 def _tables(spark: SparkSession, tmp_path) -> tuple[str, str]:
@@ -28,9 +27,6 @@ def _tables(spark: SparkSession, tmp_path) -> tuple[str, str]:
     return target, source
 
 
-def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
-    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
-
 
 MERGED = [(1, 10), (2, 200), (3, 30), (4, 400)]
 CLAUSES = "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
@@ -40,7 +36,7 @@ def test_a_cte_is_a_merge_source(spark: SparkSession, tmp_path) -> None:
     target, _ = _tables(spark, tmp_path)
     dvlake.sql(spark, f"WITH c AS (SELECT * FROM VALUES (2, 200), (4, 400) AS x(id, v)) "
                       f"MERGE INTO delta.`{target}` t USING c s {CLAUSES}")
-    assert _rows(spark, target) == MERGED
+    assert table_rows(spark, target) == MERGED
 
 
 @pytest.mark.parametrize("using", ["c s", "(SELECT id, v FROM c WHERE id > 1) s"])
@@ -48,7 +44,7 @@ def test_a_cte_reading_a_delta_table_is_a_merge_source(spark: SparkSession, tmp_
     target, source = _tables(spark, tmp_path)
     dvlake.sql(spark, f"WITH c AS (SELECT id, v FROM delta.`{source}`) MERGE INTO delta.`{target}` t USING {using} "
                       f"{CLAUSES}")
-    assert _rows(spark, target) == MERGED
+    assert table_rows(spark, target) == MERGED
 
 
 @pytest.mark.parametrize("using", ["src_named s", "(SELECT * FROM src_named WHERE id > 1) s"])
@@ -57,9 +53,9 @@ def test_a_delta_table_by_name_is_a_merge_source(spark: SparkSession, tmp_path, 
     dvlake.sql(spark, f"CREATE TABLE src_named USING delta LOCATION '{source}'")
     try:
         dvlake.sql(spark, f"MERGE INTO delta.`{target}` t USING {using} {CLAUSES}")
-        assert _rows(spark, target) == MERGED
+        assert table_rows(spark, target) == MERGED
         dvlake.sql(spark, f"WITH c AS (SELECT * FROM src_named) MERGE INTO delta.`{target}` t USING c s "
                           "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v + 1")
-        assert _rows(spark, target) == [(1, 10), (2, 201), (3, 30), (4, 401)]
+        assert table_rows(spark, target) == [(1, 10), (2, 201), (3, 30), (4, 401)]
     finally:
         dvlake.sql(spark, "DROP TABLE IF EXISTS src_named")

@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 
 import dvlake
 from dvlake.errors import UnsupportedDmlTargetError
+from tests.helpers import table_rows
 
 ROWS = [(2, 2), (1, 4), (1, 1), (0, 3)]
 
@@ -35,9 +36,6 @@ def _table(spark: SparkSession, path: str, dvs: bool) -> str:
     dvlake.write(spark.createDataFrame(ROWS, "key int, value int").repartition(2), path, properties=props)
     return path
 
-
-def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
-    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
 
 
 def _view_rows(spark: SparkSession, name: str) -> list[tuple[int, ...]]:
@@ -67,7 +65,7 @@ def test_delete_through_a_plain_view_deletes_only_the_matching_rows(spark: Spark
     _make_view(spark, path, how)
     out = dvlake.sql(spark, "DELETE FROM v WHERE key <= 1").collect()
     assert out[0][0] == 3
-    assert _rows(spark, path) == [(2, 2)]
+    assert table_rows(spark, path) == [(2, 2)]
     assert _view_rows(spark, "v") == [(2, 2)]  # the view reads the new version, as a delta-spark view does
 
 
@@ -76,9 +74,9 @@ def test_update_through_a_plain_view_with_view_qualified_names(spark: SparkSessi
     path = _table(spark, str(tmp_path / "t"), dvs=True)
     _make_view(spark, path, how)
     dvlake.sql(spark, "UPDATE v SET value = key + value, key = key + 1 WHERE key >= 1")
-    assert _rows(spark, path) == [(0, 3), (2, 2), (2, 5), (3, 4)]
+    assert table_rows(spark, path) == [(0, 3), (2, 2), (2, 5), (3, 4)]
     dvlake.sql(spark, "UPDATE v SET v.value = -1 WHERE v.key = 3")
-    assert _rows(spark, path) == [(0, 3), (2, 2), (2, 5), (3, -1)]
+    assert table_rows(spark, path) == [(0, 3), (2, 2), (2, 5), (3, -1)]
 
 
 @pytest.mark.parametrize("dvs", [True, False])
@@ -89,14 +87,14 @@ def test_merge_into_a_plain_view_changes_the_table(spark: SparkSession, tmp_path
     dvlake.sql(spark, "MERGE INTO v USING src ON src.a = v.key AND src.b = v.value "
                       "WHEN MATCHED THEN UPDATE SET v.value = src.b + 1 "
                       "WHEN NOT MATCHED THEN INSERT (key, value) VALUES (src.a, src.b)")
-    assert _rows(spark, path) == [(0, 3), (1, 1), (1, 5), (2, 2), (7, 8)]
+    assert table_rows(spark, path) == [(0, 3), (1, 1), (1, 5), (2, 2), (7, 8)]
 
 
 def test_a_view_with_nested_subquery_aliases_is_a_plain_scan(spark: SparkSession, tmp_path) -> None:
     path = _table(spark, str(tmp_path / "t"), dvs=True)
     dvlake.sql(spark, f"CREATE TEMP VIEW v AS SELECT * FROM (SELECT * FROM delta.`{path}` AS t1) AS t2")
     dvlake.sql(spark, "DELETE FROM v WHERE key >= 1 AND value < 3")
-    assert _rows(spark, path) == [(0, 3), (1, 4)]
+    assert table_rows(spark, path) == [(0, 3), (1, 4)]
 
 
 def test_a_view_of_an_old_version_is_refused(spark: SparkSession, tmp_path) -> None:
@@ -111,10 +109,10 @@ def test_a_view_of_an_old_version_is_refused(spark: SparkSession, tmp_path) -> N
             assert err.value.error_class == "DELTA_FAILED_SCAN_WITH_HISTORICAL_VERSION"
     finally:
         spark.catalog.dropTempView("old")
-    assert _rows(spark, path) == [(1, 1), (1, 4), (2, 2)]
+    assert table_rows(spark, path) == [(1, 1), (1, 4), (2, 2)]
     _make_view(spark, path, "dataframe")  # read again: a target again
     dvlake.sql(spark, "DELETE FROM v WHERE value = 4")
-    assert _rows(spark, path) == [(1, 1), (2, 2)]
+    assert table_rows(spark, path) == [(1, 1), (2, 2)]
 
 
 @pytest.mark.parametrize("how", ["sql", "dataframe"])
@@ -129,7 +127,7 @@ def test_a_view_that_filters_rows_is_refused_and_nothing_changes(spark: SparkSes
     with pytest.raises(UnsupportedDmlTargetError) as err:
         dvlake.sql(spark, statement)
     assert err.value.error_class == "DELTA_UNEXPECTED_PARTIAL_SCAN"
-    assert _rows(spark, path) == sorted(ROWS)  # (1, 4), which the view hides, is untouched
+    assert table_rows(spark, path) == sorted(ROWS)  # (1, 4), which the view hides, is untouched
 
 
 def test_a_view_that_renames_columns_is_refused(spark: SparkSession, tmp_path) -> None:
@@ -138,7 +136,7 @@ def test_a_view_that_renames_columns_is_refused(spark: SparkSession, tmp_path) -
     with pytest.raises(UnsupportedDmlTargetError) as err:
         dvlake.sql(spark, "DELETE FROM v WHERE key >= 1 AND value < 3")
     assert err.value.error_class == "DELTA_UNSUPPORTED_SOURCE"
-    assert _rows(spark, path) == sorted(ROWS)
+    assert table_rows(spark, path) == sorted(ROWS)
 
 
 @pytest.mark.parametrize(("statement", "error_class"), [
@@ -153,7 +151,7 @@ def test_a_view_with_a_column_the_table_lacks_is_refused(spark: SparkSession, tm
     with pytest.raises(UnsupportedDmlTargetError) as err:
         dvlake.sql(spark, statement)
     assert err.value.error_class == error_class
-    assert _rows(spark, path) == sorted(ROWS)
+    assert table_rows(spark, path) == sorted(ROWS)
 
 
 def test_a_view_of_some_columns_hides_the_others(spark: SparkSession, tmp_path) -> None:
@@ -161,9 +159,9 @@ def test_a_view_of_some_columns_hides_the_others(spark: SparkSession, tmp_path) 
     _make_view(spark, path, "sql", select="key")
     with pytest.raises(AnalysisException, match="UNRESOLVED_COLUMN"):
         dvlake.sql(spark, "DELETE FROM v WHERE key >= 1 AND value < 3")
-    assert _rows(spark, path) == sorted(ROWS)
+    assert table_rows(spark, path) == sorted(ROWS)
     dvlake.sql(spark, "DELETE FROM v WHERE key = 1")  # whole rows go, as through the table
-    assert _rows(spark, path) == [(0, 3), (2, 2)]
+    assert table_rows(spark, path) == [(0, 3), (2, 2)]
     assert _view_rows(spark, "v") == [(0,), (2,)]
 
 
@@ -171,4 +169,4 @@ def test_format_delta_reads_as_views(dspark: SparkSession, tmp_path) -> None:
     path = _table(dspark, str(tmp_path / "t"), dvs=True)
     dspark.read.format("delta").load(path).createOrReplaceTempView("v")
     dspark.sql("DELETE FROM v WHERE value = 1")
-    assert _rows(dspark, path) == [(0, 3), (1, 4), (2, 2)]
+    assert table_rows(dspark, path) == [(0, 3), (1, 4), (2, 2)]

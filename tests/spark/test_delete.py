@@ -15,9 +15,8 @@ from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.dv.store import load_bitmap
 from dvlake.errors import ConcurrentDeleteDeleteException
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
 def _df(spark, n=400):

@@ -19,8 +19,8 @@ from dvlake import DeltaTable
 from dvlake.config import DML_DRIVER_MARK_ROWS
 from dvlake.errors import MultipleSourceRowMatchingTargetRowError
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS
 
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 COLS = ["id", "v", "p"]
 VOLATILE = ("executionTimeMs", "scanTimeMs", "rewriteTimeMs", "materializeSourceTimeMs", "numTargetBytesAdded",
             "numAddedBytes")

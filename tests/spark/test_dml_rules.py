@@ -18,8 +18,7 @@ import dvlake
 from dvlake import DeltaTable
 from dvlake.config import MERGE_DVS_PERSISTENT
 from dvlake.errors import UnresolvedAssignmentError, UnsupportedSubqueryError
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
+from tests.helpers import DV_PROPS, table_rows
 
 
 def _table(spark: SparkSession, path: str) -> str:
@@ -28,14 +27,11 @@ def _table(spark: SparkSession, path: str) -> str:
     return path
 
 
-def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
-    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
-
 
 def test_delete_with_a_correlated_exists_is_refused_and_changes_nothing(spark: SparkSession, tmp_path) -> None:
     path = _table(spark, str(tmp_path / "t"))
     spark.createDataFrame([(1,), (5,)], "c long").createOrReplaceTempView("source_rule")
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     with pytest.raises(UnsupportedSubqueryError) as err:
         dvlake.sql(spark, f"DELETE FROM delta.`{path}` t WHERE EXISTS (SELECT 1 FROM source_rule WHERE t.c = source_rule.c)")
     assert err.value.error_class == "DELTA_UNSUPPORTED_SUBQUERY"
@@ -43,7 +39,7 @@ def test_delete_with_a_correlated_exists_is_refused_and_changes_nothing(spark: S
         DeltaTable.forPath(spark, path).delete("c IN (SELECT c FROM source_rule)")
     with pytest.raises(UnsupportedSubqueryError):
         DeltaTable.forPath(spark, path).update("c IN (SELECT c FROM source_rule)", {"z": "0"})
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
 
 
 def test_merge_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_path) -> None:
@@ -57,7 +53,7 @@ def test_merge_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_p
 def test_column_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_path) -> None:
     path = _table(spark, str(tmp_path / "t"))
     other = spark.createDataFrame([(1,), (5,)], "c long")
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     dt = DeltaTable.forPath(spark, path)
     conditions = {"IN": F.col("c").isin(other.select("c")), "scalar": F.col("c") == other.select(F.max("c")).scalar(),
                   "EXISTS": other.where(F.col("c") > 3).exists()}
@@ -72,7 +68,7 @@ def test_column_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_
         dt.alias("t").merge(src, (F.col("t.c") == F.col("s.c")) & conditions["EXISTS"]).whenMatchedDelete().execute()
     with pytest.raises(UnsupportedSubqueryError, match="DELETE condition of MERGE"):
         dt.alias("t").merge(src, "t.c = s.c").whenMatchedDelete(F.col("t.z") > other.select(F.max("c")).scalar()).execute()
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
 
 
 @pytest.mark.parametrize("dvs", ["true", "false"])
@@ -86,15 +82,15 @@ def test_a_matched_source_row_is_never_inserted(spark: SparkSession, tmp_path, d
     finally:
         spark.conf.unset(MERGE_DVS_PERSISTENT)
     expected = sorted([(i, i % 3, i * 10) for i in range(12) if i != 4] + [(100, -1, 3)])
-    assert _rows(spark, path) == expected
+    assert table_rows(spark, path) == expected
 
 
 def test_assigning_a_column_twice_is_refused(spark: SparkSession, tmp_path) -> None:
     path = _table(spark, str(tmp_path / "t"))
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     with pytest.raises(UnresolvedAssignmentError) as err:
         dvlake.sql(spark, f"UPDATE delta.`{path}` SET z = 30, z = 40 WHERE c = 1")
     assert err.value.error_class == "DELTA_CONFLICT_SET_COLUMN"
     with pytest.raises(UnresolvedAssignmentError, match="DELTA_CONFLICT_SET_COLUMN"):
         DeltaTable.forPath(spark, path).update("c = 1", {"z": "30", "Z": "40"})
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before

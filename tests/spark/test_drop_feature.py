@@ -17,19 +17,16 @@ from dvlake.commands.vacuum import vacuum
 from dvlake.errors import DeltaTableFeatureException, VersionNotFoundError
 from dvlake.log.actions import Protocol, now_ms
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS, table_rows
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
 
 DV = "deletionVectors"
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
 def _make(spark, path, props=DV_PROPS, n=300):
     df = spark.createDataFrame([(i, f"s{i}", i % 3) for i in range(n)], "id long, s string, p int")
     dvlake.write(df.repartition(3), path, partitionBy=["p"], properties=props)
 
-
-def _rows(spark, path, version=None):
-    return sorted(tuple(r) for r in dvlake.read(spark, path, version=version).collect())
 
 
 def _commits(path):
@@ -67,7 +64,7 @@ def test_fast_drop_purges_every_dv_and_legacy_readers_read_the_same_rows(spark, 
     t = DeltaTable.forPath(spark, path)
     t.delete("id % 7 = 0")                                               # v1: a DV on every file
     t.delete("id % 5 = 0")                                               # v2: those DVs replaced: tombstones carry v1's
-    before = {v: _rows(spark, path, v) for v in (1, 2)}
+    before = {v: table_rows(spark, path, v) for v in (1, 2)}
     with pytest.raises(Exception):  # noqa: B017 - whichever error delta-rs gives, it must refuse DV tables
         _legacy_rows(path)
     old_dv_files = _dv_files(path)
@@ -77,7 +74,7 @@ def test_fast_drop_purges_every_dv_and_legacy_readers_read_the_same_rows(spark, 
 
     snap = Snapshot.load(path)
     assert live_dv_count(snap) == 0 and "delta.enableDeletionVectors" not in snap.configuration
-    assert _rows(spark, path) == before[2]
+    assert table_rows(spark, path) == before[2]
     assert snap.protocol == Protocol(1, 7, None, ("checkpointProtection",))
     assert snap.configuration["delta.requireCheckpointProtectionBeforeVersion"] == str(snap.version)
     commits = _commits(path)
@@ -98,11 +95,11 @@ def test_fast_drop_purges_every_dv_and_legacy_readers_read_the_same_rows(spark, 
     assert dv_tombstones(snap, now_ms()) == []  # nothing left to protect
 
     # the acceptance check: readers that know nothing of DVs read exactly dvlake's rows
-    ours = sorted(_rows(spark, path), key=repr)
+    ours = sorted(table_rows(spark, path), key=repr)
     assert _legacy_rows(path) == ours
     assert rows(read_with_duckdb(path), ["id", "s", "p"]) == ours
     for v, expected in before.items():  # time travel to the DV versions still reads right
-        assert _rows(spark, path, v) == expected
+        assert table_rows(spark, path, v) == expected
 
     # a DV-unaware VACUUM (delta-rs, FULL, default 7-day retention) with every file 8 days old: only the DV
     # tombstones keep it off the DV files the tombstoned DV versions still need (it deletes them without)
@@ -112,7 +109,7 @@ def test_fast_drop_purges_every_dv_and_legacy_readers_read_the_same_rows(spark, 
     assert RsTable(path).vacuum(dry_run=True, full=True) == []
     vacuum(spark, path)
     assert _dv_files(path) == old_dv_files
-    assert _rows(spark, path, 1) == before[1]
+    assert table_rows(spark, path, 1) == before[1]
 
     # the table stays writable by dvlake (checkpointProtection is a writer feature dvlake honours)
     dvlake.write(spark.createDataFrame([(1000, "x", 1)], "id long, s string, p int"), path, mode="append")
@@ -144,7 +141,7 @@ def test_truncate_history_takes_two_steps_and_waits_for_the_retention(spark, tmp
     path = str(tmp_path / "t")
     _make(spark, path, {**DV_PROPS, "delta.dropFeatureTruncateHistory.retentionDuration": "interval 2 hours"})
     DeltaTable.forPath(spark, path).delete("id % 4 = 0")
-    expected = _rows(spark, path)
+    expected = table_rows(spark, path)
     stmt = f"ALTER TABLE delta.`{path}` DROP FEATURE deletionVectors TRUNCATE HISTORY"
 
     with pytest.raises(DeltaTableFeatureException) as err:  # run 1: the current version is cleaned, the rest waits
@@ -173,7 +170,7 @@ def test_truncate_history_takes_two_steps_and_waits_for_the_retention(spark, tmp
     assert info["operation"] == "DROP FEATURE" and info["operationParameters"]["truncateHistory"] == "true"
     with pytest.raises(VersionNotFoundError):  # the DV versions were truncated
         Snapshot.load(path, version=1)
-    assert _rows(spark, path) == expected
+    assert table_rows(spark, path) == expected
     assert _legacy_rows(path) == sorted(expected, key=repr)
 
 
@@ -216,7 +213,7 @@ def test_second_drop_and_fast_drop_disabled(spark, tmp_path):
     with pytest.raises(DeltaTableFeatureException) as err:
         drop_feature(spark, path, DV)
     assert err.value.error_class == "DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT"
-    assert _legacy_rows(path) == sorted(_rows(spark, path), key=repr)
+    assert _legacy_rows(path) == sorted(table_rows(spark, path), key=repr)
 
 
 @pytest.mark.interop

@@ -18,9 +18,9 @@ from dvlake.config import MERGE_DVS_PERSISTENT
 from dvlake.errors import MultipleSourceRowMatchingTargetRowError
 from dvlake.log.snapshot import Snapshot
 from dvlake.sql import sql
+from tests.helpers import DV_PROPS
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
 
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 COLS = ["id", "v", "p"]
 
 

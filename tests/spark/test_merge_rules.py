@@ -24,6 +24,7 @@ from dvlake.errors import (
     NonDeterministicConditionError,
     NonLastClauseOmitConditionError,
 )
+from tests.helpers import table_rows
 
 TARGET = [(1, 10), (2, 20), (3, 30), (4, 40), (5, 50)]
 SOURCE = [(2, 200), (4, 400), (6, 600), (7, 700)]
@@ -39,9 +40,6 @@ def _tables(spark: SparkSession, tmp_path, dvs: str, tcols: str, scols: str) -> 
     source.createOrReplaceTempView("rules_src")
     return path, source
 
-
-def _rows(spark: SparkSession, path: str) -> list[tuple[int, ...]]:
-    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
 
 
 def _oracle(spark: SparkSession, pre: list[tuple[int, int]], src: list[tuple[int, int]],
@@ -67,7 +65,7 @@ def _oracle(spark: SparkSession, pre: list[tuple[int, int]], src: list[tuple[int
 def _refused(spark: SparkSession, path: str, error: type[DvlakeError], error_class: str, run: Callable[[], object],
              *texts: str) -> DvlakeError:
     """``run`` raises ``error`` with ``error_class``, its message holds ``texts`` and no internal name; no change."""
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     with pytest.raises(error) as info:
         run()
     message = str(info.value)
@@ -75,7 +73,7 @@ def _refused(spark: SparkSession, path: str, error: type[DvlakeError], error_cla
     assert "__dvlake" not in message, message
     for text in texts:
         assert text in message, message
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
     return info.value
 
 
@@ -98,7 +96,7 @@ def test_insert_sees_only_the_source_so_shared_names_resolve_unqualified(spark, 
                           "WHEN NOT MATCHED AND value > 600 THEN INSERT (key, t.value) VALUES (key, value + 1)")
     expected = _oracle(spark, TARGET, SOURCE, lambda k, tv, sv: (k, sv + tv),
                        lambda k, sv: (k, sv + 1) if sv > 600 else None, None)
-    assert _rows(spark, path) == expected
+    assert table_rows(spark, path) == expected
 
 
 @MODES
@@ -118,7 +116,7 @@ def test_names_one_side_has_resolve_unqualified_where_both_sides_are_seen(spark,
                           "WHEN NOT MATCHED BY SOURCE AND key > 4 THEN UPDATE SET tv = key * 1000")
     expected = _oracle(spark, TARGET, SOURCE, lambda k, tv, sv: (k, sv - tv) if tv < 30 else None, None,
                        lambda k, tv: (k, k * 1000) if k > 4 else (k, tv))
-    assert _rows(spark, path) == expected
+    assert table_rows(spark, path) == expected
 
 
 @MODES
@@ -128,7 +126,7 @@ def test_a_non_deterministic_insert_value_is_allowed(spark, tmp_path, dvs):
     (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.key = s.key")
      .whenNotMatchedInsert(values={"key": "s.key", "value": "CAST(rand() * 0 AS BIGINT) + s.value"}).execute())
     expected = _oracle(spark, TARGET, SOURCE, None, lambda k, sv: (k, sv), None)
-    assert _rows(spark, path) == expected
+    assert table_rows(spark, path) == expected
 
 
 # --- names a clause cannot see -------------------------------------------------------------------------
@@ -274,4 +272,4 @@ def test_non_deterministic_delete_and_update_conditions_are_refused(spark, tmp_p
     _refused(spark, path, InvalidNonDeterministicExpressionsError, cls,
              lambda: dvlake.sql(spark, f"UPDATE delta.`{path}` SET value = 0 WHERE uuid() > 'a'"), "UPDATE")
     dt.update("key > 3", {"value": "value + 1"})
-    assert _rows(spark, path) == sorted((k, v + 1 if k > 3 else v) for k, v in TARGET)
+    assert table_rows(spark, path) == sorted((k, v + 1 if k > 3 else v) for k, v in TARGET)

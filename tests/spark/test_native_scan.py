@@ -34,9 +34,8 @@ from dvlake.dv.store import dv_bytes
 from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError
 from dvlake.spark import native
 from tests.conftest import REPO_ROOT, require_native_jar
+from tests.helpers import DV_PROPS
 from tests.reliability.tables import LIVE, build_dv_table, data_files, dv_files, edit_dv_adds, read_actions
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
 @pytest.fixture(autouse=True)

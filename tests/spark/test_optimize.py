@@ -15,9 +15,8 @@ from dvlake.errors import NonPartitionColumnReferenceError, ZOrderingOnPartition
 from dvlake.log.actions import AddFile
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import build_stats
+from tests.helpers import DV_PROPS, table_rows
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
 def _df(spark, n=400):
@@ -28,9 +27,6 @@ def _df(spark, n=400):
 def _make(spark, path, props=DV_PROPS, partition_by=None, files=4, n=400):
     dvlake.write(_df(spark, n).repartition(files), path, properties=props, partitionBy=partition_by)
 
-
-def _rows(spark, path, version=None):
-    return sorted(tuple(r) for r in dvlake.read(spark, path, version=version).collect())
 
 
 def _commit(path, version):
@@ -74,7 +70,7 @@ def test_compaction_applies_dvs_and_logs_like_delta_spark(spark, tmp_path):
     path = str(tmp_path / "t")
     _make(spark, path, files=4)
     DeltaTable.forPath(spark, path).delete("id % 5 = 1")  # 20 % of every file: DVs on all 4
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     v_before = Snapshot.load(path).version
     old_adds = {a.path: a for a in Snapshot.load(path).add_files()}
     assert all(a.deletion_vector for a in old_adds.values())
@@ -89,7 +85,7 @@ def test_compaction_applies_dvs_and_logs_like_delta_spark(spark, tmp_path):
 
     snap = Snapshot.load(path)
     assert snap.version == v_before + 1 and snap.dv_count() == 0 and snap.num_files == 1
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
     commit = _commit(path, snap.version)
     info = next(c["commitInfo"] for c in commit if "commitInfo" in c)
     assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
@@ -110,7 +106,7 @@ def test_compaction_applies_dvs_and_logs_like_delta_spark(spark, tmp_path):
     ours = [r[0] for r in before]
     assert _peer_ids(path) == (ours, ours)
     # time travel: the version before OPTIMIZE still reads the same rows through its DVs
-    assert _rows(spark, path, version=v_before) == before
+    assert table_rows(spark, path, version=v_before) == before
     assert sorted(r[0] for r in rows(read_with_deltalake(path, v_before), ["id"])) == ours
 
 
@@ -144,7 +140,7 @@ def test_partition_filter_sql_and_column_mapping(spark, tmp_path):
     props = {**DV_PROPS, "delta.columnMapping.mode": "name"}
     _make(spark, path, props=props, partition_by=["p"], files=3)
     dvlake.sql(spark, f"DELETE FROM delta.`{path}` WHERE k = 3")
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     files_before = Snapshot.load(path).add_files()
     out = dvlake.sql(spark, f"OPTIMIZE delta.`{path}` WHERE p = 1 OR p = 2")
     m = out.collect()[0].metrics
@@ -156,7 +152,7 @@ def test_partition_filter_sql_and_column_mapping(spark, tmp_path):
     assert len(by_part["1"]) == len(by_part["2"]) == 1 and len(by_part["0"]) == 3
     assert all(a.deletion_vector is None for a in by_part["1"] + by_part["2"])
     assert sum(1 for a in files_before if a.deletion_vector) - 2 * 3 == snap.dv_count()
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
     ours = sorted(r[0] for r in before)
     assert _peer_ids(path) == (ours, ours)
     info = next(c["commitInfo"] for c in _commit(path, snap.version) if "commitInfo" in c)
@@ -204,7 +200,7 @@ def test_zorder_clusters_strings_dates_and_nulls_so_skipping_reads_fewer_files(s
     path = str(tmp_path / "t")
     dvlake.write(spark.createDataFrame(data, "id long, x int, s string, d date").repartition(8), path, properties=DV_PROPS)
     DeltaTable.forPath(spark, path).delete("id % 50 = 0")  # Z-order rewrites through the DVs too
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     predicates = ["x < 10000", "s < 'key010000'", "d < DATE '2024-02-05'"]
     read_before = [_files_read(spark, path, p) for p in predicates]
     assert read_before == [8, 8, 8]  # randomly spread: every file spans every range
@@ -220,7 +216,7 @@ def test_zorder_clusters_strings_dates_and_nulls_so_skipping_reads_fewer_files(s
     # every predicate now skips files; with 3 columns over ~8 files each column gets about one bit of the curve,
     # so about half the files are the ideal (row-count cuts do not fall exactly on the curve's octants)
     assert all(a < b for a, b in zip(read_after, read_before, strict=True)) and sum(read_after) <= 16, read_after
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
     snap = Snapshot.load(path)
     assert snap.dv_count() == 0
     info = next(c["commitInfo"] for c in _commit(path, snap.version) if "commitInfo" in c)
@@ -234,7 +230,7 @@ def test_zorder_clusters_strings_dates_and_nulls_so_skipping_reads_fewer_files(s
     finally:
         spark.conf.unset(OPTIMIZE_MAX_FILE_SIZE)
     assert _files_read(spark, path, "x < 10000") <= 2
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
 
 
 def test_auto_compaction_follows_a_delete_only_when_enabled(spark, tmp_path, monkeypatch):
@@ -248,8 +244,8 @@ def test_auto_compaction_follows_a_delete_only_when_enabled(spark, tmp_path, mon
     assert snap_on.version == 2 and snap_on.dv_count() == 0
     info = next(c["commitInfo"] for c in _commit(on, 2) if "commitInfo" in c)
     assert info["operation"] == "OPTIMIZE" and info["operationParameters"]["auto"] == "true"
-    assert _rows(spark, on) == _rows(spark, off)
-    assert _rows(spark, on, version=1) == _rows(spark, on)
+    assert table_rows(spark, on) == table_rows(spark, off)
+    assert table_rows(spark, on, version=1) == table_rows(spark, on)
     # a failing follow-up never fails (or undoes) the DELETE
     import dvlake.commands.auto_compact as ac
 
@@ -259,7 +255,7 @@ def test_auto_compaction_follows_a_delete_only_when_enabled(spark, tmp_path, mon
     monkeypatch.setattr(ac, "optimize", boom)
     DeltaTable.forPath(spark, on).delete("id % 10 = 4")
     assert Snapshot.load(on).version == 3 and Snapshot.load(on).history()[0]["operation"] == "DELETE"
-    assert not any(r[0] % 10 in (3, 4) for r in _rows(spark, on))
+    assert not any(r[0] % 10 in (3, 4) for r in table_rows(spark, on))
 
 
 def test_auto_compaction_of_a_partition_with_many_small_files(spark, tmp_path):
@@ -276,4 +272,4 @@ def test_auto_compaction_of_a_partition_with_many_small_files(spark, tmp_path):
         spark.conf.unset(AUTO_COMPACT_MIN_NUM_FILES)
     snap = Snapshot.load(path)
     assert snap.version == 3 and snap.num_files == 1 and snap.dv_count() == 0
-    assert sorted(r[0] for r in _rows(spark, path)) == [i for i in range(400) if i not in (1, 2)]
+    assert sorted(r[0] for r in table_rows(spark, path)) == [i for i in range(400) if i not in (1, 2)]

@@ -15,8 +15,8 @@ import dvlake.commands.optimize as opt
 from dvlake import DeltaTable
 from dvlake.errors import DeltaConcurrentModificationException
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS
 
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

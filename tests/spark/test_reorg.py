@@ -12,18 +12,14 @@ from dvlake import DeltaTable
 from dvlake.commands.reorg import purge
 from dvlake.config import OPTIMIZE_MIN_FILE_SIZE
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS, table_rows
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
 def _make(spark, path, partition_by=None, files=4, n=400, props=DV_PROPS):
     df = spark.createDataFrame([(i, f"s{i}", i % 4) for i in range(n)], "id long, s string, p int")
     dvlake.write(df.repartition(files), path, properties=props, partitionBy=partition_by)
 
-
-def _rows(spark, path, version=None):
-    return sorted(tuple(r) for r in dvlake.read(spark, path, version=version).collect())
 
 
 def _commit_info(path, version):
@@ -38,7 +34,7 @@ def test_purge_rewrites_every_dv_file_once_and_only_those(spark, tmp_path):
     dt = DeltaTable.forPath(spark, path)
     dt.delete("id = 5")  # one row in one file of partition 1: far below the 5 % ratio, alone in its bin
     dt.delete("id IN (2, 6, 10)")  # partition 2
-    before = _rows(spark, path)
+    before = table_rows(spark, path)
     v_deleted = Snapshot.load(path).version
     snap = Snapshot.load(path)
     dv_files = [a for a in snap.add_files() if a.deletion_vector]
@@ -56,11 +52,11 @@ def test_purge_rewrites_every_dv_file_once_and_only_those(spark, tmp_path):
     assert info["operation"] == "REORG"
     assert info["operationParameters"] == {"predicate": "[]", "applyPurge": "true"}
     assert info["operationMetrics"]["numDeletionVectorsRemoved"] == str(len(dv_files))
-    assert _rows(spark, path) == before
+    assert table_rows(spark, path) == before
     ours = sorted(r[0] for r in before)
     assert sorted(r[0] for r in rows(read_with_deltalake(path), ["id"])) == ours
     assert sorted(r[0] for r in rows(read_with_duckdb(path), ["id"])) == ours
-    assert _rows(spark, path, version=v_deleted) == before  # earlier versions unchanged
+    assert table_rows(spark, path, version=v_deleted) == before  # earlier versions unchanged
 
     # idempotent: nothing carries a DV any more, so nothing is written or committed
     again = purge(spark, path)
@@ -82,7 +78,7 @@ def test_purge_where_partition_and_python_method(spark, tmp_path):
     snap = Snapshot.load(path)
     with_dv = {a.partition_values["p"] for a in snap.add_files() if a.deletion_vector}
     assert with_dv == {"1", "2", "3"}
-    assert len(_rows(spark, path)) == 320
+    assert len(table_rows(spark, path)) == 320
 
 
 def test_purge_removes_a_file_whose_dv_deletes_every_row(spark, tmp_path):
@@ -103,7 +99,7 @@ def test_purge_removes_a_file_whose_dv_deletes_every_row(spark, tmp_path):
         dv = writer.add(pyroaring.BitMap64(range(50)))
     txn = OptimisticTransaction(snap.table_root, snap)
     txn.commit([add.remove(), replace(add, deletion_vector=dv, stats=with_loose_bounds(add.stats))], "DELETE")
-    assert _rows(spark, path) == []
+    assert table_rows(spark, path) == []
     outcome = purge(spark, path)
     after = Snapshot.load(path)
     assert outcome.version == after.version and after.num_files == 0

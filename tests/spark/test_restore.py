@@ -13,9 +13,8 @@ from dvlake import DeltaTable
 from dvlake.commands.restore import RESULT_COLUMNS
 from dvlake.errors import RestoreError, RestoreMissingFilesError
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
 def _ids(spark, path, version=None):

@@ -23,8 +23,7 @@ from dvlake.errors import (
     UnsupportedOutputModeError,
 )
 from dvlake.log.snapshot import Snapshot
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
+from tests.helpers import DV_PROPS
 
 
 def _ids(df: DataFrame) -> list[int]:

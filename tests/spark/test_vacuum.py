@@ -14,9 +14,8 @@ from dvlake.commands.vacuum import vacuum
 from dvlake.config import DELETE_DVS_PERSISTENT, RETENTION_CHECK, deleted_file_retention_ms
 from dvlake.errors import VacuumRetentionError
 from dvlake.log.snapshot import Snapshot
+from tests.helpers import DV_PROPS
 from tests.peers import read_with_deltalake, read_with_duckdb, rows
-
-DV_PROPS = {"delta.enableDeletionVectors": "true"}
 
 
 def _ids(spark, path, version=None):
