@@ -32,8 +32,29 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dvlake import api
+from dvlake.commands import stream_sink, write_options
+from dvlake.commands import write as write_cmd
 from dvlake.compat import pyspark_hooks as hooks
-from dvlake.errors import DeltaOptionError, InvalidArgumentError, TableAlreadyExistsError, UnsupportedFeatureError
+from dvlake.errors import (
+    DeltaOptionError,
+    InvalidArgumentError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from dvlake.log.schema import strip_column_mapping
+from dvlake.log.snapshot import Snapshot
+from dvlake.spark.catalog import (
+    default_table_location,
+    location_for_create,
+    path_of_identifier,
+    refresh_registration,
+    register_table,
+    registered_location,
+)
+from dvlake.spark.stream_support import open_delta_stream
+from dvlake.sql import sql as dvlake_sql
 
 #: The session setting that turns the faces on for one session (``configure_spark`` sets it).
 ENABLED_CONF = "spark.dvlake.faces.enabled"
@@ -445,7 +466,6 @@ def read_delta_stream(spark: Any, path: Any, options: dict[str, Any], schema: An
     Raises:
         DeltaOptionError: a user schema (the stream takes the table's), or no path.
     """
-    from dvlake.spark.stream_support import open_delta_stream
 
     if schema is not None and schema != "":
         raise DeltaOptionError("Delta does not support specifying the schema at read time: drop .schema(...)",
@@ -525,9 +545,6 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
         UnsupportedOutputModeError: the ``update`` output mode.
         InvalidArgumentError: no path (``start(path)``) and no table name; over Spark Connect, no checkpoint location.
     """
-    from dvlake import api
-    from dvlake.commands import stream_sink, write_options
-    from dvlake.spark.catalog import default_table_location, register_table
 
     output_mode = stream_sink.check_output_mode(mode)
     opts = dict(options)
@@ -586,7 +603,6 @@ def _wrap_session(cls: type) -> None:
     @functools.wraps(sql)
     def sql_wrapper(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:
         if args is None and not kwargs and not hooks.is_inside_dvlake() and enabled(self):
-            from dvlake.sql import sql as dvlake_sql
 
             with hooks.inside_dvlake():
                 return dvlake_sql(self, sqlQuery)
@@ -611,7 +627,6 @@ _AT_TIMESTAMP = re.compile(r"^(?P<path>.+)@(?P<ts>\d{17})$")
 
 
 def _registered(spark: Any, name: str) -> str | None:
-    from dvlake.spark.catalog import path_of_identifier, registered_location
 
     return path_of_identifier(name) or registered_location(spark, name)
 
@@ -627,7 +642,6 @@ def read_delta(spark: Any, path: Any, options: dict[str, Any], schema: Any) -> A
         DeltaOptionError: a user schema (Delta takes the schema from the log), several paths, or both
             ``versionAsOf`` and ``timestampAsOf``.
     """
-    from dvlake import api
 
     opts = {str(k).lower(): v for k, v in options.items() if v is not None}
     if schema is not None and schema != "":
@@ -660,8 +674,6 @@ def _time_travel(path: str, opts: dict[str, Any]) -> tuple[str, int | None, Any]
         except ValueError:
             raise DeltaOptionError(f"versionAsOf must be a whole number; got {opts['versionasof']!r}",
                                    error_class="DELTA_ILLEGAL_OPTION") from None
-    from dvlake.errors import TableNotFoundError
-    from dvlake.log.snapshot import Snapshot
 
     m = _AT_VERSION.match(path) or _AT_TIMESTAMP.match(path)
     if m is not None:  # delta-spark's "path@v12" / "path@yyyyMMddHHmmssSSS", unless the folder is really named so
@@ -697,9 +709,6 @@ def write_delta(df: Any, path: str | None, mode: str, partition_by: list[str], o
                 as_select: bool = False) -> int | None:
     """``df.write.format("delta")…save(path)``: one Delta commit with delta-spark's writer options (``as_select``: the
     write creates a table by name, recorded as ``CREATE TABLE AS SELECT`` when it creates it)."""
-    from dvlake import api
-    from dvlake.commands import write as write_cmd
-    from dvlake.commands import write_options
 
     if not path:
         raise InvalidArgumentError("df.write.format('delta').save() needs the table path: save('<path>')")
@@ -732,14 +741,12 @@ def table_delta(spark: Any, name: str, options: dict[str, Any]) -> Any:
 
 
 def _refresh(spark: Any, name: str) -> None:
-    from dvlake.spark.catalog import refresh_registration
 
     refresh_registration(spark, name)
 
 
 def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], options: dict[str, Any]) -> None:
     """``saveAsTable(name)``: write at the registered location, the ``path`` option, or the warehouse; then register."""
-    from dvlake.spark.catalog import default_table_location, location_for_create, path_of_identifier, register_table
 
     spark = df.sparkSession
     opts = dict(options)
@@ -765,8 +772,6 @@ def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], 
 
 def _by_position(df: Any, location: str) -> Any:
     """insertInto matches columns by position, as Spark does: rename the data's columns to the table's."""
-    from dvlake.log.schema import strip_column_mapping
-    from dvlake.log.snapshot import Snapshot
 
     names = [f["name"] for f in strip_column_mapping(Snapshot.load(location).schema)["fields"]]
     if len(names) != len(df.columns):
