@@ -6,6 +6,7 @@ import (``from dvlake import DeltaTable``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,16 +21,28 @@ from pyspark.sql.types import (
     StructField,
     StructType,
     TimestampType,
+    _parse_datatype_string,
 )
 
-from dvlake.commands import alter, describe
+from dvlake.commands import alter, describe, optimize, reorg
 from dvlake.commands import write as write_cmd
 from dvlake.commands.api_args import check_condition, check_mapping, check_merge_start, require_type, require_value
+from dvlake.commands.convert import convert_to_delta, split_identifier
+from dvlake.commands.delete import delete
+from dvlake.commands.drop_feature import drop_feature
+from dvlake.commands.generate import generate
 from dvlake.commands.merge import DeltaMergeBuilder
+from dvlake.commands.protocol import add_feature_support, upgrade_table_protocol
+from dvlake.commands.read_changes import read_changes as run
+from dvlake.commands.restore import METRICS, RESULT_COLUMNS, restore
+from dvlake.commands.update import update
+from dvlake.commands.vacuum import vacuum
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
-from dvlake.spark import scan
+from dvlake.spark import catalog, scan
+from dvlake.spark.catalog import path_of_identifier, refresh_registration, register_table, table_location
+from dvlake.spark.stream_support import open_delta_stream
 from dvlake.storage.paths import normalize_table_root
 
 _STR_MAP = MapType(StringType(), StringType())
@@ -116,7 +129,6 @@ class DeltaTable:
         Raises:
             NotADeltaTableNameError: the name is not a Delta table with a location (use ``forPath``).
         """
-        from dvlake.spark.catalog import path_of_identifier, table_location
 
         location = table_location(sparkSession, tableOrViewName)
         Snapshot.load(normalize_table_root(location))  # validates: exists and readable
@@ -173,7 +185,6 @@ class DeltaTable:
         Example:
             >>> DeltaTable.convertToDelta(spark, "parquet.`/data/events`", "day DATE")
         """
-        from dvlake.commands.convert import convert_to_delta, split_identifier
 
         provider, path = split_identifier(identifier)
         convert_to_delta(sparkSession, path, partitionSchema, provider=provider,
@@ -207,7 +218,6 @@ class DeltaTable:
         """After a change that can change the schema (MERGE with schema evolution, RESTORE): a table opened by name
         brings the catalog's column list up to date (``dvlake.spark.catalog.refresh_registration``)."""
         if self._name is not None:
-            from dvlake.spark.catalog import refresh_registration
 
             refresh_registration(self._spark, self._name)
 
@@ -265,7 +275,6 @@ class DeltaTable:
         Example:
             >>> DeltaTable.forPath(spark, "/data/events").delete("user_id = 3")
         """
-        from dvlake.commands.delete import delete
 
         check_condition(condition)
         delete(self._spark, self._path, condition)
@@ -288,7 +297,6 @@ class DeltaTable:
         Example:
             >>> events.update("user_id = 3", {"visits": "visits + 1"})
         """
-        from dvlake.commands.update import update
 
         mapping = check_mapping(set, "'set'")  # delta-spark checks set first: update({...}) alone is a ValueError
         check_condition(condition)
@@ -322,7 +330,6 @@ class DeltaTable:
 
     def reorgPurge(self, condition: str | Column | None = None) -> DataFrame:
         """REORG TABLE … [WHERE condition] APPLY (PURGE): rewrite every file with a DV (delta-spark has this in SQL only)."""
-        from dvlake.commands import reorg
 
         return reorg.run(self._spark, self._path, condition)
 
@@ -340,7 +347,6 @@ class DeltaTable:
         Raises:
             VacuumRetentionError: a retention shorter than the table's while the retention check is on.
         """
-        from dvlake.commands.vacuum import vacuum
 
         vacuum(self._spark, self._path, retentionHours)
         return self._spark.createDataFrame([], "path string")
@@ -356,7 +362,6 @@ class DeltaTable:
             RestoreError: ``version`` is not in the table's history.
             RestoreMissingFilesError: a data or DV file that version needs is gone (e.g. vacuumed); nothing committed.
         """
-        from dvlake.commands.restore import restore
 
         require_value(version, int, "version needs to be an int")
         result = restore_frame(self._spark, restore(self._spark, self._path, version=version))
@@ -365,7 +370,6 @@ class DeltaTable:
 
     def restoreToTimestamp(self, timestamp: Any) -> DataFrame:
         """Restore the table to the version current at ``timestamp``; returns delta-spark's metrics as one row."""
-        from dvlake.commands.restore import restore
 
         result = restore_frame(self._spark, restore(self._spark, self._path, timestamp=timestamp))
         self._schema_may_have_changed()
@@ -374,13 +378,11 @@ class DeltaTable:
 
     def generate(self, mode: str) -> None:
         """Write ``_symlink_format_manifest`` files (mode 'symlink_format_manifest'); refused while live DVs exist."""
-        from dvlake.commands.generate import generate
 
         generate(self._path, mode)
 
     def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
         """Raise the protocol versions (never lowers them; implied features become explicit at reader 3 / writer 7)."""
-        from dvlake.commands.protocol import upgrade_table_protocol
 
         require_value(readerVersion, int, "The readerVersion needs to be an integer")
         require_value(writerVersion, int, "The writerVersion needs to be an integer")
@@ -388,7 +390,6 @@ class DeltaTable:
 
     def addFeatureSupport(self, featureName: str) -> None:
         """Add a table feature to the protocol (reader 3 / writer 7), e.g. 'deletionVectors'."""
-        from dvlake.commands.protocol import add_feature_support
 
         require_value(featureName, str, "featureName needs to be a string")
         add_feature_support(self._path, featureName)
@@ -412,7 +413,6 @@ class DeltaTable:
         Example:
             >>> DeltaTable.forPath(spark, "/data/events").dropFeatureSupport("deletionVectors")
         """
-        from dvlake.commands.drop_feature import drop_feature
 
         require_value(featureName, str, "featureName needs to be a string")
         if truncateHistory is not None:
@@ -437,7 +437,6 @@ class DeltaTable:
 
 
 def restore_frame(spark: SparkSession, metrics: dict[str, int]) -> DataFrame:
-    from dvlake.commands.restore import METRICS, RESULT_COLUMNS
 
     return spark.createDataFrame([tuple(int(metrics[m]) for m in METRICS)], ", ".join(f"{c} long" for c in RESULT_COLUMNS))
 
@@ -462,13 +461,11 @@ class DeltaOptimizeBuilder:
 
     def executeCompaction(self) -> DataFrame:
         """Bin-pack small files and files with many deleted rows; returns delta-spark's ``path, metrics`` frame."""
-        from dvlake.commands import optimize
 
         return optimize.run(self._spark, self._path, self._condition)
 
     def executeZOrderBy(self, *cols: str | Sequence[str]) -> DataFrame:
         """Rewrite the selected partitions clustered by a Z-order over ``cols``."""
-        from dvlake.commands import optimize
 
         names = [c for group in cols for c in ([group] if isinstance(group, str) else list(group))]
         if not names:
@@ -530,7 +527,6 @@ class DeltaTableBuilder:
             require_type(generatedAlwaysAs, str, "Generated always as expression must be str")
             raise InvalidArgumentError("generated columns are not supported by dvlake yet")
         if isinstance(dataType, str):
-            from pyspark.sql.types import _parse_datatype_string
 
             dataType = _parse_datatype_string(dataType)
         meta = {"comment": comment} if comment else {}
@@ -573,7 +569,6 @@ class DeltaTableBuilder:
         catalog_name = None
         managed = False
         if self._name is not None and self._spark is not None:
-            from dvlake.spark import catalog
 
             path = catalog.path_of_identifier(self._name)
             if path is not None:
@@ -587,7 +582,6 @@ class DeltaTableBuilder:
             raise InvalidArgumentError("dvlake tables are path-based: call .location(path) before execute()")
         if not self._fields:
             raise InvalidArgumentError("the table needs at least one column: call addColumn/addColumns")
-        import json
 
         schema = json.loads(StructType(self._fields).json())
         defaults = session_defaults(self._spark) if self._spark is not None else {}
@@ -595,7 +589,6 @@ class DeltaTableBuilder:
                                if_not_exists=self._mode == "createIfNotExists", replace=self._mode == "createOrReplace",
                                name=self._name, description=self._comment, session_defaults=defaults)
         if catalog_name is not None:
-            from dvlake.spark.catalog import register_table
 
             register_table(self._spark, catalog_name, self._location, if_not_exists=True,  # type: ignore[arg-type]
                            managed=managed)
@@ -688,7 +681,6 @@ def read_changes(spark: SparkSession, path: str, startingVersion: int | None = N
     Example:
         >>> read_changes(spark, "/data/events", startingVersion=3, endingVersion=5).show()
     """
-    from dvlake.commands.read_changes import read_changes as run
 
     return run(spark, path, startingVersion, endingVersion, startingTimestamp, endingTimestamp)
 
@@ -720,6 +712,5 @@ def read_stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
         >>> q = (read_stream(spark, "/data/bronze", maxFilesPerTrigger=10).writeStream.format("delta")
         ...      .option("checkpointLocation", "/chk/silver").trigger(availableNow=True).start("/data/silver"))
     """
-    from dvlake.spark.stream_support import open_delta_stream
 
     return open_delta_stream(spark, path, options)
