@@ -16,6 +16,8 @@ Errors raised by either half carry dvlake's marker (``task_errors.encode``), so 
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -36,14 +38,13 @@ from dvlake.errors import CorruptDeletionVectorError, DvlakeError
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL
 from dvlake.log.partitions import parse_partition_value
 from dvlake.log.stream_plan import IndexedFile, SourceOffset, StreamPlanner, parse_options
+from dvlake.spark.stream_tasks import plan_tasks, slice_row_groups
 from dvlake.spark.task_errors import encode
 
 #: The name the source is registered under (``readStream.format("delta")`` reaches it through the faces).
 SOURCE_NAME = "dvlake_delta_stream"
 #: Options dvlake passes from ``read_stream`` to the source (the rest are the user's).
 LAYOUT_OPTION = "dvlake.layout"
-#: Bytes of Parquet one read task takes (files are packed up to it; a larger file is a task of its own).
-TASK_BYTES = 128 * 1024 * 1024
 #: Rows per Arrow batch handed to Spark.
 BATCH_ROWS = 65536
 
@@ -63,7 +64,8 @@ def _marked(fn: Callable[[], T]) -> T:
 class FilesPartition(InputPartition):
     """One read task: its files, each a dict with ``kind`` (``file``: live rows of a data file, ``cdc``: a change
     data file, ``dv``: the rows whose DV bit flipped), ``location``, ``dv``/``old_dv`` (descriptor JSON or None),
-    ``pv`` (partition values by physical key), and for the change feed ``change``, ``version``, ``ts``."""
+    ``pv`` (partition values by physical key), ``size``, for the change feed ``change``, ``version``, ``ts``, and
+    for a share of a large file ``slice`` (``[i, n]``: the row groups of its i-th of n byte ranges, ``stream_tasks``)."""
 
     def __init__(self, files: list[dict[str, Any]]) -> None:
         super().__init__(None)
@@ -152,18 +154,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             entries = [e for f in planner.files_between(SourceOffset.from_json(start), SourceOffset.from_json(end))
                        for e in self._entries(f)]
             check_local_files(self.root, [e["location"] for e in entries], bool(self.layout["confine"]))
-            tasks: list[InputPartition] = []
-            current: list[dict[str, Any]] = []
-            size = 0
-            for e in entries:
-                if current and size + e["size"] > TASK_BYTES:
-                    tasks.append(FilesPartition(current))
-                    current, size = [], 0
-                current.append(e)
-                size += e["size"]
-            if current:
-                tasks.append(FilesPartition(current))
-            return tasks
+            return [FilesPartition(files) for files in plan_tasks(entries, int(self.layout.get("parallelism") or 2))]
 
         return _marked(run)
 
@@ -235,15 +226,17 @@ class FileReader:
             yield from self._flipped_rows(e)
             return
         extra = [CHANGE_TYPE_COL] if kind == "cdc" else []
-        for batch in self._live(e["location"], e["dv"], extra):
+        for batch in self._live(e["location"], e["dv"], extra, e.get("slice"), int(e["size"])):
             change = None
             if self.change_feed:
-                change = batch.column(CHANGE_TYPE_COL) if kind == "cdc" else pa.array([e["change"]] * batch.num_rows,
-                                                                                      pa.string())
+                change = (batch.column(CHANGE_TYPE_COL) if kind == "cdc"
+                          else pa.repeat(pa.scalar(e["change"], pa.string()), batch.num_rows))
             yield self._logical(batch, e["pv"], change, e)
 
-    def _live(self, location: str, dv_json: str | None, extra: list[str]) -> Iterator[pa.RecordBatch]:
-        """The file's physical batches (data columns it has, plus ``extra``), the DV's rows dropped."""
+    def _live(self, location: str, dv_json: str | None, extra: list[str], part: list[int] | None,
+              size: int) -> Iterator[pa.RecordBatch]:
+        """The file's physical batches (data columns it has, plus ``extra``), the DV's rows dropped; with ``part``
+        (``[i, n]``) only the row groups of the file's i-th of n byte ranges (``size`` bytes in all)."""
         import pyarrow.parquet as pq
 
         from dvlake.log.schema import physical_name
@@ -260,17 +253,22 @@ class FileReader:
             present = set(pf.schema_arrow.names)
             data = [physical_name(fd, self.mode) for fd in self.fields if fd["name"].lower() not in self.partitions]
             columns = [c for c in data if c in present] + [c for c in extra if c in present]
-            offset = 0
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=True):
-                n = batch.num_rows
-                lo, hi = np.searchsorted(deleted, [offset, offset + n])
-                if hi > lo:
-                    keep = np.ones(n, dtype=bool)
-                    keep[(deleted[lo:hi] - offset).astype(np.int64)] = False
-                    batch = batch.filter(pa.array(keep))
-                offset += n
-                if batch.num_rows:
-                    yield batch
+            groups: list[tuple[int | None, int]] = [(None, 0)]  # (row group or the whole file, its first row)
+            if part is not None:
+                groups = list(slice_row_groups(pf.metadata, size, part[0], part[1]))
+            for group, offset in groups:
+                batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=True,
+                                          row_groups=None if group is None else [group])
+                for batch in batches:
+                    n = batch.num_rows
+                    lo, hi = np.searchsorted(deleted, [offset, offset + n])
+                    if hi > lo:
+                        keep = np.ones(n, dtype=bool)
+                        keep[(deleted[lo:hi] - offset).astype(np.int64)] = False
+                        batch = batch.filter(pa.array(keep))
+                    offset += n
+                    if batch.num_rows:
+                        yield batch
         finally:
             f.close()
 
@@ -319,7 +317,7 @@ class FileReader:
             key = physical_name(fd, self.mode)
             if fd["name"].lower() in self.partitions:
                 value = parse_partition_value(pv.get(key), fd["type"])
-                arrays.append(pa.array([value] * n, type=target) if value is not None else pa.nulls(n, target))
+                arrays.append(pa.repeat(pa.scalar(value, type=target), n) if value is not None else pa.nulls(n, target))
                 continue
             index = batch.schema.get_field_index(key)
             if index < 0:  # a column added after this file was written
@@ -353,6 +351,34 @@ def relabel(array: pa.Array, delta_type: Any, mode: str, target: pa.DataType) ->
         values = relabel(array.values, delta_type["elementType"], mode, target.value_type)
         return pa.ListArray.from_arrays(array.offsets, values, type=target, mask=array.is_null())
     return array.cast(target, safe=False)
+
+
+def parallelism(spark: Any) -> int:
+    """How many read tasks run at once in this session, which the source's tasks are balanced over (Spark's
+    ``leafNodeDefaultParallelism``, as its file scans): the setting, else the SparkContext's default parallelism
+    on a classic session, else (Spark Connect has no SparkContext) ``spark.default.parallelism`` or the cores of
+    a ``local[N]`` master; 2 when none of them says."""
+    for key in ("spark.sql.leafNodeDefaultParallelism", "spark.default.parallelism"):
+        value = _conf(spark, key)
+        if value and value.strip().isdigit() and int(value) > 0:
+            return int(value)
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - a Connect session has no SparkContext: fall back to what the master says
+        pass
+    master = (_conf(spark, "spark.master") or "").strip()
+    match = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if match:
+        return (os.cpu_count() or 2) if match.group(1) == "*" else max(1, int(match.group(1)))
+    return 1 if master == "local" else 2
+
+
+def _conf(spark: Any, key: str) -> str | None:
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001 - a key the session refuses to show counts as unset
+        return None
+    return None if value is None else str(value)
 
 
 _registered: set[int] = set()
@@ -399,7 +425,7 @@ def open_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
     confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), snapshot.configuration)
     layout = {"root": root, "tableId": snapshot.metadata.id, "deltaSchema": snapshot.schema, "schemaVersion": snapshot.version,
               "mode": snapshot.column_mapping_mode, "partitionColumns": snapshot.partition_columns,
-              "confine": confine, "sparkSchema": json.loads(schema.json())}
+              "confine": confine, "sparkSchema": json.loads(schema.json()), "parallelism": parallelism(spark)}
     install_typed_errors()
     _register(spark)
     user = {str(k): str(v) for k, v in options.items() if v is not None and str(k).lower() != "path"}

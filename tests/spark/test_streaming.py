@@ -131,6 +131,43 @@ def test_source_reads_the_snapshot_with_dvs_applied_then_new_commits(dspark: Spa
     assert [b for _, b in _collect(dvlake.read_stream(dspark, path), chk)] == [[10, 11, 12]]
 
 
+def test_source_reads_a_large_file_in_row_group_slices_with_its_dv(dspark: SparkSession, tmp_path: Path) -> None:
+    """A file larger than a task's share is read by several tasks, each its own row groups; the DV's row indexes
+    must stay the file's (a slice that counted rows from its own first row group would drop the wrong rows)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from dvlake.spark.stream_source import parallelism
+    from dvlake.spark.stream_tasks import split_bytes
+
+    folder, chk = tmp_path / "t", tmp_path / "chk"
+    folder.mkdir()
+    rows = 600_000
+    rng = np.random.default_rng(3)
+    pq.write_table(pa.table({"id": np.arange(rows), "r": rng.integers(0, 1 << 62, rows)}), folder / "big.parquet",
+                   row_group_size=50_000)
+    path = str(folder)
+    DeltaTable.convertToDelta(dspark, f"parquet.`{path}`")
+    dspark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    DeltaTable.forPath(dspark, path).delete("id % 7 = 3 OR id BETWEEN 49990 AND 100010")
+    snap = Snapshot.load(path)
+    assert snap.dv_count() == 1
+    size = int(snap.files.to_pylist()[0]["size"])
+    assert size > split_bytes([size], parallelism(dspark)), "the file must be large enough to be sliced"
+
+    def summary(df: DataFrame) -> tuple:
+        return tuple(df.agg(F.count("*"), F.sum("id"), F.sum(F.col("r") % 1000003), F.max("id")).first())
+
+    got: list[tuple] = []
+    q = (dvlake.read_stream(dspark, path).writeStream.foreachBatch(lambda df, _: got.append(summary(df)))
+         .option("checkpointLocation", str(chk)).trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert got == [summary(dvlake.read(dspark, path))]
+    assert got[0][0] == rows - len([i for i in range(rows) if i % 7 == 3 or 49990 <= i <= 100010])
+
+
 def test_rate_limits_and_triggers(dspark: SparkSession, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     _table(dspark, path, (0, 2), (2, 4), (4, 6))
