@@ -120,7 +120,7 @@ def non_deterministic_call(text: str) -> str | None:
 # --- Spark's Expression.sql --------------------------------------------------------------------------------
 
 _BINARY = {
-    exp.EQ: "=", exp.NEQ: "!=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.NullSafeEQ: "<=>",
+    exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.NullSafeEQ: "<=>",
     exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.And: "AND", exp.Or: "OR",
     exp.DPipe: "||", exp.Like: "LIKE",
 }
@@ -144,6 +144,8 @@ def _quoted(name: str) -> str:
 
 
 def _sql(node: exp.Expr) -> str:
+    if isinstance(node, exp.NEQ):  # Spark parses <> and != as NOT (a = b)
+        return f"(NOT ({_sql(node.this)} = {_sql(node.expression)}))"
     for cls, op in _BINARY.items():
         if type(node) is cls:
             return f"({_sql(node.this)} {op} {_sql(node.expression)})"
@@ -174,8 +176,9 @@ def _sql(node: exp.Expr) -> str:
         return f"{_sql(node.this)}.{_quoted(node.name)}"
     if isinstance(node, exp.Cast):
         return f"CAST({_sql(node.this)} AS {node.to.sql(SparkSQL).upper()})"
-    if isinstance(node, exp.Neg):
-        return f"(- {_sql(node.this)})"
+    if isinstance(node, exp.Neg):  # Spark reads -90 as one literal, -x as a unary minus
+        inner = node.this
+        return f"-{inner.this}" if isinstance(inner, exp.Literal) and not inner.is_string else f"(- {_sql(inner)})"
     if isinstance(node, exp.Anonymous):
         return f"{str(node.name).upper()}({', '.join(_sql(a) for a in node.expressions)})"
     if isinstance(node, exp.Func) and not node.args.get("expressions") and all(

@@ -308,3 +308,18 @@ def test_not_null_columns_are_checked_on_append(spark, tmp_path):
         dvlake.write(spark.createDataFrame([(None, 1.0)], "sensor int, reading double"), path, mode="append")
     assert info.value.getCondition() == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED" and "sensor" in str(info.value)
     assert Snapshot.load(path).version == 0
+
+
+def test_column_mapping_and_nested_fields(dspark, tmp_path):
+    """Rule: constraints name logical columns (nested fields too); a column-mapped table checks the logical values."""
+    path = str(tmp_path / "t")
+    rows = [(1, (45.0, 7.5)), (2, (-12.0, 100.0))]
+    dvlake.write(dspark.createDataFrame(rows, "sensor int, loc struct<lat: double, lon: double>"), path,
+                 properties={"delta.columnMapping.mode": "name"})
+    sql(dspark, f"ALTER TABLE delta.`{path}` ADD CONSTRAINT lat_ok CHECK (loc.lat >= -90 AND loc.lat <= 90)")
+    bad = dspark.createDataFrame([(3, (91.0, 0.0))], "sensor int, loc struct<lat: double, lon: double>")
+    with pytest.raises(CheckConstraintViolationError) as info:
+        bad.write.format("delta").mode("append").save(path)
+    assert ("CHECK constraint lat_ok ((loc.lat >= -90) AND (loc.lat <= 90)) violated by row with values:\n"
+            " - loc.lat : 91.0") in str(info.value)
+    assert Snapshot.load(path).version == 1
