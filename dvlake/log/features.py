@@ -175,6 +175,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("changeDataFeed")
     if configuration.get("delta.appendOnly", "").lower() == "true":
         writer.add("appendOnly")
+    if any(k.lower().startswith("delta.constraints.") for k in configuration):  # CHECK constraints given at creation
+        writer.add("checkConstraints")
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")
     if configuration.get("delta.enableIcebergCompatV3", "").lower() == "true":
@@ -183,8 +185,10 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer |= {ROW_TRACKING, *REQUIRED_WRITER_FEATURES[ROW_TRACKING]}
     if not reader and not writer:
         return Protocol(1, 2)
-    if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly"}:
+    if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly", "checkConstraints"}:
         return Protocol(1, 4)  # legacy features only: delta-spark keeps the legacy versions that imply them
+    if not reader and "checkConstraints" in writer and writer <= {"appendOnly", "checkConstraints"}:
+        return Protocol(1, 3)
     if not reader:
         return Protocol(1, 7, None, tuple(sorted(writer | {"appendOnly", "invariants"})))
     return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(reader | writer)))

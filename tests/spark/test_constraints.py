@@ -323,3 +323,16 @@ def test_column_mapping_and_nested_fields(dspark, tmp_path):
     assert ("CHECK constraint lat_ok ((loc.lat >= -90) AND (loc.lat <= 90)) violated by row with values:\n"
             " - loc.lat : 91.0") in str(info.value)
     assert Snapshot.load(path).version == 1
+
+
+def test_constraints_given_at_creation(spark, tmp_path):
+    """Rule: a new table may carry ``delta.constraints.*`` properties (delta-spark accepts them at creation and
+    enables the feature: writer version 3); its first rows are already checked, and a failure creates nothing."""
+    path = str(tmp_path / "t")
+    bad = spark.createDataFrame(ROWS + [(9, -1.0, "x")], SCHEMA)
+    with pytest.raises(CheckConstraintViolationError):
+        dvlake.write(bad, path, properties={"delta.constraints.reading_range": RANGE})
+    assert not (tmp_path / "t" / "_delta_log").exists() or not list((tmp_path / "t" / "_delta_log").glob("*.json"))
+    _table(spark, path, {"delta.constraints.reading_range": RANGE})
+    assert Snapshot.load(path).protocol == Protocol(1, 3)
+    _violates(path, lambda: dvlake.write(bad, path, mode="append"), " - reading : -1.0")
