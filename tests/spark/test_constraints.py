@@ -336,3 +336,27 @@ def test_constraints_given_at_creation(spark, tmp_path):
     _table(spark, path, {"delta.constraints.reading_range": RANGE})
     assert Snapshot.load(path).protocol == Protocol(1, 3)
     _violates(path, lambda: dvlake.write(bad, path, mode="append"), " - reading : -1.0")
+
+
+def test_on_a_delta_spark_table_with_deletion_vectors(spark, testdata, tmp_path):
+    """Rule: on delta-spark's ``dv-with-columnmapping`` (15 DELETEs kept as DVs, column mapping, partitions), only live
+    rows are checked when the constraint is added: a value that only DV-deleted rows hold does not refuse it; the
+    protocol lists the feature; then a write of that value is refused."""
+    from tests.conftest import copy_table
+
+    path = str(copy_table(testdata / "dv-with-columnmapping", tmp_path / "t"))
+    live = {r["col1"] for r in dvlake.read(spark, path).collect()}
+    deleted = sorted({r["col1"] for r in dvlake.read(spark, path, version=0).collect()} - live)
+    assert deleted and Snapshot.load(path).dv_count() > 0
+    gone = deleted[0]
+    with pytest.raises(DeltaAnalysisException, match="1 rows in"):  # one live row holds the largest value
+        sql(spark, f"ALTER TABLE delta.`{path}` ADD CONSTRAINT below_max CHECK (col1 < {max(live)})")
+    sql(spark, f"ALTER TABLE delta.`{path}` ADD CONSTRAINT not_gone CHECK (col1 <> {gone})")
+    snap = Snapshot.load(path)
+    assert snap.configuration["delta.constraints.not_gone"] == f"col1 <> {gone}"
+    assert "checkConstraints" in snap.protocol.writer_features and "columnMapping" in snap.protocol.writer_features
+    bad = spark.createDataFrame([(0, gone, "x")], "part int, col1 int, col2 string")
+    with pytest.raises(CheckConstraintViolationError) as info:
+        dvlake.write(bad, path, mode="append")
+    assert f"CHECK constraint not_gone (NOT (col1 = {gone})) violated by row with values:\n - col1 : {gone}" in str(info.value)
+    assert Snapshot.load(path).version == snap.version
