@@ -27,7 +27,11 @@ SQL_STATES: dict[str, str] = {
     "DELTA_CONCURRENT_APPEND": "2D521", "DELTA_CONCURRENT_DELETE_DELETE": "2D521",
     "DELTA_CONCURRENT_DELETE_READ": "2D521", "DELTA_CONCURRENT_TRANSACTION": "2D521",
     "DELTA_CONCURRENT_WRITE": "2D521", "DELTA_CONFLICT_SET_COLUMN": "42701",
-    "DELTA_CONVERT_NON_PARQUET_TABLE": "0AKDC", "DELTA_DATA_CHANGE_FALSE": "0AKDE", "DELTA_EMPTY_DIRECTORY": "42K03",
+    "DELTA_CONVERT_NON_PARQUET_TABLE": "0AKDC", "DELTA_ADD_CONSTRAINTS": "0A000",
+    "DELTA_CONSTRAINT_ALREADY_EXISTS": "42710", "DELTA_CONSTRAINT_DOES_NOT_EXIST": "42704",
+    "DELTA_NEW_CHECK_CONSTRAINT_VIOLATION": "23512", "DELTA_NON_BOOLEAN_CHECK_CONSTRAINT": "42621",
+    "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_CHECK_CONSTRAINT": "42621", "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES": "23001",
+    "DELTA_UNRECOGNIZED_INVARIANT": "56038", "DELTA_DATA_CHANGE_FALSE": "0AKDE", "DELTA_EMPTY_DIRECTORY": "42K03",
     "DELTA_FAILED_CAST_PARTITION_VALUE": "22018", "DELTA_FAILED_SCAN_WITH_HISTORICAL_VERSION": "KD002",
     "DELTA_FAILED_TO_MERGE_FIELDS": "22005",
     "DELTA_FEATURE_CAN_ONLY_DROP_CHECKPOINT_PROTECTION_WITH_HISTORY_TRUNCATION": "55000",
@@ -421,6 +425,14 @@ class DeltaInvariantViolationException(InvalidArgumentError):
     """A row written by a command breaks a table invariant (a NULL in a NOT NULL column); nothing was committed."""
 
     error_class = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+
+
+class CheckConstraintViolationError(DeltaErrorClassMixin, DeltaInvariantViolationException):
+    """A row written by a command breaks a CHECK constraint or column invariant of the table (delta-spark's
+    DeltaInvariantViolationException, SQLSTATE 23001); the message names the constraint, its expression and the
+    row's values of the columns it reads. Nothing was committed."""
+
+    error_class = "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
 
 
 class UnsupportedSubqueryError(InvalidArgumentError):

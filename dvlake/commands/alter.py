@@ -15,7 +15,7 @@ from typing import Any
 
 from dvlake.config import normalize_properties
 from dvlake.errors import InvalidArgumentError
-from dvlake.log import features, row_tracking
+from dvlake.log import constraints, features, row_tracking
 from dvlake.log.actions import Protocol
 from dvlake.log.protocol_ops import merge_protocols
 from dvlake.log.schema import MODE_KEY
@@ -42,6 +42,11 @@ def set_properties(path: str, properties: dict[str, Any]) -> int:
     root = normalize_table_root(path)
     snapshot = Snapshot.load(root)
     props = normalize_properties(properties)
+    if any(k.lower().startswith(constraints.PREFIX) for k in props):
+        from dvlake.errors import DeltaAnalysisException
+
+        raise DeltaAnalysisException("Please use ALTER TABLE ADD CONSTRAINT to add CHECK constraints.",
+                                     error_class="DELTA_ADD_CONSTRAINTS")
     # enabling IcebergCompatV3 turns row tracking on as delta-spark does (so the backfill below runs first)
     props = {**props, **compat.properties_to_set(snapshot.metadata, {**snapshot.configuration, **props}, root)}
     if compat.is_v3(props) and not compat.is_v3(snapshot.configuration):  # refuse before the backfill commits

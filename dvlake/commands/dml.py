@@ -5,7 +5,8 @@ Assignments are resolved against the table's logical schema: a key is a column n
 path into nested structs (``address.city``; backquote a name containing a dot). Values are fitted
 to the column's type as delta-spark does (structs by field name, Spark's store-assignment casts:
 ``store_assign.py``); a value that cannot be is refused before any data is read. NOT NULL columns
-(nested ones too) are checked on every written row; a violation fails the write, and nothing is committed.
+(nested ones too), CHECK constraints and invariants are checked on every written row; a violation fails the
+write, and nothing is committed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from dvlake.commands.store_assign import Casting, cast_if_needed
 from dvlake.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
-    DeltaInvariantViolationException,
     NestedFieldUpdateError,
     UnresolvedAssignmentError,
 )
@@ -32,13 +32,12 @@ from dvlake.log import features
 from dvlake.log.actions import AddFile, Metadata, Protocol
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
-from dvlake.spark import row_tracking
+from dvlake.spark import constraints, row_tracking
 from dvlake.spark.scan import ScanPlan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 
 RETRIES_ON_CONFLICT = 3
-NOT_NULL_MARKER = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
 
 T = TypeVar("T")
 
@@ -191,48 +190,10 @@ def _assigned(field: StructField, ops: list[_Op], default: Column | None, defaul
 # --- writing new rows -------------------------------------------------------------------------
 
 
-def _not_null_violations(schema: StructType) -> list[tuple[str, Column]]:
-    """(column path, violation Column) for every NOT NULL field reachable through nullable-or-not structs."""
-    out: list[tuple[str, Column]] = []
-
-    def visit(struct: StructType, parent: Column | None, prefix: str, parent_present: Column | None) -> None:
-        for f in struct.fields:
-            col = F.col(f"`{f.name}`") if parent is None else parent.getField(f.name)
-            name = prefix + f.name
-            if not f.nullable:
-                bad = col.isNull() if parent_present is None else (parent_present & col.isNull())
-                out.append((name, bad))
-            if isinstance(f.dataType, StructType):
-                present = col.isNotNull() if parent_present is None else (parent_present & col.isNotNull())
-                visit(f.dataType, col, name + ".", present)
-
-    visit(schema, None, "", None)
-    return out
-
-
-def with_not_null_checks(df: DataFrame, schema: StructType) -> DataFrame:
-    """``df`` (the table's columns) failing at run time on a NULL in a NOT NULL column, naming it."""
-    checks = _not_null_violations(schema)
-    if not checks or not schema.fields:
-        return df
-    any_bad = checks[0][1]
-    for _, c in checks[1:]:
-        any_bad = any_bad | c
-    which = F.when(checks[0][1], F.lit(checks[0][0]))
-    for name, c in checks[1:]:
-        which = which.when(c, F.lit(name))
-    first = schema.fields[0].name
-    guarded = F.when(any_bad, F.raise_error(F.concat(F.lit(f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable "
-                                                           "field "), which)))
-    cols = [guarded.otherwise(F.col(f"`{first}`")).cast(schema.fields[0].dataType).alias(first)]
-    cols += [F.col(f"`{f.name}`") for f in schema.fields[1:]]
-    names = set(schema.fieldNames())
-    return df.select(*cols, *[F.col(f"`{c}`") for c in df.columns if c not in names])  # hidden columns pass through
-
-
 def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Metadata | None = None,
                protocol: Protocol | None = None, *, skip_empty: bool = False) -> list[AddFile]:
-    """Write ``df`` (logical columns of the table, in any order) as new data files; NOT NULL enforced.
+    """Write ``df`` (logical columns of the table, in any order) as new data files; NOT NULL columns, CHECK
+    constraints and invariants enforced (``spark.constraints``).
 
     ``skip_empty``: no file is added for a frame that turns out empty (the caller did not count it first)."""
     md = metadata or snapshot.metadata
@@ -243,7 +204,7 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
     logical = StructType.fromJson(strip_column_mapping(schema_json))
     kept_ids, kept_names = row_tracking.materialized_out(df, md, proto)  # row tracking: ids the rows keep
     ordered = df.select(*[F.col(f"`{f.name}`") for f in logical.fields], *kept_ids)
-    checked = with_not_null_checks(ordered, logical)
+    checked = constraints.enforce(ordered, logical, md)
     cm = mode_of(md)
     parts = list(md.partition_columns)
     try:
@@ -252,14 +213,7 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
                                 tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration),
                                 skip_empty=skip_empty)
     except Exception as exc:  # noqa: BLE001 - Spark wraps the raise_error; re-raise it typed
-        text = str(exc)
-        if NOT_NULL_MARKER in text:
-            m = re.search(r"non-nullable field ([^\s'\"\]]+)", text)
-            column = m.group(1) if m else "?"
-            raise DeltaInvariantViolationException(
-                f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable field {column!r} of {table_root}: the command "
-                "would write a NULL into a NOT NULL column. Nothing was committed; fix the assigned values (e.g. "
-                "COALESCE) or relax the column.") from None
+        constraints.raise_typed(exc, table_root)
         raise
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from dvlake.commands.common import (
     mode_of,
@@ -32,6 +33,7 @@ from dvlake.log.schema import (
     strip_column_mapping,
 )
 from dvlake.log.snapshot import Snapshot
+from dvlake.spark import constraints
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.base import storage_for
@@ -230,9 +232,17 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     cm = mode_of(metadata)
     schema = metadata.schema
     part_phys = physical_partition_columns(schema, list(metadata.partition_columns), cm)
-    physical_df = to_physical(df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df, schema, cm)
-    adds = write_data_files(physical_df, root, storage, part_phys, stats_leaf_paths(schema, list(metadata.partition_columns), cm),
-                            tight_bounds=tight_bounds_flag(protocol), num_indexed_cols=num_indexed_cols(metadata.configuration))
+    logical_df = df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df
+    # NOT NULL columns, CHECK constraints and invariants fail the write job itself on a bad row (nothing is committed)
+    checked = constraints.enforce(logical_df, StructType.fromJson(strip_column_mapping(schema)), metadata)
+    try:
+        adds = write_data_files(to_physical(checked, schema, cm), root, storage, part_phys,
+                                stats_leaf_paths(schema, list(metadata.partition_columns), cm),
+                                tight_bounds=tight_bounds_flag(protocol),
+                                num_indexed_cols=num_indexed_cols(metadata.configuration))
+    except Exception as exc:  # noqa: BLE001 - a NOT NULL failure is raised typed; CHECK ones by translated()
+        constraints.raise_typed(exc, root)
+        raise
     if not opts.data_change:
         adds = [dataclasses.replace(a, data_change=False) for a in adds]
     actions: list = list(adds) + txn_actions

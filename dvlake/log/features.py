@@ -21,8 +21,8 @@ SUPPORTED_READER_FEATURES = frozenset({
     DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
 })
 
-#: Writer features dvlake honours when it commits. Features whose rules we do not enforce
-#: (CHECK constraints, generated and identity columns...) are absent on purpose.
+#: Writer features dvlake honours when it commits. CHECK constraints and invariants are enforced on every
+#: written row; a table that has generated or identity columns is still refused (``_check_unenforced_rules``).
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
     "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
@@ -118,15 +118,12 @@ def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table:
 
 
 def _check_unenforced_rules(metadata: Metadata, table: str) -> None:
-    """Refuse writes to tables that use rules dvlake cannot enforce yet (constraints, generated columns)."""
-    constraints = [k for k in metadata.configuration if k.startswith("delta.constraints.")]
-    if constraints:
-        raise UnsupportedFeatureError(
-            f"[{FOR_WRITE}] table {table} has CHECK constraints {constraints}; dvlake cannot enforce them yet, so it "
-            f"will not write (DELETE, UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
+    """Refuse writes to tables with rules dvlake cannot enforce yet (generated and identity columns).
+
+    CHECK constraints and column invariants are enforced on every row a command writes
+    (``dvlake.spark.constraints``); the two column kinds below would need values computed on write."""
     text = metadata.schema_string
-    for marker, what in (("delta.generationExpression", "generated columns"), ("delta.identity.", "identity columns"),
-                         ("delta.invariants", "column invariants")):
+    for marker, what in (("delta.generationExpression", "generated columns"), ("delta.identity.", "identity columns")):
         if marker in text:
             raise UnsupportedFeatureError(
                 f"[{FOR_WRITE}] table {table} has {what}; dvlake cannot enforce them yet, so it will not write (DELETE, "
@@ -178,6 +175,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("changeDataFeed")
     if configuration.get("delta.appendOnly", "").lower() == "true":
         writer.add("appendOnly")
+    if any(k.lower().startswith("delta.constraints.") for k in configuration):  # CHECK constraints given at creation
+        writer.add("checkConstraints")
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")
     if configuration.get("delta.enableIcebergCompatV3", "").lower() == "true":
@@ -186,8 +185,10 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer |= {ROW_TRACKING, *REQUIRED_WRITER_FEATURES[ROW_TRACKING]}
     if not reader and not writer:
         return Protocol(1, 2)
-    if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly"}:
+    if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly", "checkConstraints"}:
         return Protocol(1, 4)  # legacy features only: delta-spark keeps the legacy versions that imply them
+    if not reader and "checkConstraints" in writer and writer <= {"appendOnly", "checkConstraints"}:
+        return Protocol(1, 3)
     if not reader:
         return Protocol(1, 7, None, tuple(sorted(writer | {"appendOnly", "invariants"})))
     return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(reader | writer)))

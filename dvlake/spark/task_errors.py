@@ -78,6 +78,12 @@ def _partition_value_error(folders: str) -> PartitionValueNotWritableError:
 MapInArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
+def framed(class_name: str) -> tuple[str, str]:
+    """The text before and after a message a Spark expression raises (``raise_error``) so that the driver
+    rebuilds it as the dvlake error ``class_name`` (a class of ``dvlake.errors``)."""
+    return f"{_OPEN}{class_name}]", _CLOSE
+
+
 def encode(exc: DvlakeError) -> str:
     """The message a task raises: class name and message between markers."""
     return f"{_OPEN}{type(exc).__name__}]{exc}{_CLOSE}"

@@ -1,7 +1,8 @@
 """Delta's utility statements, read token by token (sqlglot's Spark dialect has no grammar for them).
 
 OPTIMIZE, REORG … APPLY (PURGE), VACUUM, RESTORE, DESCRIBE HISTORY | DETAIL, GENERATE, CONVERT TO
-DELTA, ALTER TABLE … UNSET TBLPROPERTIES | DROP FEATURE and SHOW TBLPROPERTIES. Each reader walks
+DELTA, ALTER TABLE … UNSET TBLPROPERTIES | DROP FEATURE | ADD CONSTRAINT | DROP CONSTRAINT and SHOW
+TBLPROPERTIES. Each reader walks
 the tokens with :class:`Cursor` and hands conditions and expressions to sqlglot's expression
 parser; anything unexpected is a typed error at its position.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from sqlglot.tokens import TokenType
 
 from dvlake.errors import DeltaSqlError
 from dvlake.sqlfront.parse import Cursor, TableRef, column_name, parse_expression, sql_error
@@ -175,18 +178,24 @@ def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 
 def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
-    """ALTER TABLE <table> UNSET TBLPROPERTIES [IF EXISTS] (keys) | DROP FEATURE name [TRUNCATE HISTORY];
+    """ALTER TABLE <table> UNSET TBLPROPERTIES [IF EXISTS] (keys) | DROP FEATURE name [TRUNCATE HISTORY] |
+    ADD CONSTRAINT name CHECK (expr) | DROP CONSTRAINT [IF EXISTS] name;
     None for other ALTER forms (sqlglot's AST handles them) and for tables that are not Delta tables."""
     cur.expect("ALTER", "TABLE")
     try:
         ref = cur.table()
     except DeltaSqlError:
         return None  # not a table name dvlake reads: Spark (or the AST path) reports it
-    if not (cur.at("UNSET", "TBLPROPERTIES") or cur.at("DROP", "FEATURE")):
+    if not (cur.at("UNSET", "TBLPROPERTIES") or cur.at("DROP", "FEATURE") or cur.at("ADD", "CONSTRAINT")
+            or cur.at("DROP", "CONSTRAINT")):
         return None
     path = _delta_path(spark, ref, cur)
     if path is None:
         return None
+    if cur.at("ADD", "CONSTRAINT") or cur.at("DROP", "CONSTRAINT"):
+        _constraint(spark, cur, path)
+        refresh_catalog_columns(spark, ref)
+        return _empty(spark)
     if cur.accept("UNSET", "TBLPROPERTIES"):
         from dvlake.commands.alter import unset_properties
 
@@ -204,6 +213,39 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
         drop_feature(spark, path, name, truncate_history=truncate)
         return _empty(spark)
     return None
+
+
+def _constraint(spark: SparkSession, cur: Cursor, path: str) -> None:
+    """ADD CONSTRAINT name CHECK (expr) | DROP CONSTRAINT [IF EXISTS] name (the table already read)."""
+    from dvlake.commands.constraints import add_constraint, drop_constraint
+
+    if cur.accept("DROP", "CONSTRAINT"):
+        if_exists = cur.accept("IF", "EXISTS")
+        name = _key(cur.next().text)
+        cur.expect_end("ALTER TABLE delta.`<path>` DROP CONSTRAINT [IF EXISTS] <name>")
+        drop_constraint(spark, path, name, if_exists=if_exists)
+        return
+    form = "ALTER TABLE delta.`<path>` ADD CONSTRAINT <name> CHECK (<expression>)"
+    cur.expect("ADD", "CONSTRAINT")
+    name = _key(cur.next().text)
+    cur.expect("CHECK", form=form)
+    start = cur.offset()
+    opening = cur.next()
+    if opening.token_type != TokenType.L_PAREN:
+        raise sql_error(cur.text, start, f"expected ( after CHECK; the form is {form}", parse=True)
+    pieces: list[str] = []
+    depth = 0
+    while True:
+        tok = cur.next()
+        if tok.token_type == TokenType.R_PAREN and depth == 0:
+            break
+        depth += (tok.token_type == TokenType.L_PAREN) - (tok.token_type == TokenType.R_PAREN)
+        pieces.append(cur.text[tok.start:tok.end + 1])
+    cur.expect_end(form)
+    if not pieces:
+        raise sql_error(cur.text, start, "CHECK needs an expression", parse=True)
+    # delta-spark keeps the expression as its tokens joined by single spaces (``a>0`` is stored as ``a > 0``)
+    add_constraint(spark, path, name, " ".join(pieces))
 
 
 def show_properties(spark: SparkSession, cur: Cursor) -> DataFrame | None:

@@ -176,8 +176,34 @@ def scenario_row_tracking(spark: Any, root: Path) -> dict[str, Any]:
     return {"before": before, "after": after}
 
 
+def scenario_constraints(spark: Any, root: Path) -> dict[str, Any]:
+    """CHECK constraints: ADD CONSTRAINT counts violating live rows on executors, a violating append and a violating
+    MERGE fail inside their write jobs with delta-spark's error and commit nothing, valid rows go in."""
+    import dvlake
+    from dvlake import DeltaTable
+    from dvlake.sql import sql
+
+    path = str(root / "checked")
+    dvlake.write(source(spark, 0, 200), path, properties=DV)
+    sql(spark, f"ALTER TABLE delta.`{path}` ADD CONSTRAINT small_v CHECK (v < 1000)")
+    refused: list[Any] = []
+    bad = source(spark, 200, 201).selectExpr("id", "v + 5000 AS v", "s", "p")
+    for run in (lambda: dvlake.write(bad, path, mode="append"),
+                lambda: DeltaTable.forPath(spark, path).alias("t").merge(bad.alias("u"), "t.id = u.id")
+                .whenNotMatchedInsertAll().execute()):
+        try:
+            run()
+            refused.append(None)
+        except Exception as e:  # the scenario reports the class and the values line it got
+            refused.append([getattr(e, "error_class", None), [line for line in str(e).splitlines() if " - v : " in line]])
+    DeltaTable.forPath(spark, path).update("id < 10", {"v": "v + 1"})
+    return {"refused": refused, "rows": rows(dvlake.read(spark, path)), "version": dvlake.DeltaTable.forPath(spark, path)
+            .history(1).collect()[0]["version"]}
+
+
 SCENARIOS: dict[str, Callable[[Any, Path, Path | None], Any]] = {
     "table": lambda spark, root, testdata: scenario_table(spark, root),
+    "constraints": lambda spark, root, testdata: scenario_constraints(spark, root),
     "row_tracking": lambda spark, root, testdata: scenario_row_tracking(spark, root),
     "shared_table": lambda spark, root, testdata: scenario_shared_table(spark, testdata),
 }

@@ -88,6 +88,15 @@ def test_history_and_detail(results, local_results):
     assert "deletionVectors" in got["detail"]["tableFeatures"]
 
 
+def test_check_constraints_enforced_on_executors(results, local_results):
+    """A violating append and MERGE fail with DELTA_VIOLATE_CONSTRAINT_WITH_VALUES and the row's value in every mode;
+    only the later UPDATE commits (version 2: write, ADD CONSTRAINT, UPDATE)."""
+    got, local = scenario(results, "constraints"), scenario(local_results, "constraints")
+    assert got == local
+    assert all(r is not None and r[0] == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES" and r[1] for r in got["refused"])
+    assert len(got["rows"]) == 200 and got["version"] == 2
+
+
 def test_delta_spark_table_with_dvs(results, local_results, testdata):
     got, local = scenario(results, "shared_table"), scenario(local_results, "shared_table")
     assert got is not None and got["latest"] and got == local
