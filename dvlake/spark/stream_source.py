@@ -355,22 +355,26 @@ def relabel(array: pa.Array, delta_type: Any, mode: str, target: pa.DataType) ->
 
 def parallelism(spark: Any) -> int:
     """How many read tasks run at once in this session, which the source's tasks are balanced over (Spark's
-    ``leafNodeDefaultParallelism``, as its file scans): the setting, else the SparkContext's default parallelism
-    on a classic session, else (Spark Connect has no SparkContext) ``spark.default.parallelism`` or the cores of
-    a ``local[N]`` master; 2 when none of them says."""
+    ``leafNodeDefaultParallelism``, as its file scans): that setting or ``spark.default.parallelism`` when set,
+    else the cores of a ``local[N]`` master, else executors x cores when both are configured; 2 when nothing says.
+
+    Read from settings only, the same way on classic sessions and over Spark Connect (which has no handle on
+    the driver's scheduler); a wrong guess changes how evenly tasks are cut, never which rows are read.
+    """
     for key in ("spark.sql.leafNodeDefaultParallelism", "spark.default.parallelism"):
         value = _conf(spark, key)
         if value and value.strip().isdigit() and int(value) > 0:
             return int(value)
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # noqa: BLE001 - a Connect session has no SparkContext: fall back to what the master says
-        pass
     master = (_conf(spark, "spark.master") or "").strip()
     match = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
     if match:
         return (os.cpu_count() or 2) if match.group(1) == "*" else max(1, int(match.group(1)))
-    return 1 if master == "local" else 2
+    if master == "local":
+        return 1
+    executors, cores = _conf(spark, "spark.executor.instances"), _conf(spark, "spark.executor.cores")
+    if executors and cores and executors.strip().isdigit() and cores.strip().isdigit():
+        return max(1, int(executors) * int(cores))
+    return 2
 
 
 def _conf(spark: Any, key: str) -> str | None:
