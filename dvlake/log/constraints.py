@@ -144,6 +144,16 @@ def _quoted(name: str) -> str:
 
 
 def _sql(node: exp.Expr) -> str:
+    """``node`` as Spark prints an expression in a constraint violation message (sqlglot's Spark SQL otherwise)."""
+    for render in (_sql_operator, _sql_leaf, _sql_predicate, _sql_access, _sql_call):
+        text = render(node)
+        if text is not None:
+            return text
+    return node.sql(SparkSQL)
+
+
+def _sql_operator(node: exp.Expr) -> str | None:
+    """Binary operators, fully parenthesized as Spark prints them; ``<>``/``!=`` as ``NOT (a = b)``."""
     if isinstance(node, exp.NEQ):  # Spark parses <> and != as NOT (a = b)
         return f"(NOT ({_sql(node.this)} = {_sql(node.expression)}))"
     for cls, op in _BINARY.items():
@@ -151,6 +161,14 @@ def _sql(node: exp.Expr) -> str:
             return f"({_sql(node.this)} {op} {_sql(node.expression)})"
     if isinstance(node, exp.Paren):
         return _sql(node.this)
+    if isinstance(node, exp.Neg):  # Spark reads -90 as one literal, -x as a unary minus
+        inner = node.this
+        return f"-{inner.this}" if isinstance(inner, exp.Literal) and not inner.is_string else f"(- {_sql(inner)})"
+    return None
+
+
+def _sql_leaf(node: exp.Expr) -> str | None:
+    """Column references (back-quoted where needed) and literals."""
     if isinstance(node, exp.Column):
         return ".".join(_quoted(p.name) for p in node.parts)
     if isinstance(node, exp.Literal):
@@ -159,6 +177,11 @@ def _sql(node: exp.Expr) -> str:
         return "true" if node.this else "false"
     if isinstance(node, exp.Null):
         return "NULL"
+    return None
+
+
+def _sql_predicate(node: exp.Expr) -> str | None:
+    """NOT, IS [NOT] NULL, IN and BETWEEN."""
     if isinstance(node, exp.Not):
         inner = node.this
         if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
@@ -170,19 +193,26 @@ def _sql(node: exp.Expr) -> str:
         return f"({_sql(node.this)} IN ({', '.join(_sql(e) for e in node.expressions)}))"
     if isinstance(node, exp.Between):
         return f"({_sql(node.this)} BETWEEN {_sql(node.args['low'])} AND {_sql(node.args['high'])})"
+    return None
+
+
+def _sql_access(node: exp.Expr) -> str | None:
+    """Element and field access, and casts."""
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
         return f"{_sql(node.this)}[{_sql(node.expressions[0])}]"
     if isinstance(node, exp.Dot):
         return f"{_sql(node.this)}.{_quoted(node.name)}"
     if isinstance(node, exp.Cast):
         return f"CAST({_sql(node.this)} AS {node.to.sql(SparkSQL).upper()})"
-    if isinstance(node, exp.Neg):  # Spark reads -90 as one literal, -x as a unary minus
-        inner = node.this
-        return f"-{inner.this}" if isinstance(inner, exp.Literal) and not inner.is_string else f"(- {_sql(inner)})"
+    return None
+
+
+def _sql_call(node: exp.Expr) -> str | None:
+    """Function calls, names upper-cased as Spark prints them."""
     if isinstance(node, exp.Anonymous):
         return f"{str(node.name).upper()}({', '.join(_sql(a) for a in node.expressions)})"
     if isinstance(node, exp.Func) and not node.args.get("expressions") and all(
             isinstance(v, exp.Expr) or v is None for v in node.args.values()):
         args = [v for v in node.args.values() if isinstance(v, exp.Expr)]
         return f"{node.sql_name().upper()}({', '.join(_sql(a) for a in args)})"
-    return node.sql(SparkSQL)
+    return None
