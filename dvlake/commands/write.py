@@ -20,11 +20,19 @@ from dvlake.commands.common import (
     tight_bounds_flag,
     try_load,
 )
+from dvlake.commands.delete import matching_rows_actions
 from dvlake.commands.write_options import WriteOptions
 from dvlake.config import normalize_properties
-from dvlake.errors import InvalidArgumentError, ReplaceWhereMismatchError, SchemaMismatchError, TableAlreadyExistsError
+from dvlake.errors import (
+    DeltaOptionError,
+    InvalidArgumentError,
+    ReplaceWhereMismatchError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+)
 from dvlake.log import features
-from dvlake.log.actions import Metadata, Txn, now_ms
+from dvlake.log.actions import AddFile, Metadata, Txn, now_ms
+from dvlake.log.condition import display_text as condition_text
 from dvlake.log.schema import (
     MAX_COLUMN_ID_KEY,
     MODE_KEY,
@@ -169,15 +177,8 @@ def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[
 def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_key: str,
            partition_by: Sequence[str] | None, properties: dict[str, Any] | None, overwrite_schema: bool,
            session_defaults: dict[str, str] | None, opts: WriteOptions, as_select: bool = False) -> int | None:
-    if snapshot is not None and mode_key in ("error", "errorifexists"):
-        raise TableAlreadyExistsError(f"a Delta table already exists at {root}; use mode='append' or 'overwrite'")
-    if snapshot is not None and mode_key == "ignore":
+    if _nothing_to_write(snapshot, mode_key, opts, root):
         return None
-    if snapshot is None and not opts.data_change:
-        from dvlake.errors import DeltaOptionError
-
-        raise DeltaOptionError(f"dataChange=false cannot create a table ({root} has none yet): it only rearranges data",
-                               error_class="DELTA_DATA_CHANGE_FALSE")
     storage = snapshot.storage if snapshot else storage_for(root)
     if snapshot is None and storage.is_local:
         check_creatable_root(root)
@@ -191,40 +192,10 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     df_schema = json.loads(df.schema.json())
     replace_schema = snapshot is None or (mode_key == "overwrite" and overwrite_schema)
     if replace_schema:
-        parts = list(partition_by or (snapshot.partition_columns if snapshot and not partition_by else []))
-        data_columns = {f["name"].lower() for f in df_schema["fields"]}
-        if not partition_by and any(p.lower() not in data_columns for p in parts):
-            parts = []  # overwriteSchema with data lacking the old partition columns: the new table is unpartitioned
-        props = dict(snapshot.configuration) if snapshot else {}
-        props.update(normalize_properties(opts.table_properties))
-        props.update(normalize_properties(properties))
-        metadata, protocol = new_table_metadata(df_schema, parts, props, session_defaults=session_defaults)
-        if snapshot is not None:
-            metadata = Metadata(**{**metadata.__dict__, "id": snapshot.metadata.id})
-            protocol = features.with_features(snapshot.protocol, features.reader_features(protocol),
-                                              features.writer_features(protocol))
-        txn.update_metadata(metadata)
-        txn.update_protocol(protocol)
+        _stage_new_schema(txn, snapshot, df_schema, partition_by, properties, opts, session_defaults)
     else:
         assert snapshot is not None  # replace_schema is True whenever there is no table yet
-        if partition_by and [p.lower() for p in partition_by] != [p.lower() for p in snapshot.partition_columns]:
-            raise InvalidArgumentError(
-                f"partitionBy {list(partition_by)} differs from the table's partitioning {snapshot.partition_columns}; "
-                'to change it, write with .mode("overwrite").option("overwriteSchema", "true") '
-                '(dvlake.write: mode="overwrite", overwriteSchema=True)')
-        if properties:
-            raise InvalidArgumentError("table properties can only be set at creation or with ALTER TABLE SET TBLPROPERTIES")
-        data_columns = {f["name"].lower() for f in df_schema["fields"]}
-        absent = [p for p in snapshot.partition_columns if p.lower() not in data_columns]
-        if absent:  # filling it with NULL would put every row in a NULL partition; delta-spark refuses too
-            from dvlake.errors import SchemaMismatchError
-
-            raise SchemaMismatchError(
-                f"[DELTA_PARTITION_COLUMN_NOT_FOUND] partition column {absent[0]!r} of {root} is not in the data (columns: "
-                f"{[f['name'] for f in df_schema['fields']]}); add it to the DataFrame before writing",
-                error_class="DELTA_PARTITION_COLUMN_NOT_FOUND")
-        table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
-        df = align_to_table(df, table_schema, root, fill_missing=True)
+        df = _aligned_to_table(df, df_schema, snapshot, partition_by, properties, opts, txn, root)
     if opts.replace_where is not None and mode_key == "overwrite" and opts.check_replace_where:
         _check_replace_where(df, opts.replace_where, root)
     metadata, protocol = txn.metadata, txn.protocol
@@ -245,29 +216,95 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         raise
     if not opts.data_change:
         adds = [dataclasses.replace(a, data_change=False) for a in adds]
-    actions: list = list(adds) + txn_actions
-    removal_metrics: dict[str, Any] = {}
     dynamic = opts.dynamic_partition_overwrite and bool(metadata.partition_columns)
-    if snapshot is not None and mode_key == "overwrite" and opts.replace_where is not None and not replace_schema:
-        from dvlake.commands.delete import matching_rows_actions
+    removal_metrics, removal = _replaced(df, snapshot, mode_key, replace_schema, dynamic, adds, opts, txn)
+    operation, params, metrics = _commit_description(snapshot, mode_key, as_select, dynamic, adds, removal_metrics,
+                                                     metadata, opts)
+    return txn.commit([*removal, *adds, *txn_actions], operation, params, metrics, user_metadata=opts.user_metadata)
 
-        removal_metrics, removal = matching_rows_actions(df.sparkSession, snapshot, opts.replace_where, txn)
-        actions = removal + actions
-    elif snapshot is not None and mode_key == "overwrite":
-        txn.read_whole_table()
-        current = snapshot.add_files()
-        if dynamic:  # only the partitions the new data writes into are replaced
-            written = {_partition_key(a.partition_values) for a in adds}
-            current = [a for a in current if _partition_key(a.partition_values) in written]
-        txn.read_files(current)
-        ts = now_ms()
-        actions = [a.remove(ts, data_change=opts.data_change) for a in current] + actions
+
+def _nothing_to_write(snapshot: Snapshot | None, mode_key: str, opts: WriteOptions, root: str) -> bool:
+    """True for ``mode="ignore"`` on an existing table; refuses an ``error`` mode write to one, and a
+    ``dataChange=false`` write that would create a table."""
+    if snapshot is not None and mode_key in ("error", "errorifexists"):
+        raise TableAlreadyExistsError(f"a Delta table already exists at {root}; use mode='append' or 'overwrite'")
+    if snapshot is not None and mode_key == "ignore":
+        return True
+    if snapshot is None and not opts.data_change:
+        raise DeltaOptionError(f"dataChange=false cannot create a table ({root} has none yet): it only rearranges data",
+                               error_class="DELTA_DATA_CHANGE_FALSE")
+    return False
+
+
+def _stage_new_schema(txn: OptimisticTransaction, snapshot: Snapshot | None, df_schema: dict[str, Any],
+                      partition_by: Sequence[str] | None, properties: dict[str, Any] | None, opts: WriteOptions,
+                      session_defaults: dict[str, str] | None) -> None:
+    """A new table, or ``overwriteSchema``: the data's schema becomes the table's (same table id, protocol only grows)."""
+    parts = list(partition_by or (snapshot.partition_columns if snapshot and not partition_by else []))
+    data_columns = {f["name"].lower() for f in df_schema["fields"]}
+    if not partition_by and any(p.lower() not in data_columns for p in parts):
+        parts = []  # overwriteSchema with data lacking the old partition columns: the new table is unpartitioned
+    props = dict(snapshot.configuration) if snapshot else {}
+    props.update(normalize_properties(opts.table_properties))
+    props.update(normalize_properties(properties))
+    metadata, protocol = new_table_metadata(df_schema, parts, props, session_defaults=session_defaults)
+    if snapshot is not None:
+        metadata = Metadata(**{**metadata.__dict__, "id": snapshot.metadata.id})
+        protocol = features.with_features(snapshot.protocol, features.reader_features(protocol),
+                                          features.writer_features(protocol))
+    txn.update_metadata(metadata)
+    txn.update_protocol(protocol)
+
+
+def _aligned_to_table(df: DataFrame, df_schema: dict[str, Any], snapshot: Snapshot, partition_by: Sequence[str] | None,
+                      properties: dict[str, Any] | None, opts: WriteOptions, txn: OptimisticTransaction,
+                      root: str) -> DataFrame:
+    """Data for an existing table's schema (``mergeSchema`` first extends it); refuses another partitioning,
+    table properties, and data without a partition column."""
+    if partition_by and [p.lower() for p in partition_by] != [p.lower() for p in snapshot.partition_columns]:
+        raise InvalidArgumentError(
+            f"partitionBy {list(partition_by)} differs from the table's partitioning {snapshot.partition_columns}; "
+            'to change it, write with .mode("overwrite").option("overwriteSchema", "true") '
+            '(dvlake.write: mode="overwrite", overwriteSchema=True)')
+    if properties:
+        raise InvalidArgumentError("table properties can only be set at creation or with ALTER TABLE SET TBLPROPERTIES")
+    data_columns = {f["name"].lower() for f in df_schema["fields"]}
+    absent = [p for p in snapshot.partition_columns if p.lower() not in data_columns]
+    if absent:  # filling it with NULL would put every row in a NULL partition; delta-spark refuses too
+        raise SchemaMismatchError(
+            f"[DELTA_PARTITION_COLUMN_NOT_FOUND] partition column {absent[0]!r} of {root} is not in the data (columns: "
+            f"{[f['name'] for f in df_schema['fields']]}); add it to the DataFrame before writing",
+            error_class="DELTA_PARTITION_COLUMN_NOT_FOUND")
+    table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
+    return align_to_table(df, table_schema, root, fill_missing=True)
+
+
+def _replaced(df: DataFrame, snapshot: Snapshot | None, mode_key: str, replace_schema: bool, dynamic: bool,
+              adds: list[AddFile], opts: WriteOptions, txn: OptimisticTransaction) -> tuple[dict[str, Any], list[Any]]:
+    """What an overwrite removes, as (metrics, actions): the rows ``replaceWhere`` matches, the partitions the new
+    data writes into (dynamic overwrite), or every live file; nothing for other modes."""
+    if snapshot is None or mode_key != "overwrite":
+        return {}, []
+    if opts.replace_where is not None and not replace_schema:
+        return matching_rows_actions(df.sparkSession, snapshot, opts.replace_where, txn)
+    txn.read_whole_table()
+    current = snapshot.add_files()
+    if dynamic:  # only the partitions the new data writes into are replaced
+        written = {_partition_key(a.partition_values) for a in adds}
+        current = [a for a in current if _partition_key(a.partition_values) in written]
+    txn.read_files(current)
+    ts = now_ms()
+    return {}, [a.remove(ts, data_change=opts.data_change) for a in current]
+
+
+def _commit_description(snapshot: Snapshot | None, mode_key: str, as_select: bool, dynamic: bool, adds: list[AddFile],
+                        removal_metrics: dict[str, Any], metadata: Metadata,
+                        opts: WriteOptions) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The commit's operation, operationParameters and operationMetrics, as delta-spark records a write."""
     num_rows = sum(json.loads(a.stats)["numRecords"] for a in adds if a.stats)
     operation = "CREATE TABLE AS SELECT" if snapshot is None and as_select else "WRITE"
     params: dict[str, Any] = {"mode": MODES[mode_key], "partitionBy": json.dumps(list(metadata.partition_columns))}
     if opts.replace_where is not None and mode_key == "overwrite":
-        from dvlake.log.condition import display_text as condition_text
-
         params["predicate"] = json.dumps([condition_text(opts.replace_where) or repr(opts.replace_where)])
     if dynamic and mode_key == "overwrite":
         params["isDynamicPartitionOverwrite"] = "true"
@@ -281,7 +318,7 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     if opts.streaming is not None:  # delta-spark's sink: one STREAMING UPDATE per micro-batch, creating the table too
         output_mode, query_id, epoch = opts.streaming
         operation, params = "STREAMING UPDATE", {"outputMode": output_mode, "queryId": query_id, "epochId": str(epoch)}
-    return txn.commit(actions, operation, params, metrics, user_metadata=opts.user_metadata)
+    return operation, params, metrics
 
 
 def _partition_key(values: dict[str, str | None]) -> tuple[tuple[str, str | None], ...]:
