@@ -3,7 +3,8 @@
 Given a DataFrame of matched (file, row index) pairs, the DVs are built where it is cheapest:
 
 - **on the driver** when the pairs are known to be few (at most ``spark.dvlake.dml.driverMarkRows``):
-  one Arrow collect of the pairs, no shuffle, no Python worker stage. The planned files' existing DVs count
+  the pairs the caller's own job already gathered (``dv_pairs.py``: UPDATE's write, an upsert's matches), else
+  one Arrow collect of the pairs; no shuffle, no Python worker stage. The planned files' existing DVs count
   against the bound too (the driver decodes those it ORs into). "Known" means the caller counted
   them in a pass it runs anyway (UPDATE's and MERGE's materialized matches), or the planned files hold
   no more rows than that, or else the pairs are materialized here (``localCheckpoint``) with their count
@@ -28,6 +29,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from dvlake.commands.dml import unique_name
+from dvlake.commands.dv_pairs import Pairs
 from dvlake.config import DEFAULT_DML_DRIVER_MARK_ROWS, DEFAULT_DV_PACKING_TARGET, DML_DRIVER_MARK_ROWS, DV_PACKING_TARGET_SIZE
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import InvalidArgumentError
@@ -106,9 +108,15 @@ def _deleted_rows(plan: ScanPlan) -> int:
     return sum(f.dv.cardinality for f in plan.files if f.dv is not None)
 
 
+def driver_room(spark: SparkSession, plan: ScanPlan) -> int:
+    """How many new pairs the driver may take for ``plan``: it ORs them into the planned files' existing DVs, so
+    those DVs' rows count against ``spark.dvlake.dml.driverMarkRows`` too."""
+    return driver_mark_rows(spark) - _deleted_rows(plan)
+
+
 def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: list[AddFile], matches: DataFrame,
               file_col: str, row_col: str, *, by_index: bool = False, rows: int | None = None, exact: bool = False,
-              kinds: Kinds | None = None) -> MarkOutcome:
+              kinds: Kinds | None = None, gathered: Pairs | None = None) -> MarkOutcome:
     """Mark ``matches`` (``file_col``, ``row_col``) in the DVs of ``plan.files`` (``candidates`` are their adds).
 
     ``file_col`` holds the file's location as the scan reports it (``_metadata.file_path``), or with
@@ -116,6 +124,8 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
     knows one (``exact``: the count itself, never re-counted); without it each pair must be a distinct physical row of
     the planned files (DELETE).
     ``kinds``: only pairs of its marked kinds are marked; all are counted per kind, checked ones for duplicates.
+    ``gathered``: every pair of ``matches`` already on the driver (``dv_pairs.py``, ``by_index`` positions): the
+    DVs are built from them when they fit the driver's bound, with no job reading ``matches``.
     """
     if not plan.files:
         return MarkOutcome()
@@ -125,7 +135,13 @@ def mark_rows(spark: SparkSession, table_root: str, plan: ScanPlan, candidates: 
     target = int(spark.conf.get(DV_PACKING_TARGET_SIZE, str(DEFAULT_DV_PACKING_TARGET)) or DEFAULT_DV_PACKING_TARGET)
     pairs = matches.select(file_col, row_col, *([kinds.column] if kinds is not None else []))
     # the driver ORs the new pairs into the touched files' existing DVs: those rows count against its bound too
-    room = driver_mark_rows(spark) - _deleted_rows(plan)
+    room = driver_room(spark, plan)
+    if gathered is not None and by_index and gathered.count <= room:
+        if gathered.count == 0:
+            return MarkOutcome()
+        acc = MarkAccumulator(kinds)
+        acc.add(gathered.files, gathered.rows, gathered.kinds if kinds is not None else None)
+        return _outcome(_records(acc.write(table_root, infos, target, plan.confine)), candidates, True)
     bound = rows if rows is not None else _rows_bound(plan)
     if room > 0 and (bound is None or bound > room) and not (exact and bound is not None):
         pairs, bound = counted(pairs, "marked_rows")  # one job that a later shuffle or collect reads back

@@ -49,7 +49,8 @@ from dvlake.commands.dml import (
     use_dvs,
     write_rows,
 )
-from dvlake.commands.dv_marking import counted, dv_counts, mark_rows
+from dvlake.commands.dv_marking import counted, driver_room, dv_counts, mark_rows
+from dvlake.commands.dv_pairs import PairWatch, watch_pairs
 from dvlake.commands.merge_names import BOTH, SOURCE_ONLY, TARGET_ONLY, MergeNames, checked
 from dvlake.commands.merge_pruning import target_only
 from dvlake.commands.merge_source import materializes
@@ -391,21 +392,37 @@ def _merged_type(target: Any, source: Any) -> Any:
 # --- clause evaluation ---------------------------------------------------------------------------------
 
 
-def _clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int], schema: StructType,
-                  sides: _Sides, current: Callable[[str], Column | None], evolving: bool, where: str,
-                  rules: Casting, keep_noop: bool = False) -> DataFrame:
-    """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied.
-    ``keep_noop``: rows no clause takes stay, as ``_NOOP`` (the multiple-match check counts them)."""
+def _clause_index(clauses: list[MergeClause]) -> Column:
+    """The position of the first clause whose condition holds (-1: none)."""
     index: Column | None = None
     for i, c in enumerate(clauses):
         cond = as_column(c.condition) if c.condition is not None else F.lit(True)
         index = F.when(cond, F.lit(i)) if index is None else index.when(cond, F.lit(i))
     assert index is not None
-    idx_name = unique_name("clause")
-    staged = frame.select("*", index.otherwise(F.lit(-1)).alias(idx_name))
+    return index.otherwise(F.lit(-1))
+
+
+def _kind_of(index: Column, clauses: list[MergeClause], kinds: dict[str, int]) -> Column:
+    """The change kind (``_M_UPDATE`` …) of the clause at ``index``; ``_NOOP`` where none holds."""
     kind = F.lit(_NOOP)
     for i, c in enumerate(clauses):
-        kind = F.when(F.col(idx_name) == i, F.lit(kinds[c.action])).otherwise(kind)
+        kind = F.when(index == i, F.lit(kinds[c.action])).otherwise(kind)
+    return kind
+
+
+def _clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int], schema: StructType,
+                  sides: _Sides, current: Callable[[str], Column | None], evolving: bool, where: str,
+                  rules: Casting, keep_noop: bool = False, index_col: str | None = None) -> DataFrame:
+    """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied.
+    ``keep_noop``: rows no clause takes stay, as ``_NOOP`` (the multiple-match check counts them).
+    ``index_col``: ``frame``'s column holding ``_clause_index`` already (evaluated once, where the marks were
+    gathered: a clause condition is then never evaluated twice for a row)."""
+    if index_col is not None:
+        idx_name, staged = index_col, frame
+    else:
+        idx_name = unique_name("clause")
+        staged = frame.select("*", _clause_index(clauses).alias(idx_name))
+    kind = _kind_of(F.col(idx_name), clauses, kinds)
     # rows no clause writes (no-op, delete) are never written: their values only need the table's types
     values: dict[str, Column] = {f.name: F.lit(None).cast(f.dataType) for f in schema.fields}
     for i, c in enumerate(clauses):
@@ -530,25 +547,39 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
         source, num_source_rows = counted(source, "source_rows")  # counted in the job that materializes it
     else:
         num_source_rows = source.count()
-    if _broadcastable(spark, source.schema, num_source_rows):
+    broadcast = _broadcastable(spark, source.schema, num_source_rows)
+    if broadcast:
         source = F.broadcast(source)  # the target is then read once and never shuffled
     materialize_ms = int((time.monotonic() - t0) * 1000)
     src = _wrap_source(source, sides, with_id=True)
 
     t1 = time.monotonic()
     target = target_frame(plan)
-    matches, num_pairs = counted(src.join(target, on, "inner"), "matched_pairs")
+    joined = src.join(target, on, "inner")
     exempt = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
     with_dvs = use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT)
+    watch, index_col = PairWatch(None), None
+    if with_dvs and matched and not by_source and not exempt and broadcast:
+        # the job materializing the matches also gathers their marks (file, row, clause outcome): with a broadcast
+        # source its tasks are the target scan's, as ``watch_pairs`` needs; the clauses are evaluated there, once
+        index_col = unique_name("clause")
+        joined = joined.withColumn(index_col, _clause_index(matched))
+        kind = _kind_of(F.col(index_col), matched, {"update": _M_UPDATE, "delete": _M_DELETE})
+        joined, watch = watch_pairs(spark, joined, plan, driver_room(spark, plan), sides.fid, sides.rid, kind)
+    matches, num_pairs = counted(joined, "matched_pairs")
     # every source row that matched, taken before duplicates are dropped below: a source row whose target row
     # another source row already deletes still matched, and must never reach a NOT MATCHED clause
-    matched_sources = matches.select(sides.sid).distinct()
+    # (only ever the right side of a left anti join: no distinct, which would shuffle; broadcast when few)
+    matched_sources = matches.select(sides.sid)
+    if _broadcastable(spark, matched_sources.schema, num_pairs):
+        matched_sources = F.broadcast(matched_sources)
     if with_dvs and (matched or by_source):
         if exempt:  # duplicates are harmless to a lone unconditional delete, but each row is counted (and fed) once
             matches = matches.dropDuplicates([sides.fid, sides.rid])
         return _merge_with_dvs(spark, snapshot, spec, txn, plan, candidates, sides, names, schema, md, evolving, where,
                                rules, src, target, matches, matched_sources, num_pairs, exempt, old_columns, old_row,
-                               old_value, (num_source_rows, materialize_ms, t1, started), new_md is not None)
+                               old_value, (num_source_rows, materialize_ms, t1, started), new_md is not None,
+                               _Gathered(watch, index_col))
     if matched or by_source:
         dup = matches.groupBy(sides.fid, sides.rid).count().filter(F.col("count") > 1).limit(1).collect()
         if dup and not exempt:
@@ -565,8 +596,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
         parts.append(_clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where,
                                    rules))
     if by_source:
-        unmatched_tgt = _unqualified(target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid],
-                                                 "left_anti"), names, TARGET_ONLY)
+        unmatched_tgt = _unqualified(_unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
         parts.append(_clause_frame(unmatched_tgt, by_source, {"update": _S_UPDATE, "delete": _S_DELETE}, schema, sides,
                                    old_value, evolving, where, rules))
     changes = parts[0]
@@ -629,12 +659,15 @@ def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, tx
                     md: Metadata, evolving: bool, where: str, rules: Casting, src: DataFrame, target: DataFrame,
                     matches: DataFrame, matched_sources: DataFrame, num_pairs: int, exempt: bool,
                     old_columns: list[str], old_row: list[Column], old_value: Callable[[str], Column],
-                    timing: tuple[int, int, float, float], schema_changed: bool) -> dict[str, Any]:
+                    timing: tuple[int, int, float, float], schema_changed: bool,
+                    gathered: _Gathered) -> dict[str, Any]:
     """MERGE with deletion vectors, in as few passes as the semantics allow.
 
-    One pass over the materialized matches (plus the unmatched target rows with NOT MATCHED BY SOURCE clauses)
-    builds the DVs, counts each clause outcome and finds a target row matched twice — on the driver before
-    anything is written when the change is small (``dv_marking``); the raise comes before any commit either way.
+    The marks (file, row, clause outcome) build the DVs, count each clause outcome and find a target row matched
+    twice — on the driver before anything is written when the change is small (``dv_marking``); the raise comes
+    before any commit either way. An upsert with a broadcast source gathers them in the job that materialized the
+    matches (``dv_pairs``); otherwise one pass over the materialized matches (plus the unmatched target rows with
+    NOT MATCHED BY SOURCE clauses) reads them.
     A second pass writes the updated and inserted rows; the inserted count is what it wrote less the updated."""
     num_source_rows, materialize_ms, t1, started = timing
     root = snapshot.table_root
@@ -643,7 +676,7 @@ def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, tx
     by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
     if matched:  # no-op rows kept: a target row matched twice fails even where no clause takes it
         matched_frame = _clause_frame(matches, matched, {"update": _M_UPDATE, "delete": _M_DELETE}, schema, sides,
-                                      old_value, evolving, where, rules, keep_noop=True)
+                                      old_value, evolving, where, rules, keep_noop=True, index_col=gathered.index_col)
         taken = matched_frame.filter(F.col(sides.kind) != _NOOP)
         marks = matched_frame.select(sides.fid, sides.rid, sides.kind)
     else:
@@ -651,8 +684,7 @@ def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, tx
         marks = matches.select(sides.fid, sides.rid, F.lit(_NOOP).alias(sides.kind))
     by_source_frame = None
     if by_source:
-        unmatched_tgt = _unqualified(target.join(matches.select(sides.fid, sides.rid).distinct(), [sides.fid, sides.rid],
-                                                 "left_anti"), names, TARGET_ONLY)
+        unmatched_tgt = _unqualified(_unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
         by_source_frame = _clause_frame(unmatched_tgt, by_source, {"update": _S_UPDATE, "delete": _S_DELETE}, schema,
                                         sides, old_value, evolving, where, rules)
         marks = marks.unionByName(by_source_frame.select(sides.fid, sides.rid, sides.kind))
@@ -663,7 +695,8 @@ def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, tx
         bound = None if any(f.num_records is None for f in plan.files) else \
             num_pairs + sum(int(f.num_records or 0) for f in plan.files)
     outcome = mark_rows(spark, root, plan, candidates, marks, sides.fid, sides.rid, by_index=True, rows=bound,
-                        exact=not by_source and not exempt, kinds=Kinds(sides.kind, frozenset(_MARKED), checked_kinds))
+                        exact=not by_source and not exempt, kinds=Kinds(sides.kind, frozenset(_MARKED), checked_kinds),
+                        gathered=gathered.watch.pairs())
     if outcome.duplicate:
         raise _multiple_matches(root, None)
     insert_frame = None
@@ -708,6 +741,24 @@ def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, tx
                     "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
                     "rewriteTimeMs": int((time.monotonic() - t2) * 1000)})
     return _commit(spark, txn, spec, actions, metrics, started, schema_changed)
+
+
+def _unmatched_target(spark: SparkSession, target: DataFrame, matches: DataFrame, sides: _Sides,
+                      num_pairs: int) -> DataFrame:
+    """The target rows no source row matched: an anti join, which needs no distinct (it would shuffle) and takes
+    the matched (file, row) pairs as a broadcast when they are few."""
+    matched = matches.select(sides.fid, sides.rid)
+    if _broadcastable(spark, matched.schema, num_pairs):
+        matched = F.broadcast(matched)
+    return target.join(matched, [sides.fid, sides.rid], "left_anti")
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """What the matches' job gathered: their marks (``dv_pairs.py``) and the column holding each match's clause."""
+
+    watch: PairWatch
+    index_col: str | None
 
 
 def _multiple_matches(root: str, count: int | None) -> MultipleSourceRowMatchingTargetRowError:

@@ -4,10 +4,10 @@ As delta-spark's UpdateCommand:
 1. no condition, or one on partition columns only → the candidate files are removed whole and all
    their rows rewritten with the assignments applied (no DVs, even on the DV path);
 2. DVs on (``delta.enableDeletionVectors`` and ``spark.databricks.delta.update.deletionVectors.persistent``
-   not false) → one scan: the live rows the condition matches (with file and row index) are materialized
-   once, counted in the same job; their (file, row) pairs are marked in each touched file's DV by the
-   same code as DELETE (``dv_marking.py``: on the driver for a small change, else on executors), and the
-   same materialized rows, updated, are written into new files;
+   not false) → one job for a small change: the scan of the live rows the condition matches writes them,
+   updated, into new files and gathers their (file, row) pairs as it goes (``dv_pairs.py``); the pairs are
+   marked in each touched file's DV by the same code as DELETE (``dv_marking.py``: on the driver for a small
+   change; for a large one the pairs are read again and the DVs built on executors);
 3. DVs off → copy-on-write: every touched file is rewritten, matched rows updated, others copied.
 One commit; a conflict with a concurrent DML on the same files re-runs the command on the new snapshot.
 """
@@ -35,7 +35,8 @@ from dvlake.commands.dml import (
     write_rows,
 )
 from dvlake.commands.dml_checks import require_deterministic
-from dvlake.commands.dv_marking import counted, dv_counts, mark_rows
+from dvlake.commands.dv_marking import driver_room, dv_counts, mark_rows
+from dvlake.commands.dv_pairs import watch_pairs
 from dvlake.commands.store_assign import Casting, casting
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
@@ -178,28 +179,30 @@ def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan
 def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
                      resolved: Assigned, condition: str | Column | None,
                      alias: str | None) -> tuple[dict[str, Any], list[Action]]:
-    """One scan: the live rows the condition matches, with their file and row index, are materialized once and
-    counted in that job; their (file, row) pairs become DV marks and the same rows, updated, the new files."""
+    """One job for a small change: the scan that writes the updated rows also gathers their (file, row) pairs
+    (``dv_pairs.py``), from which the driver builds the DVs. The count is the written files' row count. When
+    the pairs did not all come back (a large or skewed change), ``mark_rows`` reads them with a scan of its own."""
     t0 = time.monotonic()
     cond = as_column(condition) if condition is not None else F.lit(True)
-    live = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), alias).filter(cond)
-    matched, count = counted(live, "updated_rows")
+    if row_tracking.materialized_columns(snapshot) is not None:
+        # row tracking: the updated rows keep their ids, which the tracked scan carries
+        base = row_tracking.tracked_frame(spark, snapshot, plan, keep_row_index=True)
+    else:
+        base = logical_frame(spark, snapshot, plan, include_row_index=True)
+    live = _aliased(base, alias).filter(cond)
+    watched, watch = watch_pairs(spark, live, plan, driver_room(spark, plan), FILE_INDEX_COL, ROW_INDEX_COL)
+    rows = _aliased(watched.drop(FILE_INDEX_COL, ROW_INDEX_COL), alias)
+    new_adds = write_rows(_updated(rows, plan, resolved, None), snapshot.table_root, snapshot, skip_empty=True)
+    count = sum(num_records_of(a.stats) or 0 for a in new_adds)
+    scan_ms = int((time.monotonic() - t0) * 1000)  # the scan and the write of the updated rows are one job
+    t1 = time.monotonic()
     if count == 0:
         return {}, []
-    outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matched, FILE_INDEX_COL, ROW_INDEX_COL,
-                        by_index=True, rows=count, exact=True)
-    scan_ms = int((time.monotonic() - t0) * 1000)
-    if not outcome.touched:
+    outcome = mark_rows(spark, snapshot.table_root, plan, candidates, live, FILE_INDEX_COL, ROW_INDEX_COL,
+                        by_index=True, rows=count, exact=True, gathered=watch.pairs())
+    if not outcome.touched:  # cannot happen for live rows; the written files stay uncommitted (VACUUM drops them)
         return {}, []
-    t1 = time.monotonic()
-    if row_tracking.materialized_columns(snapshot) is not None:
-        # row tracking: the updated rows keep their ids, which the tracked scan of the touched files carries
-        touched_plan = sub_plan(plan, outcome.touched_positions)
-        rows = _aliased(row_tracking.scan_frame(spark, snapshot, touched_plan), alias).filter(cond)
-    else:
-        rows = _aliased(matched.select(*[F.col(f"`{f.name}`") for f in plan.logical_schema.fields]), alias)
-    new_adds = write_rows(_updated(rows, plan, resolved, None), snapshot.table_root, snapshot)
-    cdc = _change_files(snapshot, plan, resolved, rows)
+    cdc = _change_files(snapshot, plan, resolved, _aliased(live.drop(FILE_INDEX_COL, ROW_INDEX_COL), alias))
     metrics = {"numRemovedFiles": len(outcome.touched), "numAddedFiles": len(new_adds), **outcome.dv_metrics(),
                "numUpdatedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
                "numAddedBytes": sum(a.size for a in new_adds), "numRemovedBytes": 0, "scanTimeMs": scan_ms,

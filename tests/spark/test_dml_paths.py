@@ -143,3 +143,82 @@ def test_a_not_matched_by_source_clause_without_condition_reads_every_file(spark
     with _Unreadable(path), pytest.raises(Exception, match=r"(?i)parquet"):
         (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id AND t.p = 1")
          .whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedBySourceDelete().execute())
+
+
+def _jobs(spark, run):
+    """The Spark jobs ``run()`` started (a job group of its own on this thread)."""
+    sc = spark.sparkContext
+    group = f"dml-jobs-{id(run)}"
+    sc.setJobGroup(group, group)
+    try:
+        run()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_small_update_is_one_job_and_a_small_upsert_five(spark, tmp_path):
+    # the marks ride on a job the command runs anyway (dv_pairs.py): UPDATE's write; MERGE's matches
+    path = str(tmp_path / "t")
+    _make(spark, path)
+    assert _jobs(spark, lambda: COMMANDS["update"](spark, DeltaTable.forPath(spark, path))) == 1
+    # source materialized, its broadcast, the matches materialized (marks gathered), matched ids' broadcast, write
+    assert _jobs(spark, lambda: COMMANDS["merge"](spark, DeltaTable.forPath(spark, path))) == 5
+
+
+def _one_file_matches(spark, path):
+    """Three files of 40 rows (ids 0..39 in the first); no file can be skipped for ``_SKEWED``."""
+    for part in range(3):
+        rows = [(i, i * 10, i % 3) for i in range(part * 40, part * 40 + 40)]
+        dvlake.write(spark.createDataFrame(rows, "id long, v long, p int").coalesce(1), path,
+                     mode="append" if part else "error", properties=None if part else DV_PROPS)
+
+
+_SKEWED = "CASE WHEN id < 40 THEN id % 2 = 0 ELSE false END"  # 20 rows, all in the first file
+
+
+@pytest.mark.parametrize("command", ["update", "merge"])
+def test_a_task_holding_more_than_its_share_of_marks_falls_back(spark, tmp_path, command):
+    # driverMarkRows 30 over 3 files: each task may gather 10 pairs, the first file's task has 20; the 20 still fit
+    # the driver, so the fallback reads them with a job of its own. Same table as without any bound.
+    def run(dt):
+        if command == "update":
+            dt.update(_SKEWED, {"v": "v + 1"})
+        else:
+            src = spark.createDataFrame([(i, -i, 0) for i in range(0, 40, 2)] + [(500, 1, 0)], "id long, v long, p int")
+            (dt.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"v": "s.v"})
+             .whenNotMatchedInsertAll().execute())
+
+    results = {}
+    for where, limit in (("skewed", "30"), ("free", "1000000")):
+        path = str(tmp_path / where)
+        _one_file_matches(spark, path)
+        spark.conf.set(DML_DRIVER_MARK_ROWS, limit)
+        try:
+            run(DeltaTable.forPath(spark, path))
+        finally:
+            spark.conf.unset(DML_DRIVER_MARK_ROWS)
+        results[where] = (_rows(dvlake.read(spark, path)), _metrics(path))
+    assert results["skewed"] == results["free"]
+    rows = {r[0]: r[1] for r in results["free"][0]}
+    assert rows[2] == (21 if command == "update" else -2) and rows[3] == 30 and len(rows) == 120 + (command == "merge")
+
+
+def test_the_scan_never_has_more_tasks_than_the_gathering_bound(spark, tmp_path):
+    from dvlake.commands.dv_pairs import tasks_bound
+    from dvlake.spark.scan import logical_frame, plan_scan
+
+    path = str(tmp_path / "t")
+    _make(spark, path, n=3000, files=4)
+    DeltaTable.forPath(spark, path).delete("id % 7 = 0")  # DVs: the keyed scan of files with and without one
+    snapshot = Snapshot.load(path)
+    plan = plan_scan(spark, snapshot)
+    for max_bytes, open_cost in (("128m", "4m"), ("2000b", "1000b"), ("1000b", "1m")):
+        spark.conf.set("spark.sql.files.maxPartitionBytes", max_bytes)
+        spark.conf.set("spark.sql.files.openCostInBytes", open_cost)
+        try:
+            tasks = logical_frame(spark, snapshot, plan, include_row_index=True).rdd.getNumPartitions()
+            assert 1 <= tasks <= tasks_bound(spark, plan), (max_bytes, open_cost)
+        finally:
+            spark.conf.unset("spark.sql.files.maxPartitionBytes")
+            spark.conf.unset("spark.sql.files.openCostInBytes")
