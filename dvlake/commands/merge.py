@@ -23,6 +23,7 @@ How it runs (delta-spark's MergeIntoCommand, restated for DataFrames):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -476,6 +477,71 @@ def _star(clause: MergeClause, schema: StructType, sides: _Sides, evolving: bool
 # --- the command ---------------------------------------------------------------------------------------
 
 
+def _gathering_marks(spark: SparkSession, joined: DataFrame, plan: ScanPlan, sides: _Sides,
+                     matched: list[Any]) -> tuple[DataFrame, PairWatch, str]:
+    """The matches with each one's clause index, watched so the job materializing them also gathers their marks
+    (file, row, clause outcome). Only with a broadcast source: its tasks are then the target scan's, as
+    ``watch_pairs`` needs; the clauses are evaluated there, once."""
+    index_col = unique_name("clause")
+    joined = joined.withColumn(index_col, _clause_index(matched))
+    kind = _kind_of(F.col(index_col), matched, {"update": _M_UPDATE, "delete": _M_DELETE})
+    joined, watch = watch_pairs(spark, joined, plan, driver_room(spark, plan), sides.fid, sides.rid, kind)
+    return joined, watch, index_col
+
+
+def _old_row(old_schema: StructType, schema: StructType, rules: Casting) -> list[Column]:
+    """A target row's columns in the (possibly evolved) ``schema``: new columns and new struct fields NULL."""
+    old_fields = {f.name.lower(): f for f in old_schema.fields}
+    return [(cast_if_needed(F.col(f"`{old_fields[f.name.lower()].name}`"), old_fields[f.name.lower()].dataType,
+                            f.dataType, f.name, rules) if f.name.lower() in old_fields
+             else F.lit(None).cast(f.dataType)).alias(f.name) for f in schema.fields]
+
+
+def _without_duplicate_matches(matches: DataFrame, sides: _Sides, exempt: bool, root: str) -> DataFrame:
+    """Refuse a target row matched by two source rows (delta-spark's multiple-match error, before any write), unless
+    the only clause is an unconditional delete (``exempt``): then each row is kept once."""
+    dup = matches.groupBy(sides.fid, sides.rid).count().filter(F.col("count") > 1).limit(1).collect()
+    if dup and not exempt:
+        raise _multiple_matches(root, int(dup[0]["count"]))
+    return matches.dropDuplicates([sides.fid, sides.rid]) if dup else matches
+
+
+def _resolved_names(spark: SparkSession, spec: MergeSpec, plan: ScanPlan, schema: StructType) -> tuple[_Sides, MergeNames]:
+    """The two sides' internal names and the user's names, with every clause's names checked before any job runs.
+
+    A column only one side has may be named unqualified; the aliases (or generated names) qualify the rest.
+    """
+    old_columns = [f.name for f in plan.logical_schema.fields]
+    src_columns = list(spec.source.columns)
+    lower_t = {c.lower() for c in old_columns}
+    lower_s = {c.lower() for c in src_columns}
+    tgt_name = spec.target_alias or unique_name("target")
+    src_alias = _source_alias(spec, old_columns)
+    src_name = src_alias or unique_name("source")
+    reserved = {tgt_name.lower(), src_name.lower()}
+    sides = _Sides(src=src_name, tgt=tgt_name, sid=unique_name("source_row"), fid=unique_name("file"),
+                   rid=unique_name("row"), kind=unique_name("kind"), src_columns=src_columns, tgt_columns=old_columns,
+                   unqualified_src=[c for c in src_columns if c.lower() not in lower_t | reserved],
+                   unqualified_tgt=[c for c in old_columns if c.lower() not in lower_s | reserved], src_alias=src_alias)
+    names = MergeNames(src=src_name, tgt=tgt_name, src_alias=src_alias,
+                       tgt_alias=spec.target_alias, src_schema=spec.source.schema, tgt_schema=plan.logical_schema,
+                       assignable=[f.name for f in schema.fields])
+    checked(spark, names, spec.condition, [(_SCOPE[c.kind], c.action, c.condition, c.assignments) for c in spec.clauses])
+    return sides, names
+
+
+def _prepared_source(spark: SparkSession, spec: MergeSpec, sides: _Sides) -> tuple[DataFrame, int, bool]:
+    """The source with a row id, materialized unless re-reading it cannot change the answer; its row count; and
+    whether it is small enough to broadcast (the target is then read once and never shuffled)."""
+    source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
+    if materializes(spark, spec.source):  # ``none`` only where re-reading the source cannot change the answer
+        source, num_source_rows = counted(source, "source_rows")  # counted in the job that materializes it
+    else:
+        num_source_rows = source.count()
+    broadcast = _broadcastable(spark, source.schema, num_source_rows)
+    return (F.broadcast(source) if broadcast else source), num_source_rows, broadcast
+
+
 def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict[str, Any]:
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
     started = time.monotonic()
@@ -493,22 +559,9 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     md = new_md or snapshot.metadata
     schema = StructType.fromJson(strip_column_mapping(md.schema))
     old_columns = [f.name for f in plan.logical_schema.fields]
-    src_columns = list(spec.source.columns)
     lower_t = {c.lower() for c in old_columns}
-    lower_s = {c.lower() for c in src_columns}
-    tgt_name = spec.target_alias or unique_name("target")
-    src_alias = _source_alias(spec, old_columns)
-    src_name = src_alias or unique_name("source")
-    reserved = {tgt_name.lower(), src_name.lower()}
-    sides = _Sides(src=src_name, tgt=tgt_name, sid=unique_name("source_row"), fid=unique_name("file"),
-                   rid=unique_name("row"), kind=unique_name("kind"), src_columns=src_columns, tgt_columns=old_columns,
-                   unqualified_src=[c for c in src_columns if c.lower() not in lower_t | reserved],
-                   unqualified_tgt=[c for c in old_columns if c.lower() not in lower_s | reserved], src_alias=src_alias)
+    sides, names = _resolved_names(spark, spec, plan, schema)
     where = f"MERGE INTO {root}"
-    names = MergeNames(src=src_name, tgt=tgt_name, src_alias=src_alias,
-                       tgt_alias=spec.target_alias, src_schema=spec.source.schema, tgt_schema=plan.logical_schema,
-                       assignable=[f.name for f in schema.fields])
-    checked(spark, names, spec.condition, [(_SCOPE[c.kind], c.action, c.condition, c.assignments) for c in spec.clauses])
     on = as_column(spec.condition)
     matched = [c for c in spec.clauses if c.kind == MATCHED]
     not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
@@ -518,11 +571,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     candidates = [adds[i] for i in plan.rows_indexes]
     txn.read_files(candidates)  # a file proven unable to match (or be taken by a BY SOURCE clause) was not read
     rules = casting(spark, allow_missing=evolving)
-    old_fields = {f.name.lower(): f for f in plan.logical_schema.fields}
-    # an old row's columns in the (possibly evolved) schema: new columns and new struct fields NULL
-    old_row = [(cast_if_needed(F.col(f"`{old_fields[f.name.lower()].name}`"), old_fields[f.name.lower()].dataType,
-                               f.dataType, f.name, rules) if f.name.lower() in old_fields
-                else F.lit(None).cast(f.dataType)).alias(f.name) for f in schema.fields]
+    old_row = _old_row(plan.logical_schema, schema, rules)
 
     def target_frame(p: Any) -> DataFrame:
         df = logical_frame(spark, snapshot, p, include_row_index=True)
@@ -542,14 +591,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
                             where, target_frame, null_value, started, rules)
 
     t0 = time.monotonic()
-    source = spec.source.withColumn(sides.sid, F.monotonically_increasing_id())
-    if materializes(spark, spec.source):  # ``none`` only where re-reading the source cannot change the answer
-        source, num_source_rows = counted(source, "source_rows")  # counted in the job that materializes it
-    else:
-        num_source_rows = source.count()
-    broadcast = _broadcastable(spark, source.schema, num_source_rows)
-    if broadcast:
-        source = F.broadcast(source)  # the target is then read once and never shuffled
+    source, num_source_rows, broadcast = _prepared_source(spark, spec, sides)
     materialize_ms = int((time.monotonic() - t0) * 1000)
     src = _wrap_source(source, sides, with_id=True)
 
@@ -558,14 +600,9 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
     joined = src.join(target, on, "inner")
     exempt = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
     with_dvs = use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT)
-    watch, index_col = PairWatch(None), None
-    if with_dvs and matched and not by_source and not exempt and broadcast:
-        # the job materializing the matches also gathers their marks (file, row, clause outcome): with a broadcast
-        # source its tasks are the target scan's, as ``watch_pairs`` needs; the clauses are evaluated there, once
-        index_col = unique_name("clause")
-        joined = joined.withColumn(index_col, _clause_index(matched))
-        kind = _kind_of(F.col(index_col), matched, {"update": _M_UPDATE, "delete": _M_DELETE})
-        joined, watch = watch_pairs(spark, joined, plan, driver_room(spark, plan), sides.fid, sides.rid, kind)
+    gather = with_dvs and bool(matched) and not by_source and not exempt and broadcast
+    not_gathered: tuple[DataFrame, PairWatch, str | None] = (joined, PairWatch(None), None)
+    joined, watch, index_col = _gathering_marks(spark, joined, plan, sides, matched) if gather else not_gathered
     matches, num_pairs = counted(joined, "matched_pairs")
     # every source row that matched, taken before duplicates are dropped below: a source row whose target row
     # another source row already deletes still matched, and must never reach a NOT MATCHED clause
@@ -581,11 +618,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
                                old_value, (num_source_rows, materialize_ms, t1, started), new_md is not None,
                                _Gathered(watch, index_col))
     if matched or by_source:
-        dup = matches.groupBy(sides.fid, sides.rid).count().filter(F.col("count") > 1).limit(1).collect()
-        if dup and not exempt:
-            raise _multiple_matches(root, int(dup[0]["count"]))
-        if dup:
-            matches = matches.dropDuplicates([sides.fid, sides.rid])
+        matches = _without_duplicate_matches(matches, sides, exempt, root)
 
     parts = []
     if matched:
@@ -599,9 +632,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict
         unmatched_tgt = _unqualified(_unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
         parts.append(_clause_frame(unmatched_tgt, by_source, {"update": _S_UPDATE, "delete": _S_DELETE}, schema, sides,
                                    old_value, evolving, where, rules))
-    changes = parts[0]
-    for p in parts[1:]:
-        changes = changes.unionByName(p)
+    changes = functools.reduce(DataFrame.unionByName, parts)
     counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
     scan_ms = int((time.monotonic() - t1) * 1000)
 
