@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 
 import pytest
 from pyspark.sql import functions as F
@@ -148,7 +149,7 @@ def test_a_not_matched_by_source_clause_without_condition_reads_every_file(spark
 def _jobs(spark, run):
     """The Spark jobs ``run()`` started (a job group of its own on this thread)."""
     sc = spark.sparkContext
-    group = f"dml-jobs-{id(run)}"
+    group = f"dml-jobs-{uuid.uuid4().hex}"  # never id(run): a collected lambda's id is reused, merging two groups
     sc.setJobGroup(group, group)
     try:
         run()
