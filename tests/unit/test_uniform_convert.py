@@ -166,14 +166,7 @@ def test_a_stale_dv_retires_only_its_puffin_chunk(tmp_path, monkeypatch):
     sync(root)
     version = _delete(root, {"f0.parquet": (0, 9)})
     storage = storage_for(root)
-    reads: list[str] = []
-    real_read = storage.read_bytes
-
-    def recording(path: str) -> bytes:
-        reads.append(path)
-        return real_read(path)
-
-    monkeypatch.setattr(storage, "read_bytes", recording)
+    reads = _recording(monkeypatch, storage)
     sync(root, storage, version=version)
     meta, dvs, used = _current(root, version)
     assert dvs == {os.path.join(root, f"f{i}.parquet"): 2 if i == 0 else 1 for i in range(6)}
