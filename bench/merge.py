@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--write-md", action="store_true")
     ap.add_argument("--no-deltars", action="store_true")
+    ap.add_argument("--fractions", default=",".join(label.split()[0] for label, _ in FRACTIONS),
+                    help="comma-separated percentages to run (default: all of 0.01,0.1,1,10)")
+    ap.add_argument("--commands", default="UPDATE,MERGE", help="comma-separated: UPDATE, MERGE or both")
     args = ap.parse_args()
 
     import pyarrow as pa
@@ -99,9 +102,10 @@ def main() -> None:
 
     results = []
     run = 0
-    for command in ("UPDATE", "MERGE"):
+    wanted = set(args.fractions.split(","))
+    for command in args.commands.upper().split(","):
         key = UPDATE_DVS_PERSISTENT if command == "UPDATE" else MERGE_DVS_PERSISTENT
-        for label, step in FRACTIONS:
+        for label, step in [(label, step) for label, step in FRACTIONS if label.split()[0] in wanted]:
             cell: dict[str, list[float]] = {"dv": [], "cow": [], "rs": []}
             sizes: dict[str, tuple[int, int]] = {}
             src_arrow = source(step).toArrow() if command == "MERGE" and not args.no_deltars else None

@@ -34,6 +34,7 @@ from dvlake.commands.common import (
 )
 from dvlake.commands.dml_checks import require_deterministic
 from dvlake.commands.dv_marking import dv_counts, mark_rows
+from dvlake.compat.pyspark_hooks import without_call_sites
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from dvlake.log import features
@@ -70,7 +71,7 @@ def delete(spark: SparkSession, path: str, condition: str | Column | Condition |
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
             # a dvlake error raised in a task reaches the caller as itself; a worker without dvlake says how to ship it
-            with translated(), executors_need_dvlake("DELETE"):
+            with translated(), executors_need_dvlake("DELETE"), without_call_sites():
                 return _delete_once(spark, Snapshot.load(root), cond)
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:

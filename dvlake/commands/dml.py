@@ -22,6 +22,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from dvlake.commands.common import mode_of, num_indexed_cols, physical_partition_columns, stats_leaf_paths, tight_bounds_flag
 from dvlake.commands.store_assign import Casting, cast_if_needed
+from dvlake.compat.pyspark_hooks import without_call_sites
 from dvlake.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -49,7 +50,7 @@ def retry_on_conflict(run_once: Callable[[], T]) -> T:
     """
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
-            with translated():
+            with translated(), without_call_sites():
                 return run_once()
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:

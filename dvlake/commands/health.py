@@ -48,6 +48,7 @@ from dvlake.display import count, human_bytes, percent
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import CorruptLogError, InvalidArgumentError
 from dvlake.log.snapshot import Snapshot
+from dvlake.log.sql_dialect import quote_identifier
 from dvlake.storage.paths import join, normalize_table_root
 
 #: delta-spark's ``optimize.maxDeletedRowsRatio`` default: files above it are worth rewriting.
@@ -449,10 +450,6 @@ def _dv_lines(snapshot: Snapshot, version: int) -> Iterator[bytes]:
 # --- recommendations ---------------------------------------------------------------------------------
 
 
-def _quote_ident(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
-
-
 def partition_predicate(snapshot: Snapshot, values: list[str | None]) -> str | None:
     """The SQL predicate selecting one partition (``day = '2024-01-01' AND k = 3``), None when unpartitioned.
 
@@ -463,7 +460,7 @@ def partition_predicate(snapshot: Snapshot, values: list[str | None]) -> str | N
     types = {f["name"].lower(): f["type"] for f in snapshot.schema["fields"]}
     clauses = []
     for col, value in zip(snapshot.partition_columns, values, strict=True):
-        ident = _quote_ident(col)
+        ident = quote_identifier(col)
         t = types.get(col.lower())
         if value is None or value == "":
             clauses.append(f"{ident} IS NULL")

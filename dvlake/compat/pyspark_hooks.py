@@ -109,6 +109,41 @@ def inside_dvlake() -> Iterator[None]:
         _local.inside = previous
 
 
+_call_sites_lock = threading.Lock()
+_call_sites_off: list[Any] = []  # while dvlake commands run: [PySpark's value before the first of them]
+
+
+@contextlib.contextmanager
+def without_call_sites() -> Iterator[None]:
+    """Build dvlake's own expressions without PySpark's call-site capture.
+
+    With ``spark.python.sql.dataFrameDebugging.enabled`` (on by default) every PySpark Column and DataFrame
+    function records the Python line that called it in the JVM: five more driver round trips per call on a
+    classic session. A MERGE builds a few hundred Columns; two thirds of its ~5,900 round trips were this capture
+    (over a second on the benchmark machine), and the line it records is inside dvlake, never the user's (the
+    user's own Columns carry theirs already). PySpark reads the setting once into a module flag; this turns the
+    flag off while commands run — counted, so overlapping commands on other threads restore it only when the
+    last one ends — and puts PySpark's value back. Meanwhile other threads' Columns skip the capture too (their
+    error messages lose the call-site line, nothing else). A PySpark without that flag is left alone."""
+    import pyspark.errors.utils as origin
+
+    if not hasattr(origin, "_enable_debugging_cache"):
+        yield
+        return
+    with _call_sites_lock:
+        if not _call_sites_off:
+            _call_sites_off.append(origin._enable_debugging_cache)
+        _call_sites_off.append(None)
+        setattr(origin, "_enable_debugging_cache", False)  # noqa: B010 - a private module flag; mypy knows it as None
+    try:
+        yield
+    finally:
+        with _call_sites_lock:
+            _call_sites_off.pop()
+            if len(_call_sites_off) == 1:
+                setattr(origin, "_enable_debugging_cache", _call_sites_off.pop())  # noqa: B010
+
+
 def is_inside_dvlake() -> bool:
     """Whether this thread is inside :func:`inside_dvlake` (the one re-entry guard of every hook)."""
     return bool(getattr(_local, "inside", False))

@@ -19,7 +19,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from dvlake.log.actions import Metadata
-from dvlake.log.sql_dialect import SparkSQL
+from dvlake.log.sql_dialect import SparkSQL, quote_identifier
 
 PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
@@ -98,7 +98,7 @@ def referenced_columns(text: str) -> list[str]:
     names: dict[str, None] = {}
     for node in tree.walk(prune=lambda n: isinstance(n, exp.Query | exp.Subquery)):
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-            names.setdefault(".".join(_quoted(p.name) for p in node.parts), None)
+            names.setdefault(".".join(quote_identifier(p.name) for p in node.parts), None)
     return sorted(names)
 
 
@@ -139,10 +139,6 @@ def spark_sql(text: str) -> str:
         return text
 
 
-def _quoted(name: str) -> str:
-    return name if name.replace("_", "a").isalnum() and not name[:1].isdigit() else "`" + name.replace("`", "``") + "`"
-
-
 def _sql(node: exp.Expr) -> str:
     """``node`` as Spark prints an expression in a constraint violation message (sqlglot's Spark SQL otherwise)."""
     for render in (_sql_operator, _sql_leaf, _sql_predicate, _sql_access, _sql_call):
@@ -170,7 +166,7 @@ def _sql_operator(node: exp.Expr) -> str | None:
 def _sql_leaf(node: exp.Expr) -> str | None:
     """Column references (back-quoted where needed) and literals."""
     if isinstance(node, exp.Column):
-        return ".".join(_quoted(p.name) for p in node.parts)
+        return ".".join(quote_identifier(p.name) for p in node.parts)
     if isinstance(node, exp.Literal):
         return "'" + str(node.this).replace("\\", "\\\\").replace("'", "\\'") + "'" if node.is_string else str(node.this)
     if isinstance(node, exp.Boolean):
@@ -201,7 +197,7 @@ def _sql_access(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
         return f"{_sql(node.this)}[{_sql(node.expressions[0])}]"
     if isinstance(node, exp.Dot):
-        return f"{_sql(node.this)}.{_quoted(node.name)}"
+        return f"{_sql(node.this)}.{quote_identifier(node.name)}"
     if isinstance(node, exp.Cast):
         return f"CAST({_sql(node.this)} AS {node.to.sql(SparkSQL).upper()})"
     return None

@@ -18,3 +18,11 @@ class SparkSQL(Spark):
 
     class Tokenizer(Spark.Tokenizer):
         STRING_ESCAPES: ClassVar[list[str]] = [*Spark.Tokenizer.STRING_ESCAPES, "'"]
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as one Spark SQL identifier: plain when it is a simple word, else back-quoted with ``` doubled
+    (a dot, space or back-quote inside a column name must not split or end it)."""
+    if name.replace("_", "a").isalnum() and name.isascii() and not name[:1].isdigit():
+        return name
+    return "`" + name.replace("`", "``") + "`"

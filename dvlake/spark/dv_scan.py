@@ -280,12 +280,11 @@ def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, pa
         # of a table built from driver data costs a Spark job of its own)
         cols = data_cols + _partition_literals(partition_schema, next(iter(tuples)))
         if include_row_index:
-            index = None
-            for i, f in group:
-                index = F.when(F.col(_KEY) == f.size, F.lit(i)) if index is None else index.when(F.col(_KEY) == f.size,
-                                                                                                  F.lit(i))
-            assert index is not None
-            cols += [index.cast("int").alias(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
+            # one expression text, not a chain of Column calls: each call is a few driver round trips to the JVM
+            # (a chain over 16 files made about 550 of them, a tenth of a second of every DML command's planning)
+            arms = " ".join(f"WHEN {int(f.size)} THEN {int(i)}" for i, f in group)
+            index = F.expr(f"CAST(CASE `{_KEY}` {arms} END AS INT)")
+            cols += [index.alias(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
         return df.select(*cols)
     df = df.join(_partition_table(spark, group, partition_schema), _KEY, "inner")
     cols = data_cols + [F.col(f"`{f.name}`") for f in partition_schema.fields]

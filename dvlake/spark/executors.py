@@ -8,6 +8,7 @@ dvlake, Spark reports the task failure as a worker traceback ending in ``No modu
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +27,17 @@ def is_missing_dvlake(error: BaseException) -> bool:
     return "No module named 'dvlake" in text or 'No module named "dvlake' in text
 
 
+def missing_module_error(module: str, command: str | None = None) -> ExecutorEnvironmentError:
+    """The one message for Spark's Python workers lacking a module the driver has (``command``: what failed, and
+    then the table was not changed — a command's jobs run before its commit)."""
+    failed = f"{command} failed, the table was not changed: " if command else ""
+    return ExecutorEnvironmentError(
+        f"DVLAKE_EXECUTOR_ENVIRONMENT: {failed}Spark's Python workers cannot import {module} (No module named "
+        f"{module!r}), though the driver can. The executors run another Python than the one dvlake is installed in: "
+        f"set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses {sys.executable}), or "
+        f"{HOW_TO_SHIP}")
+
+
 @contextmanager
 def executors_need_dvlake(command: str) -> Iterator[None]:
     """Run a command's Spark jobs; re-raise a missing-dvlake task failure as ``ExecutorEnvironmentError``."""
@@ -33,7 +45,5 @@ def executors_need_dvlake(command: str) -> Iterator[None]:
         yield
     except Exception as e:
         if not isinstance(e, ExecutorEnvironmentError) and is_missing_dvlake(e):
-            raise ExecutorEnvironmentError(
-                f"{command} failed: a Spark executor's Python cannot import dvlake (ModuleNotFoundError on the "
-                f"executor). The table was not changed. To fix it, {HOW_TO_SHIP}") from e
+            raise missing_module_error("dvlake", command) from e
         raise

@@ -38,7 +38,7 @@ from dvlake.errors import (
     PartitionValueNotWritableError,
 )
 from dvlake.spark import error_logs
-from dvlake.spark.executors import HOW_TO_SHIP
+from dvlake.spark.executors import HOW_TO_SHIP, missing_module_error
 
 _OPEN = "[DVLAKE_TASK_ERROR "
 _CLOSE = "[/DVLAKE_TASK_ERROR]"
@@ -160,12 +160,7 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
         return DvlakeError(f"{m.group(1)}: {message}")
     missing = _NO_MODULE.search(text)
     if missing and missing.group(1).split(".")[0] in EXECUTOR_MODULES and "Traceback" in text:
-        return ExecutorEnvironmentError(
-            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers cannot import {missing.group(1)} (No module named "
-            f"{missing.group(1)!r}), though the driver can. The executors run another Python than the one dvlake is "
-            f"installed in: set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses "
-            f"{sys.executable}), or, on a cluster, deploy dvlake and its dependencies ({', '.join(EXECUTOR_MODULES[1:])}) "
-            f"to every executor: {HOW_TO_SHIP}")
+        return missing_module_error(missing.group(1))
     broken = _IMPORT_ERROR.search(text)
     if broken and "Traceback" in text and _names_executor_module(broken.group(1)):
         return ExecutorEnvironmentError(

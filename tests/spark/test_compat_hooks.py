@@ -11,6 +11,7 @@ import dvlake
 from dvlake import faces
 from dvlake.compat import pyspark_hooks as hooks
 from dvlake.compat.pyspark_hooks import PySparkIncompatibleError
+from tests.helpers import table_rows
 
 
 class _Reader:
@@ -109,3 +110,54 @@ def test_every_hook_matches_the_installed_pyspark_and_uninstall_gives_plain_pysp
         if not was_enabled:
             faces.disable(spark)
     assert hooks.installed()
+
+
+def test_call_sites_are_off_while_commands_run_and_pyspark_s_setting_comes_back(spark, tmp_path):
+    """Commands build their Columns without PySpark's per-call origin capture (five JVM round trips per Column
+    call); overlapping commands on two threads put PySpark's own value back only when the last one ends."""
+    import threading
+
+    import pyspark.errors.utils as origin
+    from pyspark.sql import functions as F
+
+    before = origin.is_debugging_enabled()
+    assert before is True  # PySpark's default: the capture is on
+    first_in, second_done = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def first() -> None:
+        with hooks.without_call_sites():
+            first_in.set()
+            second_done.wait(30)
+            seen.append(origin._enable_debugging_cache)  # the other command ended: still off for this one
+
+    t = threading.Thread(target=first)
+    t.start()
+    first_in.wait(30)
+    with hooks.without_call_sites():
+        seen.append(origin._enable_debugging_cache)
+    second_done.set()
+    t.join(30)
+    assert seen == [False, False]
+    assert origin.is_debugging_enabled() is before
+
+    # a real command runs with the capture off: count the JVM origin updates PySpark makes while it runs
+    path = str(tmp_path / "t")
+    dvlake.write(spark.range(10), path, properties={"delta.enableDeletionVectors": "true"})
+    calls: list[str] = []
+    real = origin._capture_call_site
+
+    def counting(depth: int) -> str:
+        calls.append("x")
+        return real(depth)
+
+    origin._capture_call_site = counting
+    try:
+        F.col("id") + 1  # outside a command: captured
+        captured_outside = len(calls)
+        dvlake.DeltaTable.forPath(spark, path).update("id % 3 = 0", {"id": "id + 100"})
+    finally:
+        origin._capture_call_site = real
+    assert captured_outside > 0 and len(calls) == captured_outside
+    assert table_rows(spark, path) == [(1,), (2,), (4,), (5,), (7,), (8,), (100,), (103,), (106,), (109,)]
+    assert origin.is_debugging_enabled() is before

@@ -120,6 +120,25 @@ def test_names_one_side_has_resolve_unqualified_where_both_sides_are_seen(spark,
 
 
 @MODES
+@pytest.mark.parametrize("form", ["python", "sql"])
+def test_columns_named_like_the_aliases_are_read_through_their_qualifier(spark, tmp_path, dvs, form):
+    """Rule: ``t.s`` is the target's column ``s`` and ``s.t`` the source's column ``t`` even when the target has a
+    column named like the source's alias and the source one named like the target's (the benchmark's tables do):
+    the qualifier names the side, the rest is that side's column."""
+    path, source = _tables(spark, tmp_path, dvs, "key long, s long", "key long, t long")
+    if form == "python":
+        (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.key = s.key AND s.t > t.s")
+         .whenMatchedUpdate(set={"s": "s.t + t.s"})
+         .whenNotMatchedInsert(values={"key": "s.key", "s": "s.t"}).execute())
+    else:
+        dvlake.sql(spark, f"MERGE INTO delta.`{path}` t USING rules_src s ON t.key = s.key AND s.t > t.s "
+                          "WHEN MATCHED THEN UPDATE SET s = s.t + t.s "
+                          "WHEN NOT MATCHED THEN INSERT (key, s) VALUES (s.key, s.t)")
+    expected = _oracle(spark, TARGET, SOURCE, lambda k, tv, sv: (k, sv + tv), lambda k, sv: (k, sv), None)
+    assert table_rows(spark, path) == expected
+
+
+@MODES
 def test_a_non_deterministic_insert_value_is_allowed(spark, tmp_path, dvs):
     """Rule: only conditions must be deterministic; an inserted value may come from rand() (each row gets one)."""
     path, source = _tables(spark, tmp_path, dvs, "key long, value long", "key long, value long")
