@@ -70,12 +70,18 @@ def main() -> None:
     ap.add_argument("--realistic", action="store_true",
                     help="16 files of ~64 MB (1 GB); 1, 4, 16 files x 1 row, 0.01, 0.1, 1 %% per file")
     ap.add_argument("--rows-per-file", type=int, default=None)
+    ap.add_argument("--touched", default=None, help="comma-separated numbers of files touched to run (default: all)")
+    ap.add_argument("--densities", default=None, help="comma-separated densities to run, as labelled (e.g. '1 row,0.01 %%')")
     args = ap.parse_args()
     global FILES, ROWS, TOUCHED, DENSITY
     if args.realistic:
         FILES, ROWS, TOUCHED, DENSITY = REALISTIC_FILES, REALISTIC_ROWS, REALISTIC_TOUCHED, REALISTIC_DENSITY
     if args.rows_per_file:
         ROWS = args.rows_per_file
+    if args.touched:
+        TOUCHED = [n for n in TOUCHED if str(n) in args.touched.split(",")]
+    if args.densities:
+        DENSITY = [d for d in DENSITY if d[0] in args.densities.split(",")]
 
     from pyspark.sql import functions as F
 

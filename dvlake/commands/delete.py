@@ -21,7 +21,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
 from dvlake.commands.common import (
     SKIP_EMPTY_COMMITS_CONF,
@@ -32,11 +31,10 @@ from dvlake.commands.common import (
     stats_leaf_paths,
     tight_bounds_flag,
 )
+from dvlake.commands.dml import Committed, run_row_level
 from dvlake.commands.dml_checks import require_deterministic
 from dvlake.commands.dv_marking import dv_counts, mark_rows
-from dvlake.compat.pyspark_hooks import without_call_sites
 from dvlake.config import DELETE_DVS_PERSISTENT
-from dvlake.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from dvlake.log import features
 from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
 from dvlake.log.cdf_plan import DELETE
@@ -45,16 +43,12 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
-from dvlake.spark.executors import executors_need_dvlake
 from dvlake.spark.layout import logical_struct
 from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, check_condition, logical_frame, match_frame, plan_scan
-from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
-
-RETRIES_ON_CONFLICT = 3
 
 
 def delete(spark: SparkSession, path: str, condition: str | Column | Condition | None = None, *,
@@ -68,15 +62,7 @@ def delete(spark: SparkSession, path: str, condition: str | Column | Condition |
     cond = Condition.of(condition, alias)  # parsed once, before any Spark work
     if cond is not None:
         cond.refuse_subqueries("DELETE")
-    for attempt in range(RETRIES_ON_CONFLICT + 1):
-        try:
-            # a dvlake error raised in a task reaches the caller as itself; a worker without dvlake says how to ship it
-            with translated(), executors_need_dvlake("DELETE"), without_call_sites():
-                return _delete_once(spark, Snapshot.load(root), cond)
-        except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
-            if attempt == RETRIES_ON_CONFLICT:
-                raise
-    raise AssertionError("unreachable")
+    return run_row_level(spark, root, "DELETE", lambda snapshot: _delete_once(spark, snapshot, cond))
 
 
 def _use_dvs(spark: SparkSession, snapshot: Snapshot) -> bool:
@@ -91,7 +77,7 @@ def _predicate_param(condition: Condition | None) -> str:
 _dv_counts = dv_counts
 
 
-def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None) -> dict[str, Any]:
+def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None) -> Committed:
     started = time.monotonic()
     condition = Condition.of(condition)
     root = snapshot.table_root
@@ -121,14 +107,12 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
         metrics, actions = _delete_copy_on_write(spark, snapshot, plan, candidates, condition)
     if not actions:
         if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
-            return {}  # delta-spark's commitIfNeeded elides a DELETE that matched nothing
+            return Committed(None, {})  # delta-spark's commitIfNeeded elides a DELETE that matched nothing
         metrics = _remove_whole_files([], snapshot)[0]  # every count zero
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     metrics.setdefault("scanTimeMs", scan_ms)
     metrics.setdefault("rewriteTimeMs", 0)
-    version = txn.commit(actions, "DELETE", {"predicate": _predicate_param(condition)}, metrics)
-    maybe_auto_compact(spark, root, version)  # off unless delta.autoOptimize.autoCompact; never fails the DELETE
-    return metrics
+    return Committed(txn.commit(actions, "DELETE", {"predicate": _predicate_param(condition)}, metrics), metrics)
 
 
 def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition,

@@ -14,12 +14,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
+from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.common import mode_of, num_indexed_cols, physical_partition_columns, stats_leaf_paths, tight_bounds_flag
 from dvlake.commands.store_assign import Casting, cast_if_needed
 from dvlake.compat.pyspark_hooks import without_call_sites
@@ -34,6 +36,7 @@ from dvlake.log.actions import AddFile, Metadata, Protocol
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import constraints, row_tracking
+from dvlake.spark.executors import executors_need_dvlake
 from dvlake.spark.scan import ScanPlan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
@@ -43,14 +46,33 @@ RETRIES_ON_CONFLICT = 3
 T = TypeVar("T")
 
 
-def retry_on_conflict(run_once: Callable[[], T]) -> T:
+@dataclass(frozen=True)
+class Committed:
+    """What one attempt of a row-level command did: the version it committed (None: nothing, e.g. a DELETE that
+    matched no row) and the operationMetrics it recorded."""
+
+    version: int | None
+    metrics: dict[str, Any]
+
+
+def run_row_level(spark: SparkSession, root: str, command: str, attempt: Callable[[Snapshot], Committed]) -> dict[str, Any]:
+    """The one shape of DELETE, UPDATE and MERGE: ``attempt`` prepares, executes and commits on the latest snapshot;
+    a conflict with a concurrent command re-runs it on the new one; after the commit, auto-compaction runs once
+    (off unless ``delta.autoOptimize.autoCompact``; it never fails the command). Returns the operationMetrics."""
+    committed = retry_on_conflict(lambda: attempt(Snapshot.load(root)), command)
+    maybe_auto_compact(spark, root, committed.version)
+    return committed.metrics
+
+
+def retry_on_conflict(run_once: Callable[[], T], command: str) -> T:
     """Run a DML command; when a concurrent DML removed or re-marked files it read, re-run it on the new snapshot.
 
-    Errors from its Spark jobs reach the caller typed (a dvlake error raised in a task, a value Spark cannot cast).
+    Errors from its Spark jobs reach the caller typed (a dvlake error raised in a task, a value Spark cannot cast,
+    a Python worker without dvlake: how to ship it). Its Columns are built without PySpark's call-site capture.
     """
     for attempt in range(RETRIES_ON_CONFLICT + 1):
         try:
-            with translated(), without_call_sites():
+            with translated(), executors_need_dvlake(command), without_call_sites():
                 return run_once()
         except (ConcurrentDeleteDeleteException, ConcurrentDeleteReadException):
             if attempt == RETRIES_ON_CONFLICT:

@@ -36,14 +36,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.api_args import check_condition, check_mapping
-from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, write_change_files
 from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import (
+    Committed,
     as_column,
     assigned_columns,
     resolve_assignments,
-    retry_on_conflict,
+    run_row_level,
     split_name,
     sub_plan,
     unique_name,
@@ -216,10 +216,7 @@ def merge(spark: SparkSession, path: str, spec: MergeSpec) -> dict[str, Any]:
         if parsed is not None:
             parsed.refuse_subqueries(f"{what} condition of MERGE operation")
     root = normalize_table_root(path)
-    metrics = retry_on_conflict(lambda: merge_once(spark, Snapshot.load(root), spec))
-    # the committed version rides in the metrics only to reach here; it is not part of operationMetrics
-    maybe_auto_compact(spark, root, metrics.pop("_version", None))  # off unless delta.autoOptimize.autoCompact
-    return metrics
+    return run_row_level(spark, root, "MERGE", lambda snapshot: merge_once(spark, snapshot, spec))
 
 
 # --- names and frames ---------------------------------------------------------------------------------
@@ -567,7 +564,7 @@ def _prepared_source(spark: SparkSession, spec: MergeSpec, sides: _Sides) -> tup
     return (F.broadcast(source) if broadcast else source), num_source_rows, broadcast
 
 
-def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> dict[str, Any]:
+def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Committed:
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
     started = time.monotonic()
     root = snapshot.table_root
@@ -717,7 +714,7 @@ def _merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, tx
                     matches: DataFrame, matched_sources: DataFrame, num_pairs: int, exempt: bool,
                     old_columns: list[str], old_row: list[Column], old_value: Callable[[str], Column],
                     timing: tuple[int, int, float, float], schema_changed: bool,
-                    gathered: _Gathered) -> dict[str, Any]:
+                    gathered: _Gathered) -> Committed:
     """MERGE with deletion vectors, in as few passes as the semantics allow.
 
     The marks (file, row, clause outcome) build the DVs, count each clause outcome and find a target row matched
@@ -918,23 +915,22 @@ def _clause_params(clauses: list[MergeClause]) -> str:
 
 
 def _commit(spark: SparkSession, txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action],
-            metrics: dict[str, Any], started: float, schema_changed: bool) -> dict[str, Any]:
+            metrics: dict[str, Any], started: float, schema_changed: bool) -> Committed:
     changed = bool(actions) or schema_changed
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
     if not changed and not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
-        return metrics  # delta-spark's commitIfNeeded elides a MERGE that changed nothing
+        return Committed(None, metrics)  # delta-spark's commitIfNeeded elides a MERGE that changed nothing
     params = {"predicate": json.dumps([condition_text(spec.condition) or ""]),
               "matchedPredicates": _clause_params([c for c in spec.clauses if c.kind == MATCHED]),
               "notMatchedPredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED]),
               "notMatchedBySourcePredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE])}
-    metrics["_version"] = txn.commit(actions, "MERGE", params, metrics)  # read (and dropped) by merge()
-    return metrics
+    return Committed(txn.commit(actions, "MERGE", params, metrics), metrics)
 
 
 def _insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: OptimisticTransaction, plan: Any,
                  sides: _Sides, names: MergeNames, on: Column, clauses: list[MergeClause], schema: StructType,
                  md: Metadata, evolving: bool, where: str, target_frame: Callable[[Any], DataFrame],
-                 null_value: Callable[[str], Column | None], started: float, rules: Casting) -> dict[str, Any]:
+                 null_value: Callable[[str], Column | None], started: float, rules: Casting) -> Committed:
     """No MATCHED / NOT MATCHED BY SOURCE clause: anti join, insert, add files; the target is only read."""
     from pyspark.sql import Observation
 

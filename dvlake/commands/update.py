@@ -21,15 +21,15 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, with_change_type, write_change_files
 from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import (
+    Committed,
     as_column,
     assigned_columns,
     predicate_param,
     resolve_assignments,
-    retry_on_conflict,
+    run_row_level,
     sub_plan,
     use_dvs,
     write_rows,
@@ -66,11 +66,11 @@ def update(spark: SparkSession, path: str, assignments: Assignments, condition: 
     if not assignments:
         raise InvalidArgumentError("UPDATE needs at least one assignment, e.g. set={'col': 'col + 1'}")
     root = normalize_table_root(path)
-    return retry_on_conflict(lambda: update_once(spark, Snapshot.load(root), assignments, condition, alias))
+    return run_row_level(spark, root, "UPDATE", lambda snapshot: update_once(spark, snapshot, assignments, condition, alias))
 
 
 def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignments,
-                condition: str | Column | Condition | None, alias: str | None = None) -> dict[str, Any]:
+                condition: str | Column | Condition | None, alias: str | None = None) -> Committed:
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
     parsed = Condition.of(condition, alias)
     if parsed is not None:
@@ -110,14 +110,12 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
         metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
     if not actions:
         if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
-            return {}  # delta-spark's commitIfNeeded elides an UPDATE that matched nothing
+            return Committed(None, {})  # delta-spark's commitIfNeeded elides an UPDATE that matched nothing
         metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, **dv_counts([]), "numUpdatedRows": 0, "numCopiedRows": 0,
                    "numAddedBytes": 0, "numRemovedBytes": 0, "scanTimeMs": 0, "rewriteTimeMs": 0}
     metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
     metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-    version = txn.commit(actions, "UPDATE", {"predicate": predicate_param(parsed)}, metrics)
-    maybe_auto_compact(spark, snapshot.table_root, version)  # off unless delta.autoOptimize.autoCompact; never fails
-    return metrics
+    return Committed(txn.commit(actions, "UPDATE", {"predicate": predicate_param(parsed)}, metrics), metrics)
 
 
 def _aliased(df: DataFrame, alias: str | None) -> DataFrame:

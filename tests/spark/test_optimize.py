@@ -258,6 +258,27 @@ def test_auto_compaction_follows_a_delete_only_when_enabled(spark, tmp_path, mon
     assert not any(r[0] % 10 in (3, 4) for r in table_rows(spark, on))
 
 
+@pytest.mark.parametrize("command", ["update", "merge"])
+def test_auto_compaction_follows_update_and_merge_once_as_it_follows_delete(spark, tmp_path, command):
+    """The row-level template runs auto-compaction once after the committed version, for every command."""
+    path = str(tmp_path / command)
+    _make(spark, path, props={**DV_PROPS, "delta.autoOptimize.autoCompact": "true"}, files=2)
+    before = table_rows(spark, path)
+    table = DeltaTable.forPath(spark, path)
+    if command == "update":
+        table.update("id % 10 = 3", {"id": "id + 1000000"})  # 10 % of each file marked: above the 5 % ratio
+    else:
+        source = spark.range(0, 10**6).filter("id % 10 = 3")
+        (table.alias("t").merge(source.alias("s"), "t.id = s.id")
+         .whenMatchedUpdate(set={"id": "t.id + 1000000"}).execute())
+    snap = Snapshot.load(path)
+    assert snap.version == 2 and snap.dv_count() == 0
+    operations = [c["commitInfo"]["operation"] for v in (1, 2) for c in _commit(path, v) if "commitInfo" in c]
+    assert operations == [command.upper(), "OPTIMIZE"]
+    expected = sorted((r[0] + 1000000 if r[0] % 10 == 3 else r[0], *r[1:]) for r in before)
+    assert table_rows(spark, path) == expected
+
+
 def test_auto_compaction_of_a_partition_with_many_small_files(spark, tmp_path):
     from dvlake.config import AUTO_COMPACT_MIN_NUM_FILES
 
