@@ -37,6 +37,7 @@ from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import constraints, row_tracking
 from dvlake.spark.executors import executors_need_dvlake
+from dvlake.spark.layout import logical_struct
 from dvlake.spark.scan import ScanPlan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
@@ -222,9 +223,7 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
     md = metadata or snapshot.metadata
     proto = protocol or snapshot.protocol
     schema_json = md.schema
-    from dvlake.log.schema import strip_column_mapping
-
-    logical = StructType.fromJson(strip_column_mapping(schema_json))
+    logical = logical_struct(schema_json)
     kept_ids, kept_names = row_tracking.materialized_out(df, md, proto)  # row tracking: ids the rows keep
     ordered = df.select(*[F.col(f"`{f.name}`") for f in logical.fields], *kept_ids)
     checked = constraints.enforce(ordered, logical, md)

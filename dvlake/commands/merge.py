@@ -76,12 +76,13 @@ from dvlake.log.actions import Action, AddCDCFile, Metadata
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import Condition
 from dvlake.log.condition import display_text as condition_text
-from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json, strip_column_mapping
+from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.sql_dialect import quote_identifier
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
 from dvlake.spark.dv_build import Kinds
+from dvlake.spark.layout import logical_struct
 from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan, prune_plan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -579,7 +580,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     if new_md is not None:
         txn.update_metadata(new_md)
     md = new_md or snapshot.metadata
-    schema = StructType.fromJson(strip_column_mapping(md.schema))
+    schema = logical_struct(md.schema)
     old_columns = [f.name for f in plan.logical_schema.fields]
     lower_t = {c.lower() for c in old_columns}
     sides, names = _resolved_names(spark, spec, plan, schema)

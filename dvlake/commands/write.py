@@ -10,7 +10,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from dvlake.commands.common import (
     mode_of,
@@ -42,6 +41,7 @@ from dvlake.log.schema import (
 )
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import constraints
+from dvlake.spark.layout import logical_struct
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.base import storage_for
@@ -205,7 +205,7 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     part_phys = physical_partition_columns(schema, list(metadata.partition_columns), cm)
     logical_df = df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df
     # NOT NULL columns, CHECK constraints and invariants fail the write job itself on a bad row (nothing is committed)
-    checked = constraints.enforce(logical_df, StructType.fromJson(strip_column_mapping(schema)), metadata)
+    checked = constraints.enforce(logical_df, logical_struct(schema), metadata)
     try:
         adds = write_data_files(to_physical(checked, schema, cm), root, storage, part_phys,
                                 stats_leaf_paths(schema, list(metadata.partition_columns), cm),
