@@ -1,4 +1,4 @@
-"""Which ON-condition conjuncts MERGE may prune target files with (``commands/merge_pruning.py``), without Spark.
+"""Which ON-condition conjuncts MERGE may prune target files with (``commands/merge/pruning.py``), without Spark.
 
 A conjunct is used only when every column it names is the target's; the kept part, pruned against file stats,
 must never drop a file that holds a row the whole condition could match.
@@ -11,7 +11,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from dvlake.commands.merge_pruning import target_only
+from dvlake.commands.merge.pruning import target_only
 from dvlake.log.predicates import FileFacts, prune
 
 TARGET = ["id", "p", "v", "addr"]
