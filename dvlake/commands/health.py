@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
-import re
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,7 +43,8 @@ import pyarrow.compute as pc
 from dvlake.commands.health_files import column, file_columns, plain
 from dvlake.config import deleted_file_retention_ms
 from dvlake.display import count, human_bytes, percent
-from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.dv.descriptor import DeletionVectorDescriptor, is_dv_file_name
+from dvlake.dv.store import has_format_version, stored_size
 from dvlake.errors import CorruptLogError, InvalidArgumentError
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.sql_dialect import quote_identifier
@@ -60,7 +59,6 @@ DEFAULT_MAX_READ_OVERHEAD = 0.25
 DV_RECORD_OVERHEAD = 8
 #: The session setting that picks the read path (``dvlake.spark.native.SETTING``; not imported: that needs PySpark).
 NATIVE_SETTING = "spark.dvlake.scan.native"
-_DV_FILE = re.compile(r"^deletion_vector_[0-9a-fA-F-]{36}\.bin$")
 
 
 @dataclass(frozen=True)
@@ -332,14 +330,9 @@ def _list_dv_files(snapshot: Snapshot, known: set[str]) -> dict[str, tuple[int, 
         for info in snapshot.storage.list_dir(folder):
             name = info.path.rsplit("/", 1)[-1]
             loc = join(folder, name)
-            if loc in known or (inside and _DV_FILE.match(name)):  # elsewhere ('p' DVs): only the files the log names
+            if loc in known or (inside and is_dv_file_name(name)):  # elsewhere ('p' DVs): only the files the log names
                 out[loc] = (info.size, info.mtime_ms)
     return out
-
-
-def _read_at(f: Any, n: int, offset: int) -> bytes:
-    f.seek(offset)
-    return bytes(f.read(n))
 
 
 def _verify_headers(snapshot: Snapshot, live: pd.DataFrame, present: set[str]) -> list[Problem]:
@@ -353,18 +346,18 @@ def _verify_headers(snapshot: Snapshot, live: pd.DataFrame, present: set[str]) -
             f = snapshot.storage.open_input(loc)  # through the storage seam, like the DV reader
             try:
                 total = f.seek(0, 2)
-                if _read_at(f, 1, 0) != b"\x01":
+                if not has_format_version(f):
                     problems.append(Problem(loc, f"deletion vector file {loc}: format version byte is not 01"))
                     continue
                 bad = 0
                 first = ""
                 for off, size in zip(group["dv_offset"].to_numpy(), group["dv_size_bytes"].to_numpy(), strict=True):
                     off = 1 if off is None or (isinstance(off, float) and math.isnan(off)) else int(off)
-                    head = _read_at(f, 4, off) if off + 8 + size <= total else b""
-                    if len(head) != 4 or struct.unpack(">I", head)[0] != size:
+                    found = stored_size(f, off, int(size), total)
+                    if found != size:
                         bad += 1
                         first = first or f"offset {off}: descriptor says {size} bytes, header says " + (
-                            str(struct.unpack(">I", head)[0]) if len(head) == 4 else f"nothing (file has {total} bytes)")
+                            str(found) if found is not None else f"nothing (file has {total} bytes)")
                 if bad:
                     problems.append(Problem(loc, f"deletion vector file {loc}: {bad} DV header(s) do not match their "
                                                  f"descriptors (first at {first}); reads of those files will fail"))

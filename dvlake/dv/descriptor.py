@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -14,8 +15,16 @@ STORAGE_TYPES = ("u", "p", "i")
 UUID_CHARS = 20
 
 
+_DV_FILE_NAME = re.compile(r"deletion_vector_[0-9a-fA-F-]{36}\.bin")
+
+
 def dv_file_name(file_uuid: uuid.UUID) -> str:
     return f"deletion_vector_{file_uuid}.bin"
+
+
+def is_dv_file_name(name: str) -> bool:
+    """Whether a file name has the shape :func:`dv_file_name` gives (what VACUUM and health may treat as a DV file)."""
+    return _DV_FILE_NAME.fullmatch(name) is not None
 
 
 def dv_unique_id(storage_type: str, path_or_inline_dv: str, offset: int | None) -> str:

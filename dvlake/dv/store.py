@@ -20,7 +20,7 @@ import pyroaring
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
 from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError, InvalidArgumentError
-from dvlake.storage.base import Storage, storage_for
+from dvlake.storage.base import RandomAccessFile, Storage, storage_for
 from dvlake.storage.confine import check_local_files, dv_file_location
 
 FORMAT_VERSION = 1
@@ -122,6 +122,22 @@ def load_bitmap(descriptor: DeletionVectorDescriptor, table_root: str, storage: 
     """
     raw, where = dv_bytes(descriptor, table_root, storage, confine=confine)
     return bitmap_from_bytes(descriptor, raw, where)
+
+
+def has_format_version(f: RandomAccessFile) -> bool:
+    """Whether an open DV file starts with the format version byte (health checks it without reading DVs)."""
+    f.seek(0)
+    return f.read(1) == bytes([FORMAT_VERSION])
+
+
+def stored_size(f: RandomAccessFile, offset: int, size: int, total: int) -> int | None:
+    """The size field of the DV record at ``offset`` of an open DV file of ``total`` bytes, when a record of
+    ``size`` bytes fits there (None otherwise): a health check of the descriptors, 4 bytes read per DV."""
+    if offset < 1 or offset + 4 + size + 4 > total:
+        return None
+    f.seek(offset)
+    head = f.read(4)
+    return struct.unpack(">I", head)[0] if len(head) == 4 else None
 
 
 class DeletionVectorWriter:
