@@ -110,7 +110,17 @@ def inside_dvlake() -> Iterator[None]:
 
 
 _call_sites_lock = threading.Lock()
-_call_sites_off: list[Any] = []  # while dvlake commands run: [PySpark's value before the first of them]
+
+
+@dataclass
+class _CallSitesOff:
+    """How many commands run without call-site capture now, and PySpark's flag from before the first of them."""
+
+    depth: int = 0
+    saved: Any = None
+
+
+_call_sites_off = _CallSitesOff()
 
 
 @contextlib.contextmanager
@@ -131,17 +141,17 @@ def without_call_sites() -> Iterator[None]:
         yield
         return
     with _call_sites_lock:
-        if not _call_sites_off:
-            _call_sites_off.append(origin._enable_debugging_cache)
-        _call_sites_off.append(None)
+        if _call_sites_off.depth == 0:
+            _call_sites_off.saved = origin._enable_debugging_cache
+        _call_sites_off.depth += 1
         setattr(origin, "_enable_debugging_cache", False)  # noqa: B010 - a private module flag; mypy knows it as None
     try:
         yield
     finally:
         with _call_sites_lock:
-            _call_sites_off.pop()
-            if len(_call_sites_off) == 1:
-                setattr(origin, "_enable_debugging_cache", _call_sites_off.pop())  # noqa: B010
+            _call_sites_off.depth -= 1
+            if _call_sites_off.depth == 0:
+                setattr(origin, "_enable_debugging_cache", _call_sites_off.saved)  # noqa: B010
 
 
 def is_inside_dvlake() -> bool:

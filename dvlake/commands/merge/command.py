@@ -26,6 +26,7 @@ from dvlake.commands.merge.clauses import clause_frame, no_value
 from dvlake.commands.merge.evolution import evolved_metadata, evolves
 from dvlake.commands.merge.frames import (
     Sides,
+    flat_target,
     matching_pairs,
     old_row_columns,
     resolved_names,
@@ -79,7 +80,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
 from dvlake.spark.layout import logical_struct
-from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan, prune_plan
+from dvlake.spark.scan import ScanPlan, plan_scan, prune_plan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -157,8 +158,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     old_row = old_row_columns(plan.logical_schema, schema, rules)
 
     def target_frame(p: Any) -> DataFrame:
-        df = logical_frame(spark, snapshot, p, include_row_index=True)
-        return wrap_target(df.toDF(*old_columns, sides.fid, sides.rid), sides)
+        return wrap_target(flat_target(spark, snapshot, p, sides), sides)
 
     def old_value(name: str) -> Column:
         if name.lower() in lower_t:
@@ -179,9 +179,9 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     src = wrap_source(source, sides, with_id=True)
 
     t1 = time.monotonic()
-    flat_target = logical_frame(spark, snapshot, plan, include_row_index=True).toDF(*old_columns, sides.fid, sides.rid)
-    target = wrap_target(flat_target, sides)
-    joined = matching_pairs(source, flat_target, on, sides)
+    unwrapped = flat_target(spark, snapshot, plan, sides)
+    target = wrap_target(unwrapped, sides)
+    joined = matching_pairs(source, unwrapped, on, sides)
     exempt = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
     with_dvs = use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT)
     gather = with_dvs and bool(matched) and not by_source and not exempt and broadcast
@@ -198,7 +198,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
         if exempt:  # duplicates are harmless to a lone unconditional delete, but each row is counted (and fed) once
             matches = matches.dropDuplicates([sides.fid, sides.rid])
         return merge_with_dvs(spark, snapshot, spec, txn, plan, candidates, sides, names, schema, md, evolving, where,
-                               rules, src, target, matches, matched_sources, num_pairs, exempt, old_columns, old_row,
+                               rules, src, target, matches, matched_sources, num_pairs, exempt, old_row,
                                old_value, (num_source_rows, materialize_ms, t1, started), new_md is not None,
                                Gathered(watch, index_col))
     if matched or by_source:
@@ -232,8 +232,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
         touched_idx = sorted(int(r[0]) for r in marks.select(sides.fid).distinct().collect())
         touched_plan = sub_plan(plan, touched_idx)
         positions = F.array(*[F.lit(i) for i in touched_idx])
-        kept = logical_frame(spark, snapshot, touched_plan, include_row_index=True).toDF(*old_columns, sides.fid,
-                                                                                        sides.rid)
+        kept = flat_target(spark, snapshot, touched_plan, sides)
         kept = kept.withColumn(sides.fid, F.element_at(positions, F.col(sides.fid) + 1))
         kept = kept.join(marks, [sides.fid, sides.rid], "left_anti")
         copied_rows = row_tracking.with_kept_ids(kept.select(*old_row, sides.fid, sides.rid), ids, sides.fid, sides.rid,
@@ -258,7 +257,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     actions += new_adds
     cdc: list[AddCDCFile] = []
     if any_marked and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
-        cdc = change_files(spark, snapshot, plan, changes, sides, old_columns, old_row, schema, md, touched_positions)
+        cdc = change_files(spark, snapshot, plan, changes, sides, old_row, schema, md, touched_positions)
         actions += cdc
     rewrite_ms = int((time.monotonic() - t2) * 1000)
     metrics.update(row_metrics(num_source_rows, counts, copied))

@@ -18,8 +18,9 @@ from dvlake.commands.merge.names import SOURCE_ONLY, MergeNames, checked
 from dvlake.commands.merge.spec import SCOPE, MergeSpec
 from dvlake.commands.store_assign import Casting, cast_if_needed
 from dvlake.log.condition import display_text as condition_text
+from dvlake.log.snapshot import Snapshot
 from dvlake.log.sql_dialect import quote_identifier
-from dvlake.spark.scan import ScanPlan
+from dvlake.spark.scan import ScanPlan, logical_frame
 
 _QUALIFIER = re.compile(r"(?<![\w.`])(`[^`]+`|[A-Za-z_]\w*)\s*\.\s*(?:`|[A-Za-z_])")
 
@@ -79,6 +80,11 @@ def wrap_source(df: DataFrame, sides: Sides, with_id: bool) -> DataFrame:
     if with_id:
         cols.append(F.col(sides.sid))
     return df.select(*cols)
+
+
+def flat_target(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, sides: Sides) -> DataFrame:
+    """The target's live rows in ``plan`` with their file position and row index, columns under their own names."""
+    return logical_frame(spark, snapshot, plan, include_row_index=True).toDF(*sides.tgt_columns, sides.fid, sides.rid)
 
 
 def wrap_target(df: DataFrame, sides: Sides) -> DataFrame:

@@ -23,7 +23,7 @@ from dvlake.commands.dml import (
 from dvlake.commands.dv_marking import driver_room
 from dvlake.commands.dv_pairs import PairWatch, watch_pairs
 from dvlake.commands.merge.clauses import clause_index, kind_of
-from dvlake.commands.merge.frames import Sides
+from dvlake.commands.merge.frames import Sides, flat_target
 from dvlake.commands.merge.spec import (
     M_DELETE,
     M_UPDATE,
@@ -50,7 +50,7 @@ from dvlake.log.actions import Action, AddCDCFile, Metadata
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import display_text as condition_text
 from dvlake.log.snapshot import Snapshot
-from dvlake.spark.scan import ScanPlan, logical_frame
+from dvlake.spark.scan import ScanPlan
 from dvlake.txn.transaction import OptimisticTransaction
 
 
@@ -130,14 +130,12 @@ def _width(dtype: Any) -> int:
 
 
 def change_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, changes: DataFrame, sides: Sides,
-                  old_columns: list[str], old_row: list[Column], schema: StructType, md: Metadata,
-                  positions: list[int]) -> list[AddCDCFile]:
+                  old_row: list[Column], schema: StructType, md: Metadata, positions: list[int]) -> list[AddCDCFile]:
     """The change feed's rows of this MERGE: the old values of every updated or deleted target row
     (``update_preimage`` / ``delete``, read back from the touched files by file and row index) and the
     written rows (``update_postimage`` / ``insert``), as change data files."""
     kinds = changes.filter(F.col(sides.kind).isin(*MARKED)).select(sides.fid, sides.rid, sides.kind)
-    old = logical_frame(spark, snapshot, sub_plan(plan, positions), include_row_index=True).toDF(
-        *old_columns, sides.fid, sides.rid)
+    old = flat_target(spark, snapshot, sub_plan(plan, positions), sides)
     plan_positions = F.array(*[F.lit(i) for i in positions])
     old = old.withColumn(sides.fid, F.element_at(plan_positions, F.col(sides.fid) + 1))
     before = old.join(kinds, [sides.fid, sides.rid], "inner")

@@ -47,7 +47,7 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
                     plan: ScanPlan, candidates: list[Any], sides: Sides, names: MergeNames, schema: StructType,
                     md: Metadata, evolving: bool, where: str, rules: Casting, src: DataFrame, target: DataFrame,
                     matches: DataFrame, matched_sources: DataFrame, num_pairs: int, exempt: bool,
-                    old_columns: list[str], old_row: list[Column], old_value: Callable[[str], Column],
+                    old_row: list[Column], old_value: Callable[[str], Column],
                     timing: tuple[int, int, float, float], schema_changed: bool,
                     gathered: Gathered) -> Committed:
     """MERGE with deletion vectors, in as few passes as the semantics allow.
@@ -120,7 +120,7 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
         union = changes[0]
         for f in changes[1:]:
             union = union.unionByName(f)
-        cdc = change_files(spark, snapshot, plan, union, sides, old_columns, old_row, schema, md,
+        cdc = change_files(spark, snapshot, plan, union, sides, old_row, schema, md,
                             outcome.touched_positions)
         actions += cdc
     metrics: dict[str, Any] = outcome.dv_metrics("numTarget")
