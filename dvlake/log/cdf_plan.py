@@ -88,7 +88,7 @@ class VersionChanges:
         return not (self.cdc_files or self.inserted or self.deleted or self.dv_changes)
 
 
-def _data_file(action: dict[str, Any]) -> DataFile:
+def data_file(action: dict[str, Any]) -> DataFile:
     dv = action.get("deletionVector")
     return DataFile(path=action["path"], partition_values=dict(action.get("partitionValues") or {}),
                     size=int(action.get("size") or 0), num_records=num_records_of(action.get("stats")),
@@ -112,12 +112,12 @@ def plan_version(version: int, timestamp_ms: int, lines: Sequence[dict[str, Any]
     for key, add in adds.items():
         if key in removes:
             remove = removes[key]
-            change = DvChange(_data_file(add), _data_file(remove).dv)
+            change = DvChange(data_file(add), data_file(remove).dv)
             if not change.unchanged:
                 out.dv_changes.append(change)
         else:
-            out.inserted.append(_data_file(add))
-    out.deleted = [_data_file(r) for key, r in removes.items() if key not in adds]
+            out.inserted.append(data_file(add))
+    out.deleted = [data_file(r) for key, r in removes.items() if key not in adds]
     return out
 
 

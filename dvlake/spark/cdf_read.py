@@ -67,8 +67,8 @@ CDC_FIELDS = [StructField(CHANGE_TYPE_COL, StringType()), StructField(COMMIT_VER
 class _Layout:
     """The end version's layout (``spark/layout.py``) and the schema-only plan the CDF scans are built from."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.table = TableLayout.of(snapshot)
+    def __init__(self, table: TableLayout) -> None:
+        self.table = table
         self.data_schema = self.table.data_schema
         self.partition_schema = self.table.partition_schema
         self.typed_partitions = self.table.typed_partitions
@@ -89,10 +89,16 @@ def changes_frame(spark: SparkSession, snapshot: Snapshot, versions: Sequence[Ve
 
     Columns: the table's columns (logical names), ``_change_type``, ``_commit_version``, ``_commit_timestamp``.
     """
+    return layout_changes_frame(spark, TableLayout.of(snapshot), snapshot.table_root, versions, confine)
+
+
+def layout_changes_frame(spark: SparkSession, table: TableLayout, root: str, versions: Sequence[VersionChanges],
+                         confine: bool) -> DataFrame:
+    """``changes_frame`` under a layout given directly (the streaming source reads with the schema of the query's
+    start, not of a snapshot it holds)."""
     install_typed_errors()
-    remember_table(snapshot.table_root)
-    layout = _Layout(snapshot)
-    root = snapshot.table_root
+    remember_table(root)
+    layout = _Layout(table)
     parts = _cdc_file_scans(spark, layout, root, versions, confine)
     whole = _whole_file_scan(spark, layout, root, versions, confine)
     if whole is not None:

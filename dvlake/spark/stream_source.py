@@ -19,8 +19,8 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +37,8 @@ from pyspark.sql.types import StructType
 from dvlake.errors import CorruptDeletionVectorError, DvlakeError
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL
 from dvlake.log.partitions import parse_partition_value
-from dvlake.log.stream_plan import IndexedFile, SourceOffset, StreamPlanner, parse_options
+from dvlake.log.stream_plan import IndexedFile, SourceOffset, parse_options
+from dvlake.spark.stream_driver import StreamDriver, marked
 from dvlake.spark.stream_tasks import plan_tasks, slice_row_groups
 from dvlake.spark.task_errors import encode
 
@@ -47,19 +48,6 @@ SOURCE_NAME = "dvlake_delta_stream"
 LAYOUT_OPTION = "dvlake.layout"
 #: Rows per Arrow batch handed to Spark.
 BATCH_ROWS = 65536
-
-T = TypeVar("T")
-
-
-def _marked(fn: Callable[[], T]) -> T:
-    """Run ``fn``; a dvlake error leaves with its class in the text, so the user's side can rebuild it."""
-    try:
-        return fn()
-    except DvlakeError as exc:
-        if "[DVLAKE_TASK_ERROR " in str(exc):
-            raise
-        raise DvlakeError(encode(exc)) from exc
-
 
 class FilesPartition(InputPartition):
     """One read task: its files, each a dict with ``kind`` (``file``: live rows of a data file, ``cdc``: a change
@@ -87,7 +75,7 @@ class DeltaStreamDataSource(DataSource):
 
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets from the Delta log (driver side), files read with their DVs applied (executor side)."""
+    """Offsets from the Delta log (driver side, ``stream_driver``), files read with their DVs applied (executor side)."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = options
@@ -95,68 +83,38 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         layout = json.loads(options[LAYOUT_OPTION])
         self.root: str = layout["root"]
         self.layout = layout
-        self.stream_options = parse_options(options)
-        self._planner: StreamPlanner | None = None
-        self._max_version: int | None = None  # Trigger.AvailableNow: the latest version when the query started
+        self.driver = StreamDriver(layout, options)
 
     # -- driver half ---------------------------------------------------------------------------------
-    def planner(self) -> StreamPlanner:
-        if self._planner is None:
-            from dvlake.storage.base import storage_for
-
-            layout = self.layout
-            self._planner = StreamPlanner(self.root, storage_for(self.root), self.stream_options, layout["deltaSchema"],
-                                          layout["tableId"], schema_version=int(layout["schemaVersion"]),
-                                          partition_columns=layout["partitionColumns"], mapping_mode=layout["mode"])
-        return self._planner
-
     def initialOffset(self) -> dict:
-        def run() -> dict:
-            from dvlake.log.snapshot import Snapshot
-
-            planner = self.planner()
-            return planner.initial_offset(Snapshot.load(self.root, storage=planner.storage)).to_json()
-
-        return _marked(run)
+        return marked(lambda: self.driver.initial_offset().to_json())
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        o = self.stream_options
-        if o.files_limit is not None:
-            return ReadMaxFiles(o.files_limit)
-        return ReadMaxBytes(o.max_bytes) if o.max_bytes is not None else ReadAllAvailable()
+        files, size = self.driver.default_limit()
+        if files is not None:
+            return ReadMaxFiles(files)
+        return ReadMaxBytes(size) if size is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        def run() -> None:
-            from dvlake.log.segment import list_log
-
-            planner = self.planner()
-            self._max_version = list_log(planner.storage, self.root).latest_version
-
-        _marked(run)
+        marked(self.driver.prepare_available_now)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        def run() -> dict:
-            o = self.stream_options
-            if isinstance(limit, ReadAllAvailable):
-                files, size = None, None
-            else:  # the engine's limit is the default one: both rate options apply, as delta-spark's composite limit
-                files, size = o.files_limit, o.max_bytes
-            begin = SourceOffset.from_json(start)
-            return self.planner().latest_offset(begin, files, size, self._max_version).to_json()
-
-        return _marked(run)
+        # the engine's limit is either all available or the default one (``getDefaultReadLimit``)
+        return marked(lambda: self.driver.latest_offset(SourceOffset.from_json(start),
+                                                        isinstance(limit, ReadAllAvailable)).to_json())
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         def run() -> list[InputPartition]:
             from dvlake.storage.confine import check_local_files
 
-            planner = self.planner()
-            entries = [e for f in planner.files_between(SourceOffset.from_json(start), SourceOffset.from_json(end))
+            last = SourceOffset.from_json(end)
+            first = self.driver.batch_start(SourceOffset.from_json(start), last)
+            entries = [e for f in self.driver.files_between(first, last)
                        for e in self._entries(f)]
             check_local_files(self.root, [e["location"] for e in entries], bool(self.layout["confine"]))
             return [FilesPartition(files) for files in plan_tasks(entries, int(self.layout.get("parallelism") or 2))]
 
-        return _marked(run)
+        return marked(run)
 
     def _entries(self, f: IndexedFile) -> list[dict[str, Any]]:
         from dvlake.log.cdf_plan import DELETE, INSERT
@@ -431,7 +389,11 @@ def open_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
               "mode": snapshot.column_mapping_mode, "partitionColumns": snapshot.partition_columns,
               "confine": confine, "sparkSchema": json.loads(schema.json()), "parallelism": parallelism(spark)}
     install_typed_errors()
-    _register(spark)
     user = {str(k): str(v) for k, v in options.items() if v is not None and str(k).lower() != "path"}
+    from dvlake.spark import stream_jvm
+
+    if stream_jvm.usable(spark):
+        return stream_jvm.open_jvm_stream(spark, layout, schema, user)
+    _register(spark)
     return (spark.readStream.format(SOURCE_NAME).schema(schema).options(**user)
             .option(LAYOUT_OPTION, json.dumps(layout)).load())

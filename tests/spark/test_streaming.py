@@ -65,6 +65,26 @@ def _collect(stream: DataFrame, checkpoint: Path, columns: list[str] | None = No
     return got
 
 
+@pytest.fixture(params=["jvm", "python"])
+def engine(request: pytest.FixtureRequest, dspark: SparkSession) -> Any:
+    """The source's two engines: the JVM source (native DV scan; the default on classic sessions with the jar) and
+    the Python data source (Spark Connect's, and the fallback), chosen by ``spark.dvlake.stream.engine``."""
+    from dvlake.spark.stream_jvm import ENGINE_SETTING
+
+    dspark.conf.set(ENGINE_SETTING, "auto" if request.param == "jvm" else "python")
+    yield request.param
+    dspark.conf.unset(ENGINE_SETTING)
+
+
+def _engine_of(stream: DataFrame) -> str:
+    """Which source a streaming DataFrame reads from, seen in its plan."""
+    plan = stream._jdf.queryExecution().logical().toString()
+    if "io.dvlake.spark.DeltaStreamProvider" in plan:
+        return "jvm"
+    assert "dvlake_delta_stream" in plan, plan
+    return "python"
+
+
 # -- sink ------------------------------------------------------------------------------------------------
 def test_sink_appends_each_batch_once_and_skips_a_replayed_batch(dspark: SparkSession, tmp_path: Path) -> None:
     src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
@@ -120,18 +140,36 @@ def _table(spark: SparkSession, path: str, *ranges: tuple[int, int]) -> None:
         dvlake.write(spark.range(start, end).coalesce(1), path, "append", properties=DV_PROPS if i == 0 else None)
 
 
-def test_source_reads_the_snapshot_with_dvs_applied_then_new_commits(dspark: SparkSession, tmp_path: Path) -> None:
+def test_source_reads_the_snapshot_with_dvs_applied_then_new_commits(dspark: SparkSession, tmp_path: Path, engine: str) -> None:
     path, chk = str(tmp_path / "t"), tmp_path / "chk"
     _table(dspark, path, (0, 10))
     DeltaTable.forPath(dspark, path).delete("id % 3 = 0")
     assert Snapshot.load(path).dv_count() == 1
     stream = dspark.readStream.format("delta").load(path)
+    assert _engine_of(stream) == engine
     assert [b for _, b in _collect(stream, chk)] == [[1, 2, 4, 5, 7, 8]]
     dvlake.write(dspark.range(10, 13).coalesce(1), path, "append")
     assert [b for _, b in _collect(dvlake.read_stream(dspark, path), chk)] == [[10, 11, 12]]
 
 
-def test_source_reads_a_large_file_in_row_group_slices_with_its_dv(dspark: SparkSession, tmp_path: Path) -> None:
+def test_restart_before_the_first_commit_replays_the_same_snapshot(dspark: SparkSession, tmp_path: Path,
+                                                                   engine: str) -> None:
+    """A query that stopped after logging its first batch's offsets but before Spark's commit log recorded it runs
+    that batch again on restart: the snapshot of the version the logged offset names (not the newer snapshot of the
+    restart, which would make the replayed batch empty and lose its rows), then the commits after it."""
+    path, chk = str(tmp_path / "t"), tmp_path / "chk"
+    _table(dspark, path, (0, 4))
+    DeltaTable.forPath(dspark, path).delete("id = 1")
+    assert _collect(dvlake.read_stream(dspark, path), chk) == [(0, [0, 2, 3])]
+    for name in ("0", ".0.crc"):  # the crash: batch 0 planned and logged, never committed
+        (chk / "commits" / name).unlink(missing_ok=True)
+    dvlake.write(dspark.range(4, 6).coalesce(1), path, "append")  # lands before the restart
+    assert _collect(dvlake.read_stream(dspark, path), chk) == [(0, [0, 2, 3]), (1, [4, 5])]
+
+
+@pytest.mark.parametrize("engine", ["python"], indirect=True)
+def test_source_reads_a_large_file_in_row_group_slices_with_its_dv(dspark: SparkSession, tmp_path: Path,
+                                                                   engine: str) -> None:
     """A file larger than a task's share is read by several tasks, each its own row groups; the DV's row indexes
     must stay the file's (a slice that counted rows from its own first row group would drop the wrong rows)."""
     import numpy as np
@@ -168,7 +206,7 @@ def test_source_reads_a_large_file_in_row_group_slices_with_its_dv(dspark: Spark
     assert got[0][0] == rows - len([i for i in range(rows) if i % 7 == 3 or 49990 <= i <= 100010])
 
 
-def test_rate_limits_and_triggers(dspark: SparkSession, tmp_path: Path) -> None:
+def test_rate_limits_and_triggers(dspark: SparkSession, tmp_path: Path, engine: str) -> None:
     path = str(tmp_path / "t")
     _table(dspark, path, (0, 2), (2, 4), (4, 6))
     by_files = _collect(dvlake.read_stream(dspark, path, maxFilesPerTrigger=1), tmp_path / "c1")
@@ -182,7 +220,7 @@ def test_rate_limits_and_triggers(dspark: SparkSession, tmp_path: Path) -> None:
     assert [b for _, b in timed] == [[0, 1, 2, 3], [4, 5]]
 
 
-def test_dv_delete_fails_the_stream_unless_skipped(dspark: SparkSession, tmp_path: Path) -> None:
+def test_dv_delete_fails_the_stream_unless_skipped(dspark: SparkSession, tmp_path: Path, engine: str) -> None:
     path = str(tmp_path / "t")
     _table(dspark, path, (0, 4))
     _collect(dvlake.read_stream(dspark, path), tmp_path / "strict")
@@ -247,7 +285,7 @@ def test_checkpoint_of_another_table_is_refused(dspark: SparkSession, tmp_path: 
         _collect(dvlake.read_stream(dspark, path), tmp_path / "c")
 
 
-def test_change_feed_stream_emits_exactly_the_changed_rows(dspark: SparkSession, tmp_path: Path) -> None:
+def test_change_feed_stream_emits_exactly_the_changed_rows(dspark: SparkSession, tmp_path: Path, engine: str) -> None:
     path, chk = str(tmp_path / "t"), tmp_path / "chk"
     cols = ["id", "_change_type", "_commit_version"]
     dvlake.write(dspark.range(0, 6).coalesce(1), path, "append",
@@ -342,7 +380,7 @@ def test_read_stream_of_a_table_name(dspark: SparkSession, tmp_path: Path) -> No
         dspark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
-def test_source_with_column_mapping_partitions_and_nested_columns(dspark: SparkSession, tmp_path: Path) -> None:
+def test_source_with_column_mapping_partitions_and_nested_columns(dspark: SparkSession, tmp_path: Path, engine: str) -> None:
     path = str(tmp_path / "t")
     cols = ["id", "s", "p", "d", "ts"]
     df = dspark.range(0, 6).selectExpr(
@@ -401,7 +439,7 @@ def test_sink_query_id_over_connect_needs_a_readable_checkpoint(tmp_path: Path) 
 
 
 # -- schema changes -----------------------------------------------------------------------------------------
-def test_stream_from_an_older_version_reads_across_an_added_column(dspark: SparkSession, tmp_path: Path) -> None:
+def test_stream_from_an_older_version_reads_across_an_added_column(dspark: SparkSession, tmp_path: Path, engine: str) -> None:
     """Starting before ADD COLUMNS: old files read with the latest schema (the new column null), not a stream that
     fails at the schema change on every restart."""
     path = str(tmp_path / "t")
