@@ -1,4 +1,12 @@
-"""ALTER TABLE … DROP FEATURE deletionVectors [TRUNCATE HISTORY]: give a DV table back to readers that predate DVs.
+"""ALTER TABLE … DROP FEATURE deletionVectors | checkConstraints [TRUNCATE HISTORY], as delta-spark 4.x runs it.
+
+``checkConstraints`` is a writer feature: readers never need it, so there is no history to protect and
+no pre-downgrade work. As delta-spark's ``CheckConstraintsPreDowngradeTableFeatureCommand``, the drop is
+refused (DELTA_CANNOT_DROP_CHECK_CONSTRAINT_FEATURE, naming them) while the table has CHECK constraints:
+dropping a feature changes how a table is stored, never what it means, so the user drops the constraints
+first. Without constraints it is the single ``DROP FEATURE`` commit (TRUNCATE HISTORY is refused for it).
+
+The rest of this module is ``deletionVectors``: give a DV table back to readers that predate DVs.
 
 A reader that does not know deletion vectors refuses a table whose protocol lists them, and must
 never be handed one that still uses them (it would return deleted rows). So, as delta-spark 4.x:
@@ -42,8 +50,8 @@ from dvlake.commands.alter import unset_properties
 from dvlake.commands.protocol import KNOWN_FEATURES, READER_WRITER_FEATURES
 from dvlake.commands.reorg import purge
 from dvlake.config import ENABLE_DVS, deleted_file_retention_ms, parse_interval_ms, table_bool
-from dvlake.errors import DeltaConcurrentModificationException, DeltaTableFeatureException
-from dvlake.log import features
+from dvlake.errors import DeltaAnalysisException, DeltaConcurrentModificationException, DeltaTableFeatureException
+from dvlake.log import constraints, features
 from dvlake.log.actions import Protocol, RemoveFile, now_ms
 from dvlake.log.cleanup import CHECKPOINT_PROTECTION, MINUTE_MS, cleanup_expired_logs, log_retention_ms
 from dvlake.log.protocol_ops import drop_feature_protocol
@@ -71,7 +79,7 @@ REMOVABLE_FEATURES = frozenset({
     "coordinatedCommits-preview", "catalogOwned-preview", "rowTracking",
 })
 #: The removable features dvlake knows how to remove (the rest are refused before anything is written).
-DROPPABLE_BY_DVLAKE = frozenset({features.DELETION_VECTORS})
+DROPPABLE_BY_DVLAKE = frozenset({features.DELETION_VECTORS, constraints.FEATURE})
 #: feature → features that require it (delta-spark's ``requiredFeatures``, inverted); those must be dropped first.
 DEPENDENT_FEATURES: dict[str, frozenset[str]] = {
     "domainMetadata": frozenset({"rowTracking", "clustering"}),
@@ -146,6 +154,22 @@ def live_dv_count(snapshot: Snapshot) -> int:
 def dvs_removed(snapshot: Snapshot) -> bool:
     """delta-spark's ``validateRemoval``: no writer may add DVs (property not on) and no live file has one."""
     return not features.dvs_enabled(snapshot.protocol, snapshot.metadata) and live_dv_count(snapshot) == 0
+
+
+def check_constraint_names(snapshot: Snapshot) -> list[str]:
+    """The CHECK constraints the table has (delta-spark's ``getCheckConstraintNames``: table properties only)."""
+    return [check.name for check in constraints.check_constraints(snapshot.metadata)]
+
+
+def refuse_while_constrained(snapshot: Snapshot) -> None:
+    """delta-spark's pre-downgrade for ``checkConstraints``: refuse, rather than drop the user's constraints."""
+    names = check_constraint_names(snapshot)
+    if names:
+        listed = ", ".join(f"`{n}`" for n in names)
+        raise DeltaAnalysisException(
+            f"Cannot drop the CHECK constraints table feature.\nThe following constraints must be dropped first: {listed}. "
+            f"Run ALTER TABLE delta.`{snapshot.table_root}` DROP CONSTRAINT <name> for each, then DROP FEATURE again.",
+            error_class="DELTA_CANNOT_DROP_CHECK_CONSTRAINT_FEATURE")
 
 
 def _action_uses_dvs(line: dict[str, Any]) -> bool:
@@ -261,11 +285,22 @@ class _PinnedTransaction(OptimisticTransaction):
         raise _LostRace(attempt)
 
 
-def _revalidate(snapshot: Snapshot, name: str) -> None:
+def _traces_left(snapshot: Snapshot, name: str) -> str | None:
+    """What in ``snapshot`` still uses the feature (delta-spark's ``validateDropInvariants`` failing), None when clean."""
+    if name == constraints.FEATURE:
+        names = check_constraint_names(snapshot)
+        return f"added the CHECK constraint(s) {names}" if names else None
     if not dvs_removed(snapshot):
+        return (f"enabled deletion vectors again or added some (version {snapshot.version} has "
+                f"{live_dv_count(snapshot)} live file(s) with a DV)")
+    return None
+
+
+def _revalidate(snapshot: Snapshot, name: str) -> None:
+    left = _traces_left(snapshot, name)
+    if left is not None:
         raise DeltaTableFeatureException(
-            f"cannot drop {name!r} from {snapshot.table_root}: a concurrent commit enabled deletion vectors again or "
-            f"added some (version {snapshot.version} has {live_dv_count(snapshot)} live file(s) with a DV). Nothing was "
+            f"cannot drop {name!r} from {snapshot.table_root}: a concurrent commit {left}. Nothing was "
             "dropped; run the command again.", error_class="DELTA_FEATURE_DROP_CONFLICT_REVALIDATION_FAIL")
 
 
@@ -278,9 +313,12 @@ def _commit_downgrade(root: str, name: str, truncate_history: bool, protect: boo
         protocol = drop_feature_protocol(snapshot.protocol, name, (CHECKPOINT_PROTECTION_FEATURE,) if protect else ())
         txn = _PinnedTransaction(root, snapshot)
         txn.update_protocol(protocol)
+        # delta-spark's downgrade commit always carries the metadata (the feature's properties removed: none for
+        # these two), so a concurrent writer's commit conflicts with it
+        metadata = snapshot.metadata
         if protect:
-            txn.update_metadata(snapshot.metadata.with_configuration(
-                **{CHECKPOINT_PROTECTION: str(snapshot.version + 1)}))
+            metadata = metadata.with_configuration(**{CHECKPOINT_PROTECTION: str(snapshot.version + 1)})
+        txn.update_metadata(metadata)
         try:
             version = txn.commit([], "DROP FEATURE", {"featureName": name, "truncateHistory": truncate_history})
         except _LostRace:
@@ -307,10 +345,15 @@ def drop_feature(spark: SparkSession, path: str, feature_name: str, truncate_his
         DeltaTableFeatureException: with delta-spark's DELTA_FEATURE_DROP_* error class; on the TRUNCATE HISTORY
             path also as the expected first step (…WAIT_FOR_RETENTION_PERIOD) and while retained history still
             uses the feature (…HISTORICAL_VERSIONS_EXIST).
+        DeltaAnalysisException: DELTA_CANNOT_DROP_CHECK_CONSTRAINT_FEATURE when dropping ``checkConstraints`` from
+            a table that still has CHECK constraints (nothing is committed).
     """
     root = normalize_table_root(path)
     snapshot = Snapshot.load(root)
     name = resolve_feature(snapshot.protocol, feature_name, truncate_history)
+    if name == constraints.FEATURE:  # a writer feature: the pre-downgrade check, then the plain downgrade commit
+        refuse_while_constrained(snapshot)
+        return _commit_downgrade(root, name, truncate_history=False, protect=False)
     fast = not truncate_history and _session_bool(spark, FAST_DROP, True)
     # delta-spark writes DV tombstones on the TRUNCATE HISTORY path too (a later fast drop relies on them)
     made_changes = remove_dv_traces(spark, root, _session_bool(spark, GENERATE_DV_TOMBSTONES,

@@ -165,11 +165,38 @@ def test_dropping_a_missing_constraint(spark, tmp_path):
 
 
 def test_constraints_cannot_be_set_as_properties(spark, tmp_path):
-    """Rule: SET TBLPROPERTIES ('delta.constraints.x' = …) is refused with DELTA_ADD_CONSTRAINTS."""
-    path = _table(spark, str(tmp_path / "t"))
-    with pytest.raises(DeltaAnalysisException) as info:
-        sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.constraints.c' = 'reading > 0')")
-    assert info.value.getCondition() == "DELTA_ADD_CONSTRAINTS"
+    """Rule (AlterTableSetPropertiesDeltaCommand): any key starting ``delta.constraints.`` (in any case) refuses the
+    whole SET TBLPROPERTIES with DELTA_ADD_CONSTRAINTS (0A000), even an existing constraint's key; nothing is
+    committed, the other keys of the statement included."""
+    path = _constrained(spark, str(tmp_path / "t"))
+    before = Snapshot.load(path)
+    for assignments in ("'delta.constraints.c' = 'reading > 0'",
+                        "'delta.appendOnly' = 'true', 'Delta.Constraints.Low' = 'reading < 5'",
+                        f"'delta.constraints.reading_range' = '{RANGE}'"):
+        with pytest.raises(DeltaAnalysisException) as info:
+            sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
+        assert info.value.getCondition() == "DELTA_ADD_CONSTRAINTS" and info.value.getSqlState() == "0A000"
+        assert "ALTER TABLE ADD CONSTRAINT" in str(info.value)
+    after = Snapshot.load(path)
+    assert (after.version, after.configuration, after.protocol) == (before.version, before.configuration, before.protocol)
+
+
+def test_unsetting_a_constraint_property_drops_the_constraint(spark, tmp_path):
+    """Rule (AlterTableUnsetPropertiesDeltaCommand): unlike SET, UNSET TBLPROPERTIES has no case for
+    ``delta.constraints.*`` in delta-spark: the key is removed like any property (an UNSET TBLPROPERTIES commit,
+    not DROP CONSTRAINT), the protocol keeps checkConstraints, and rows the constraint refused are accepted again."""
+    path = _constrained(spark, str(tmp_path / "t"))
+    protocol = Snapshot.load(path).protocol
+    _violates(path, lambda: dvlake.write(spark.createDataFrame([(8, 250.0, "x")], SCHEMA), path, mode="append"),
+              " - reading : 250.0")
+    sql(spark, f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES ('delta.constraints.reading_range')")
+    snap = Snapshot.load(path)
+    assert "delta.constraints.reading_range" not in snap.configuration and snap.protocol == protocol
+    entry = snap.history()[0]
+    assert entry["operation"] == "UNSET TBLPROPERTIES"
+    assert json.loads(entry["operationParameters"]["properties"]) == ["delta.constraints.reading_range"]
+    dvlake.write(spark.createDataFrame([(8, 250.0, "x")], SCHEMA), path, mode="append")
+    assert (8, 250.0, "x") in _readings(spark, path)
 
 
 # --- enforcement on every path that adds rows -------------------------------------------------------------

@@ -14,7 +14,7 @@ import dvlake
 from dvlake import DeltaTable
 from dvlake.commands.drop_feature import FAST_DROP, drop_feature, dv_tombstones, live_dv_count
 from dvlake.commands.vacuum import vacuum
-from dvlake.errors import DeltaTableFeatureException, VersionNotFoundError
+from dvlake.errors import DeltaTableFeatureException, DvlakeError, VersionNotFoundError
 from dvlake.log.actions import Protocol, now_ms
 from dvlake.log.snapshot import Snapshot
 from tests.helpers import DV_PROPS, table_rows
@@ -45,9 +45,13 @@ def _operation(actions):
 
 def _legacy_rows(path):
     """delta-rs' plain reader: it refuses tables whose protocol has deletion vectors."""
+    return _legacy_rows_of(path, ["id", "s", "p"])
+
+
+def _legacy_rows_of(path, columns):
     from deltalake import DeltaTable as RsTable
 
-    return rows(RsTable(path).to_pyarrow_table(), ["id", "s", "p"])
+    return rows(RsTable(path).to_pyarrow_table(), columns)
 
 
 def _dv_files(path):
@@ -240,3 +244,90 @@ def test_drop_on_a_delta_spark_table_with_column_mapping(spark, testdata, tmp_pa
     plain = RsTable(path).to_pyarrow_table()
     assert sorted(plain.column("part").to_pylist()) == sorted(r[0] for r in expected)
     assert rows(read_with_deltalake(path), cols) == rows(read_with_duckdb(path), cols) == sorted(expected, key=repr)
+
+
+# -- DROP FEATURE checkConstraints (a writer feature: no pre-downgrade work, no history protection) ----------------
+
+CC = "checkConstraints"
+
+
+def _orders(spark, path):
+    df = spark.createDataFrame([(i, 5 * i + 1, "open" if i % 2 else "shipped") for i in range(40)],
+                               "order_id long, qty int, state string")
+    dvlake.write(df.coalesce(2), path)
+    for name, expression in (("qty_positive", "qty > 0"), ("known_state", "state IN ('open', 'shipped')")):
+        dvlake.sql(spark, f"ALTER TABLE delta.`{path}` ADD CONSTRAINT {name} CHECK ({expression})")
+
+
+@pytest.mark.interop
+def test_check_constraints_feature_drops_only_once_no_constraint_is_left(spark, tmp_path):
+    """Rule (delta-spark CheckConstraintsPreDowngradeTableFeatureCommand, CheckConstraintsSuite "drop table feature"):
+    DROP FEATURE checkConstraints is refused with DELTA_CANNOT_DROP_CHECK_CONSTRAINT_FEATURE naming every remaining
+    constraint, and changes nothing; once they are all dropped it is one DROP FEATURE commit (no barrier checkpoints,
+    no checkpointProtection: readers never needed the feature) whose protocol no longer lists it."""
+    path = str(tmp_path / "orders")
+    _orders(spark, path)
+    stmt = f"ALTER TABLE delta.`{path}` DROP FEATURE checkConstraints"
+    expected = table_rows(spark, path)
+
+    def refused(*names):
+        before = Snapshot.load(path)
+        with pytest.raises(DvlakeError) as err:
+            dvlake.sql(spark, stmt)
+        assert err.value.getCondition() == "DELTA_CANNOT_DROP_CHECK_CONSTRAINT_FEATURE"
+        assert err.value.getSqlState() == "0AKDE"
+        assert "must be dropped first: " + ", ".join(f"`{n}`" for n in names) + "." in str(err.value)
+        after = Snapshot.load(path)
+        assert (after.version, after.protocol, after.configuration) == (before.version, before.protocol,
+                                                                        before.configuration)
+
+    assert Snapshot.load(path).protocol == Protocol(1, 3)
+    refused("qty_positive", "known_state")
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` DROP CONSTRAINT qty_positive")
+    refused("known_state")
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` DROP CONSTRAINT known_state")
+
+    start = Snapshot.load(path).version
+    dvlake.sql(spark, stmt)
+    snap = Snapshot.load(path)
+    assert snap.version == start + 1
+    assert snap.protocol == Protocol(1, 2)  # writer 3 without checkConstraints is what writer 2 implies
+    commit = _commits(path)[snap.version]
+    assert _operation(commit)["operation"] == "DROP FEATURE"
+    assert _operation(commit)["operationParameters"] == {"featureName": CC, "truncateHistory": "false"}
+    assert [a["protocol"] for a in commit if "protocol" in a] == [{"minReaderVersion": 1, "minWriterVersion": 2}]
+    assert any("metaData" in a for a in commit)  # delta-spark's downgrade commit carries the metadata too
+    assert not os.path.exists(os.path.join(path, "_delta_log", f"{snap.version:020d}.checkpoint.parquet"))
+    assert "delta.requireCheckpointProtectionBeforeVersion" not in snap.configuration
+
+    assert table_rows(spark, path) == expected
+    assert _legacy_rows_of(path, ["order_id", "qty", "state"]) == sorted(expected, key=repr)
+    with pytest.raises(DeltaTableFeatureException) as err:  # it is gone: a second drop finds nothing to drop
+        dvlake.sql(spark, stmt)
+    assert err.value.error_class == "DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT"
+
+
+@pytest.mark.interop
+def test_check_constraints_drop_keeps_deletion_vectors_and_follows_an_unset_constraint(spark, tmp_path):
+    """Rule: delta-spark counts constraints from the table properties (getCheckConstraintNames), so a constraint
+    removed with UNSET TBLPROPERTIES no longer blocks the drop; on a table-features protocol only checkConstraints
+    leaves the lists, the DVs and their rows stay."""
+    path = str(tmp_path / "t")
+    _make(spark, path, n=60)
+    t = DeltaTable.forPath(spark, path)
+    t.delete("id % 6 = 0")
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` ADD CONSTRAINT id_known CHECK (id IS NOT NULL)")
+    assert CC in Snapshot.load(path).protocol.writer_features
+    expected = table_rows(spark, path)
+    with pytest.raises(DvlakeError, match="`id_known`"):
+        t.dropFeatureSupport(CC)
+
+    dvlake.sql(spark, f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES ('delta.constraints.id_known')")
+    before = Snapshot.load(path).protocol
+    t.dropFeatureSupport(CC)
+    snap = Snapshot.load(path)
+    assert snap.protocol == Protocol(before.min_reader_version, 7, before.reader_features,
+                                     tuple(f for f in before.writer_features if f != CC))
+    assert DV in snap.protocol.reader_features and snap.dv_count() > 0
+    assert table_rows(spark, path) == expected
+    assert rows(read_with_deltalake(path), ["id", "s", "p"]) == sorted(expected, key=repr)
