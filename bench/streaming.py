@@ -6,9 +6,11 @@ Three measurements, side by side in one run (local[2]):
   file) read as a stream from its initial snapshot (``readStream.format("delta")``, ``availableNow``, one
   micro-batch, into Spark's ``noop`` sink) vs a batch ``dvlake.read`` of the same table into ``noop``. Both
   return the same live rows; the ratio is batch seconds / stream seconds (the stream's rows/s as a fraction of
-  the batch read's; target >= 0.8x). Median of ``--repeat``, each stream run on a new checkpoint. The stream's
-  micro-batch alone (Spark's ``triggerExecution``) is reported too: the rest is the query's start and stop, where
-  Spark launches a fresh Python process for the source's offsets, a fixed cost per query.
+  the batch read's; target >= 0.8x). Both engines of the source run, alternating with the batch read: the JVM
+  source (classic sessions with the jar: the native scan) and the Python data source (Spark Connect's engine,
+  ``spark.dvlake.stream.engine=python``). Median of ``--repeat``, each stream run on a new checkpoint. Each
+  stream's micro-batch alone (Spark's ``triggerExecution``) is reported too: the rest is the query's start and
+  stop (for the Python engine, Spark launches a fresh Python process for the source's offsets per query).
 - **sink**: ``--batches`` Parquet files of ``--rows-per-batch`` rows streamed into a Delta table one file per
   micro-batch (``maxFilesPerTrigger=1``), vs one batch ``dvlake.write(..., "append")`` per file into another
   table. Per micro-batch: the sink's own time (Spark's ``addBatch`` duration, what ``foreachBatch`` takes) and
@@ -43,6 +45,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import median_time, update_benchmarks_md  # noqa: E402
 
+ENGINE_SETTING = "spark.dvlake.stream.engine"
+
 DV = {"delta.enableDeletionVectors": "true"}
 
 
@@ -64,29 +68,44 @@ def source_ratio(spark: Any, work: Path, files: int, rows_per_file: int, repeat:
     DeltaTable.forPath(spark, path).delete("id % 10 = 3")
     live = dvlake.read(spark, path).count()
     runs = [0]
-    triggers: list[float] = []
 
     def batch() -> None:
         dvlake.read(spark, path).write.format("noop").mode("overwrite").save()
 
-    def stream() -> None:
+    def stream_with(engine: str, triggers: list[float]) -> None:
         runs[0] += 1
-        q = (dvlake.read_stream(spark, path, maxFilesPerTrigger=files + 1).writeStream.format("noop")
-             .option("checkpointLocation", str(work / f"chk-source-{runs[0]}")).trigger(availableNow=True).start())
-        q.awaitTermination()
+        spark.conf.set(ENGINE_SETTING, engine)
+        try:
+            q = (dvlake.read_stream(spark, path, maxFilesPerTrigger=files + 1).writeStream.format("noop")
+                 .option("checkpointLocation", str(work / f"chk-source-{runs[0]}")).trigger(availableNow=True).start())
+            q.awaitTermination()
+        finally:
+            spark.conf.unset(ENGINE_SETTING)
         read = sum(int(p["numInputRows"]) for p in q.recentProgress)
         assert read == live, (read, live)
         triggers.append(sum(p["durationMs"]["triggerExecution"] for p in q.recentProgress
                             if int(p["numInputRows"])) / 1000)
 
-    batch(), stream()  # warm-up: JVM, Python workers, page cache
-    t_batch = median_time(batch, repeat)
-    t_stream = median_time(stream, repeat)
-    # the query's micro-batch alone, without its start (Spark starts a new Python process per query for the
-    # source's offsets) and stop: what the stream costs per batch once it runs
-    t_trigger = statistics.median(triggers[1:] or triggers)
-    return {"live": live, "batch": t_batch, "stream": t_stream, "ratio": t_batch / t_stream, "trigger": t_trigger,
-            "trigger_ratio": t_batch / t_trigger}
+    out: dict[str, Any] = {"live": live}
+    batch()  # warm-up: JVM, page cache
+    for engine in ("auto", "python"):
+        triggers: list[float] = []
+        stream_with(engine, triggers)  # warm-up: Python workers, the callback server
+    # the engines and the batch read alternate, so a machine slowing down in the run weighs on each alike
+    times: dict[str, list[float]] = {"batch": [], "auto": [], "python": []}
+    trig: dict[str, list[float]] = {"auto": [], "python": []}
+    for _ in range(repeat):
+        times["batch"].append(median_time(batch, 1))
+        for engine in ("auto", "python"):
+            times[engine].append(median_time(lambda e=engine: stream_with(e, trig[e]), 1))
+    out["batch"] = statistics.median(times["batch"])
+    for engine, key in (("auto", "jvm"), ("python", "python")):
+        t = statistics.median(times[engine])
+        # the query's micro-batch alone, without its start and stop (for the Python engine Spark starts a new
+        # Python process per query for the source's offsets): what the stream costs per batch once it runs
+        t_trigger = statistics.median(trig[engine])
+        out[key] = {"stream": t, "ratio": out["batch"] / t, "trigger": t_trigger, "trigger_ratio": out["batch"] / t_trigger}
+    return out
 
 
 def sink_ratio(spark: Any, work: Path, batches: int, rows_per_batch: int) -> dict[str, Any]:
@@ -234,10 +253,13 @@ def main() -> None:
                 "| read | seconds | rows/s vs batch |",
                 "|---|---:|---:|",
                 f"| batch `dvlake.read` (native Parquet scan, DVs applied in the JVM) | {src['batch']:.2f} | 1.00x |",
-                f"| `readStream.format(\"delta\")`, `availableNow` (pyarrow decode in Python workers) | "
-                f"{src['stream']:.2f} | {src['ratio']:.2f}x (target >= 0.8x) |",
+                f"| `readStream.format(\"delta\")`, `availableNow`, JVM source (native scan; classic default) | "
+                f"{src['jvm']['stream']:.2f} | {src['jvm']['ratio']:.2f}x (target >= 0.8x) |",
                 f"| its micro-batch alone (`triggerExecution`: without the query's start and stop) | "
-                f"{src['trigger']:.2f} | {src['trigger_ratio']:.2f}x |",
+                f"{src['jvm']['trigger']:.2f} | {src['jvm']['trigger_ratio']:.2f}x |",
+                f"| the same, Python source (pyarrow in Python workers; Spark Connect's engine) | "
+                f"{src['python']['stream']:.2f} | {src['python']['ratio']:.2f}x |",
+                f"| its micro-batch alone | {src['python']['trigger']:.2f} | {src['python']['trigger_ratio']:.2f}x |",
             ]
         if sink is not None:
             lines += [

@@ -1,13 +1,15 @@
-"""The Delta streaming source: PySpark's Python streaming data source over ``log/stream_plan.py``.
+"""The Delta streaming source: ``open_stream``, and its Python engine (PySpark's Python streaming data source).
 
-Why this shape: a micro-batch source has to be a Spark source (JVM or PySpark's Python data source
-API); dvlake plans from the Delta log in Python, so the source is a ``DataSourceStreamReader``. Its
-driver half (``initialOffset``/``latestOffset``/``partitions``) runs in the Python worker Spark starts
-for the query and reads only the log. Its executor half (``read``) reads each planned Parquet file
-with pyarrow in a Python worker, drops the rows the add's deletion vector marks (the DV is loaded
-there: deleted row indexes never reach the driver), and hands Arrow batches to Spark. The cost
-against a batch read is that decode: pyarrow in Python workers plus the Arrow hand-over to the JVM,
-instead of Spark's vectorized reader (and the native DV scan) that ``dvlake.read`` uses.
+``open_stream`` builds the stream's layout and picks the engine. On classic sessions with dvlake's jar the source
+is the JVM one (``stream_jvm.py``: Spark's native Parquet reader with the DV filter, about the rows/s of a batch
+read); over Spark Connect, or with ``spark.dvlake.stream.engine=python``, it is the ``DataSourceStreamReader``
+here. Both plan through ``stream_driver.StreamDriver`` (``log/stream_plan.py``).
+
+This engine's driver half (``initialOffset``/``latestOffset``/``partitions``) runs in the Python worker Spark starts
+for the query and reads only the log. Its executor half (``read``) reads each planned Parquet file with pyarrow in a
+Python worker, drops the rows the add's deletion vector marks (the DV is loaded there: deleted row indexes never
+reach the driver), and hands Arrow batches to Spark. The cost against a batch read is that decode: pyarrow in Python
+workers plus the Arrow hand-over to the JVM, instead of Spark's vectorized reader and the native DV scan.
 
 Errors raised by either half carry dvlake's marker (``task_errors.encode``), so the user's
 ``awaitTermination()`` raises the dvlake class (``DELTA_SOURCE_TABLE_IGNORE_CHANGES`` …).

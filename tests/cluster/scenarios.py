@@ -259,6 +259,16 @@ def without_dvlake(spark: Any, root: Path, dv_table: str) -> dict[str, Any]:
         # the native scan (the jar reaches the executors through ADD JAR) needs no Python there at all
         out["native_used"] = native.enabled(spark)
         out["native_dv_read_count"] = dvlake.read(spark, dv_table).count()
+        # a stream of the DV table: on a classic session the JVM source reads its batches with the native scan
+        counts: list[int] = []
+
+        def stream() -> None:
+            (dvlake.read_stream(spark, dv_table).writeStream.foreachBatch(lambda df, _: counts.append(df.count()))
+             .option("checkpointLocation", str(root / "no-dvlake-stream")).trigger(availableNow=True).start()
+             .awaitTermination())
+
+        out["native_stream_error"] = _error(stream)
+        out["native_stream_count"] = sum(counts)
         spark.conf.set(native.SETTING, "false")  # the pure-Python path decodes on executors: it must fail loudly
         out["read_error"] = _error(lambda: dvlake.read(spark, dv_table).count())
     finally:

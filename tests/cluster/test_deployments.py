@@ -106,13 +106,16 @@ def test_executors_without_dvlake_fail_loudly(standalone_results):
     """A second application on the same cluster ships nothing: DV reads on the pure-Python path that decode on
     executors, and DELETE, fail with errors naming dvlake; the table stays at its last version; a table without DVs,
     one with DVs small enough to decode on the driver, and any DV table on the native scan (whose jar dvlake adds to
-    the session) still read (no Python on executors), and so does a small DELETE (native row-index scan, DVs built
-    on the driver)."""
+    the session) still read (no Python on executors), as a batch and as a stream, and so does a small DELETE
+    (native row-index scan, DVs built on the driver)."""
     out = standalone_results["without_dvlake"]
     assert "error" not in out, out.get("traceback")
     assert out["plain_read_count"] == 400
     assert out["small_dv_read_count"] == 320  # DVs decoded on the driver: executors run no Python
     assert out["native_used"] and out["native_dv_read_count"] == 320  # the native scan: no Python on executors
+    # readStream on a classic session: the JVM source's batches are native scans too
+    assert out["native_stream_error"] is None, out["native_stream_error"]
+    assert out["native_stream_count"] == 320
     assert out["read_error"] is not None and "No module named 'dvlake" in out["read_error"]["message"]
     delete_error = out["delete_error"]
     assert delete_error is not None, "DELETE succeeded on executors without dvlake"
