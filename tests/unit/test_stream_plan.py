@@ -21,6 +21,7 @@ from dvlake.errors import (
 from dvlake.log.actions import AddFile, Metadata
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stream_plan import SourceOffset, StreamPlanner, parse_options
+from dvlake.spark.stream_driver import StreamDriver
 from dvlake.txn.transaction import OptimisticTransaction
 
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
@@ -359,3 +360,43 @@ def test_initial_snapshot_file_list_is_dropped_once_served(table: str) -> None:
     assert (end.version, end.initial) == (2, False)
     p.latest_offset(end, None, None)
     assert p._snapshot_files is None
+
+
+def _driver(root: str, **options: str) -> StreamDriver:
+    """A query start's planning as either engine of the source holds it (the layout ``open_stream`` builds)."""
+    snap = Snapshot.load(root)
+    layout = {"root": root, "tableId": snap.metadata.id, "deltaSchema": snap.schema, "schemaVersion": snap.version,
+              "partitionColumns": snap.partition_columns, "mode": snap.column_mapping_mode, "confine": True}
+    return StreamDriver(layout, options)
+
+
+def test_restart_before_the_first_commit_replays_the_logged_batch(table: str) -> None:
+    """delta-spark's rule for a batch Spark asks for without a committed start: it begins at the initial snapshot the
+    logged end belongs to (the end's version, or the one before when the end is past that snapshot), not at the
+    snapshot of the restart, after which the replayed batch would be empty."""
+    first = _driver(table)
+    whole = first.latest_offset(first.initial_offset(), all_available=True)  # the snapshot of v1, read whole
+    limited = _driver(table, maxFilesPerTrigger="1")
+    part = limited.latest_offset(limited.initial_offset(), all_available=False)  # the snapshot's first file
+    assert part == SourceOffset(part.table_id, 1, 0, True)
+    assert whole == SourceOffset(whole.table_id, 2, -1, False)
+    commit(table, [add("d.parquet", mtime=9)])  # v2 lands before the restart
+    for end, expected in ((whole, ["b.parquet", "c.parquet", "a.parquet"]), (part, ["b.parquet"])):
+        restarted = _driver(table)
+        fresh = restarted.initial_offset()
+        assert fresh.version == 2 and fresh.initial
+        # the JVM source gets no start; the Python source gets the fresh initial offset: the same batch either way
+        for start in (None, fresh):
+            begin = restarted.batch_start(start, end)
+            assert begin == SourceOffset(end.table_id, 1, -1, True)
+            got = [str(f.add["path"]) for f in restarted.files_between(begin, end)]  # type: ignore[index]
+            assert got == expected
+    committed = SourceOffset(whole.table_id, 1, 0, True)
+    assert _driver(table).batch_start(committed, whole) == committed  # a committed start is taken as it is
+
+
+def test_restart_with_a_starting_version_starts_there(table: str) -> None:
+    commit(table, [add("d.parquet", mtime=9)])  # v2
+    driver = _driver(table, startingVersion="2")
+    end = driver.latest_offset(driver.initial_offset(), all_available=True)
+    assert _driver(table, startingVersion="2").batch_start(None, end) == SourceOffset(end.table_id, 2, -1, False)
