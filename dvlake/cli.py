@@ -853,7 +853,7 @@ def _error_class(exc: BaseException) -> str | None:
 def _error_message(exc: BaseException) -> str:
     """dvlake's message as is; another error's message with its type and Spark's error class, without the
     plan text and Java stack Spark attaches (they appear with --debug)."""
-    from dvlake.errors import user_text
+    from dvlake.errors import user_text, with_error_class
 
     error_class = _error_class(exc)
     text = str(exc).strip() or type(exc).__name__
@@ -862,7 +862,7 @@ def _error_message(exc: BaseException) -> str:
     if not isinstance(exc, DvlakeError):
         text = f"{type(exc).__name__}: {text}"
     if error_class and error_class not in text:
-        text = f"[{error_class}] {text}"
+        text = with_error_class(text, error_class)
     return text
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 #: The SQLSTATE of each error class dvlake raises, as delta-spark's ``delta-error-classes.json`` and Spark's
 #: ``error-conditions.json`` give it (a sub-class such as ``UNRESOLVED_COLUMN.WITH_SUGGESTION`` has its parent's).
@@ -81,6 +81,16 @@ SQL_STATES: dict[str, str] = {
 }
 
 
+def with_error_class(message: str, error_class: str | None) -> str:
+    """The text users see of an error of class ``error_class``: ``[ERROR_CLASS] message``, as delta-spark's messages
+    read. The one place that format is written: raise sites pass the class (``error_class=`` or their type's
+    default), never a prefix in the message. A message that already starts with it (one rebuilt from an executor's
+    error text) gets it once."""
+    if not error_class or message.startswith(f"[{error_class}]"):
+        return message
+    return f"[{error_class}] {message}"
+
+
 def sql_state_of(error_class: str | None) -> str | None:
     """The SQLSTATE of ``error_class`` (a sub-class's parent's when it has none of its own), None when unknown."""
     if not error_class:
@@ -101,11 +111,16 @@ class DvlakeError(Exception):
 
     error_class: str | None = None
     sql_state: str | None = None
+    #: Whether the message shows the error class (``[ERROR_CLASS] message``, see ``with_error_class``); the types
+    #: with ``DeltaErrorClassMixin`` do. A type decides it for all its raise sites.
+    shows_error_class: ClassVar[bool] = False
 
     def __init__(self, *args: object, error_class: str | None = None) -> None:
-        super().__init__(*args)
         if error_class is not None:
             self.error_class = error_class
+        if self.shows_error_class and len(args) == 1 and isinstance(args[0], str):
+            args = (with_error_class(args[0], self.error_class),)
+        super().__init__(*args)
         self._settle_sql_state()
 
     def _settle_sql_state(self) -> None:
@@ -135,14 +150,22 @@ class DvlakeError(Exception):
 
     def getMessage(self) -> str:  # noqa: N802 - PySpark's name
         """The message with its ``[ERROR_CLASS]`` prefix, as PySpark's ``getMessage``."""
-        text = str(self)
-        if self.error_class and not text.startswith(f"[{self.error_class}]"):
-            return f"[{self.error_class}] {text}"
-        return text
+        return with_error_class(str(self), self.error_class)
 
     def getQueryContext(self) -> list[Any]:  # noqa: N802 - PySpark's name
         """No query context: the message names the statement and position where one applies."""
         return []
+
+
+class DeltaErrorClassMixin:
+    """Makes a type's messages show its error class (``[DELTA_…] message``), the way delta-spark's messages read;
+    ``error_class`` may also be given as the second positional argument."""
+
+    error_class: str | None
+    shows_error_class: ClassVar[bool] = True
+
+    def __init__(self, message: str, error_class: str | None = None) -> None:
+        super().__init__(message, error_class=error_class)  # type: ignore[call-arg]
 
 
 # --- deletion vectors ------------------------------------------------------------------------
@@ -157,6 +180,13 @@ class CorruptDeletionVectorError(DeletionVectorError):
 
     Never ignore it: reading past a corrupt DV would silently return deleted rows.
     """
+
+
+class DeletionVectorIntegrityError(DeltaErrorClassMixin, CorruptDeletionVectorError):
+    """A deletion vector fails one of delta-spark's named checks; ``error_class`` says which
+    (DELTA_DELETION_VECTOR_SIZE_MISMATCH, …_CHECKSUM_MISMATCH, …_CARDINALITY_MISMATCH, …_INVALID_ROW_INDEX)."""
+
+    error_class = "DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH"
 
 
 class InvalidDescriptorError(DeletionVectorError):
@@ -180,6 +210,13 @@ class UnsupportedFeatureError(DeltaProtocolError):
     error_class = "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
 
 
+class UnsupportedTableFeaturesError(DeltaErrorClassMixin, UnsupportedFeatureError):
+    """The table lists reader (or, with ``error_class`` DELTA_UNSUPPORTED_FEATURES_FOR_WRITE, writer) features or
+    rules dvlake does not implement; the message names them."""
+
+    error_class = "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
+
+
 class CorruptLogError(DeltaProtocolError):
     """A commit, checkpoint or _last_checkpoint file cannot be parsed or is inconsistent."""
 
@@ -188,7 +225,7 @@ class StorageError(DvlakeError):
     """The storage under a table cannot do what an operation needs."""
 
 
-class TableRootNotADirectoryError(StorageError):
+class TableRootNotADirectoryError(DeltaErrorClassMixin, StorageError):
     """The table root (or a folder above it) is an existing regular file, so no table can be created there."""
 
     error_class = "DVLAKE_TABLE_ROOT_NOT_A_DIRECTORY"
@@ -226,11 +263,17 @@ class VersionNotFoundError(DvlakeError):
     error_class = "DELTA_VERSION_NOT_FOUND"
 
 
+class TimestampGreaterThanCommitError(DeltaErrorClassMixin, VersionNotFoundError):
+    """Time travel to a timestamp after the table's latest commit."""
+
+    error_class = "DELTA_TIMESTAMP_GREATER_THAN_COMMIT"
+
+
 class InvalidArgumentError(DvlakeError, ValueError):
     """A caller passed a value dvlake cannot act on (bad mode, unknown column, bad predicate)."""
 
 
-class PartitionValueNotWritableError(InvalidArgumentError):
+class PartitionValueNotWritableError(DeltaErrorClassMixin, InvalidArgumentError):
     """A partition value cannot become the folder name Spark writes it as (too long, or refused by the file system)."""
 
     error_class = "DVLAKE_PARTITION_VALUE_NOT_WRITABLE"
@@ -246,7 +289,7 @@ class UnsupportedEnvironmentError(DvlakeError):
     """The Spark version or the Python environment cannot run dvlake (the message says what to install)."""
 
 
-class ExecutorEnvironmentError(UnsupportedEnvironmentError):
+class ExecutorEnvironmentError(DeltaErrorClassMixin, UnsupportedEnvironmentError):
     """Spark's Python workers cannot import dvlake or one of its dependencies.
 
     The driver found them, the executors did not: the worker interpreter is not the one dvlake is
@@ -272,7 +315,13 @@ class SchemaMismatchError(InvalidArgumentError):
     """Data written does not match the table schema."""
 
 
-class DeletionVectorsNotAllowedError(DeltaProtocolError):
+class PartitionColumnNotFoundError(DeltaErrorClassMixin, SchemaMismatchError):
+    """Data written to a partitioned table lacks one of its partition columns."""
+
+    error_class = "DELTA_PARTITION_COLUMN_NOT_FOUND"
+
+
+class DeletionVectorsNotAllowedError(DeltaErrorClassMixin, DeltaProtocolError):
     """A commit tried to add a DV to a table where DVs are not enabled (DELTA_ADDING_DELETION_VECTORS_DISALLOWED)."""
 
     error_class = "DELTA_ADDING_DELETION_VECTORS_DISALLOWED"
@@ -332,19 +381,6 @@ class ConcurrentTransactionException(DeltaConcurrentModificationException):
 # --- table lifecycle: VACUUM, RESTORE, GENERATE, protocol changes (delta-spark error classes) ---
 
 
-class DeltaErrorClassMixin:
-    """Prefixes the message with the error class (``[DELTA_…] message``), the way delta-spark's messages read."""
-
-    error_class: str | None
-
-    def __init__(self, message: str, error_class: str | None = None) -> None:
-        if error_class is not None:
-            self.error_class = error_class
-        prefix = f"[{self.error_class}] " if self.error_class else ""
-        # a message rebuilt from an executor's error text already carries the prefix: add it once
-        super().__init__(message if message.startswith(prefix) else prefix + message)  # type: ignore[call-arg]
-
-
 class VacuumRetentionError(DeltaErrorClassMixin, InvalidArgumentError):
     """VACUUM was asked for a retention that is negative or shorter than the table's (DELTA_VACUUM_RETENTION_PERIOD_*)."""
 
@@ -401,19 +437,19 @@ class TimeTravelBeyondRetentionError(DeltaErrorClassMixin, VersionNotFoundError)
 # --- OPTIMIZE / REORG / Z-order (delta-spark error classes) -------------------------------------
 
 
-class NonPartitionColumnReferenceError(InvalidArgumentError):
+class NonPartitionColumnReferenceError(DeltaErrorClassMixin, InvalidArgumentError):
     """OPTIMIZE/REORG ``WHERE`` may only name partition columns (files are chosen, not rows)."""
 
     error_class = "DELTA_NON_PARTITION_COLUMN_REFERENCE"
 
 
-class ZOrderingOnPartitionColumnError(InvalidArgumentError):
+class ZOrderingOnPartitionColumnError(DeltaErrorClassMixin, InvalidArgumentError):
     """Z-ordering by a partition column is meaningless: every file holds one value of it."""
 
     error_class = "DELTA_ZORDERING_ON_PARTITION_COLUMN"
 
 
-class ZOrderingColumnDoesNotExistError(InvalidArgumentError):
+class ZOrderingColumnDoesNotExistError(DeltaErrorClassMixin, InvalidArgumentError):
     """A Z-order column is not a column of the table."""
 
     error_class = "DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST"
@@ -422,13 +458,13 @@ class ZOrderingColumnDoesNotExistError(InvalidArgumentError):
 # --- UPDATE and MERGE (delta-spark names; ``error_class`` as delta-spark reports it) ---------------
 
 
-class DeltaInvariantViolationException(InvalidArgumentError):
+class DeltaInvariantViolationException(DeltaErrorClassMixin, InvalidArgumentError):
     """A row written by a command breaks a table invariant (a NULL in a NOT NULL column); nothing was committed."""
 
     error_class = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
 
 
-class CheckConstraintViolationError(DeltaErrorClassMixin, DeltaInvariantViolationException):
+class CheckConstraintViolationError(DeltaInvariantViolationException):
     """A row written by a command breaks a CHECK constraint or column invariant of the table (delta-spark's
     DeltaInvariantViolationException, SQLSTATE 23001); the message names the constraint, its expression and the
     row's values of the columns it reads. Nothing was committed."""
@@ -436,13 +472,19 @@ class CheckConstraintViolationError(DeltaErrorClassMixin, DeltaInvariantViolatio
     error_class = "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
 
 
-class UnsupportedSubqueryError(InvalidArgumentError):
+class UnrecognizedInvariantError(DeltaErrorClassMixin, DeltaProtocolError):
+    """A column invariant in the table's schema is not one dvlake (or delta-spark) can enforce."""
+
+    error_class = "DELTA_UNRECOGNIZED_INVARIANT"
+
+
+class UnsupportedSubqueryError(DeltaErrorClassMixin, InvalidArgumentError):
     """A DELETE, UPDATE or MERGE condition holds a subquery, which delta-spark refuses (SQLSTATE 0AKDC)."""
 
     error_class = "DELTA_UNSUPPORTED_SUBQUERY"
 
 
-class UnresolvedAssignmentError(InvalidArgumentError):
+class UnresolvedAssignmentError(DeltaErrorClassMixin, InvalidArgumentError):
     """An UPDATE/MERGE assignment names a column the table does not have (Spark's UNRESOLVED_COLUMN, as
     delta-spark reports it; FIELD_NOT_FOUND for a nested field), or the same column twice
     (DELTA_CONFLICT_SET_COLUMN)."""
@@ -451,13 +493,14 @@ class UnresolvedAssignmentError(InvalidArgumentError):
 
 
 class DeltaAnalysisException(DeltaErrorClassMixin, InvalidArgumentError):
-    """A DML statement delta-spark's analysis refuses for its shape (``error_class`` says which, e.g.
-    DELTA_MERGE_MISSING_WHEN for a MERGE without a WHEN clause)."""
+    """A statement or call delta-spark's analysis refuses for its shape (``error_class`` says which, e.g.
+    DELTA_MERGE_MISSING_WHEN for a MERGE without a WHEN clause, DELTA_ONEOF_IN_TIMETRAVEL,
+    DELTA_INVALID_PROTOCOL_VERSION)."""
 
     error_class = "DELTA_MERGE_MISSING_WHEN"
 
 
-class UnsafeAssignmentCastError(SchemaMismatchError):
+class UnsafeAssignmentCastError(DeltaErrorClassMixin, SchemaMismatchError):
     """An assigned value cannot be stored in its column under Spark's ANSI store-assignment rules."""
 
     error_class = "DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION"
@@ -534,7 +577,7 @@ class DeltaUnsupportedOperationException(DvlakeError):
     error_class = "DELTA_UNSUPPORTED_OPERATION"
 
 
-class MultipleSourceRowMatchingTargetRowError(DeltaUnsupportedOperationException):
+class MultipleSourceRowMatchingTargetRowError(DeltaErrorClassMixin, DeltaUnsupportedOperationException):
     """MERGE found several source rows matching one target row: which one should win is ambiguous.
 
     Raised before anything is written. De-duplicate the source (e.g. keep the latest row per key)
@@ -555,7 +598,7 @@ class ChangeDataFeedNotSupportedError(UnsupportedFeatureError):
 # branch on one stable string; dvlake-only conditions use a ``DVLAKE_`` prefix.
 
 
-class PathOutsideTableRootError(DeltaProtocolError):
+class PathOutsideTableRootError(DeltaErrorClassMixin, DeltaProtocolError):
     """A data or DV path of the log resolves outside the table root while confinement is on.
 
     ``..`` segments, absolute paths, a ``u`` DV prefix with separators, or a symlink that leaves
@@ -566,19 +609,19 @@ class PathOutsideTableRootError(DeltaProtocolError):
     error_class = "DVLAKE_PATH_OUTSIDE_TABLE_ROOT"
 
 
-class NotARegularFileError(DvlakeError):
+class NotARegularFileError(DeltaErrorClassMixin, DvlakeError):
     """A data or DV path names a FIFO, device, socket or directory: never opened (it could block forever)."""
 
     error_class = "DVLAKE_NOT_A_REGULAR_FILE"
 
 
-class DataFileSchemaMismatchError(DvlakeError):
+class DataFileSchemaMismatchError(DeltaErrorClassMixin, DvlakeError):
     """A data file's Parquet schema disagrees with the table schema in the log (a column's type differs)."""
 
     error_class = "DVLAKE_DATA_FILE_SCHEMA_MISMATCH"
 
 
-class CorruptDataFileError(DvlakeError):
+class CorruptDataFileError(DeltaErrorClassMixin, DvlakeError):
     """A data file the log lists is not readable Parquet (truncated, overwritten, not Parquet at all)."""
 
     error_class = "DVLAKE_CORRUPT_DATA_FILE"

@@ -120,10 +120,10 @@ def _field(struct: StructType, name: str, where: str, parent: list[str]) -> Stru
     names = [f.name for f in struct.fields]
     if parent:  # Spark's classes, as delta-spark reports them
         raise UnresolvedAssignmentError(
-            f"[FIELD_NOT_FOUND] No such struct field `{name}` in {', '.join(f'`{n}`' for n in names)} "
+            f"No such struct field `{name}` in {', '.join(f'`{n}`' for n in names)} "
             f"(the SET column {'.'.join([*parent, name])!r} of {where}).", error_class="FIELD_NOT_FOUND")
     raise UnresolvedAssignmentError(
-        f"[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `{name}` cannot be "
+        f"A column, variable, or function parameter with name `{name}` cannot be "
         f"resolved: {where} has no such column. Did you mean one of the following? "
         f"[{', '.join(f'`{n}`' for n in names)}].")
 
@@ -151,7 +151,7 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
         clash = [k for k in out if k[:len(path)] == path or path[:len(k)] == k]
         if clash:
             raise UnresolvedAssignmentError(
-                f"[DELTA_CONFLICT_SET_COLUMN] {where}: there is a conflict from these SET columns: "
+                f"{where}: there is a conflict from these SET columns: "
                 f"{', '.join(repr('.'.join(k)) for k in [*clash, path])}; assign each column (or nested field) once",
                 error_class="DELTA_CONFLICT_SET_COLUMN")
         out[path] = as_column(value)

@@ -110,7 +110,7 @@ def refuse_subquery(kind: ExpressionKind, operation: str, value: Any) -> None:
     Spark's analyzer (text conditions are also checked earlier from their parsed form)."""
     if kind.subquery:
         raise UnsupportedSubqueryError(
-            f"[DELTA_UNSUPPORTED_SUBQUERY] Subqueries are not supported in the {operation} (condition = "
+            f"Subqueries are not supported in the {operation} (condition = "
             f"{display(value)!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
             "collect the values first and list them (IN (1, 2, 3)).")
 

@@ -244,7 +244,7 @@ def _check_condition(snapshot: Snapshot, condition: str | Column | None) -> None
         return
     if not cond.references_only(parts):
         raise NonPartitionColumnReferenceError(
-            f"DELTA_NON_PARTITION_COLUMN_REFERENCE: the predicate {cond.display()!r} references a column that "
+            f"the predicate {cond.display()!r} references a column that "
             f"is not a partition column of {snapshot.table_root}. OPTIMIZE and REORG choose whole files, so WHERE may "
             f"only use the partition columns {sorted(parts) or '(the table is not partitioned)'}.")
 
@@ -257,11 +257,11 @@ def _check_zorder_columns(snapshot: Snapshot, columns: Sequence[str]) -> list[st
         key = c.strip("`").lower()
         if key in parts:
             raise ZOrderingOnPartitionColumnError(
-                f"DELTA_ZORDERING_ON_PARTITION_COLUMN: {c!r} is a partition column of {snapshot.table_root}; "
+                f"{c!r} is a partition column of {snapshot.table_root}; "
                 "Z-ordering can only use data columns. Filter partitions with WHERE instead.")
         if key not in names:
             raise ZOrderingColumnDoesNotExistError(
-                f"DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST: Z-order column {c!r} does not exist in {snapshot.table_root} "
+                f"Z-order column {c!r} does not exist in {snapshot.table_root} "
                 f"(columns: {sorted(names.values())}).")
         out.append(names[key])
     return out

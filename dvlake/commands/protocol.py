@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dvlake.errors import InvalidArgumentError, ProtocolFeatureError, UnsupportedFeatureError
+from dvlake.errors import DeltaAnalysisException, ProtocolFeatureError, UnsupportedFeatureError
 from dvlake.log import features
 from dvlake.log.actions import Protocol
 from dvlake.log.protocol_ops import merge_protocols
@@ -51,16 +51,17 @@ def feature_protocol(current: Protocol, name: str) -> Protocol:
 def version_protocol(current: Protocol, reader_version: int, writer_version: int) -> Protocol:
     """``current`` raised to the given versions (the features they imply become explicit at reader 3 / writer 7)."""
     if not (1 <= reader_version <= 3 and 1 <= writer_version <= 7):
-        raise InvalidArgumentError(
-            f"[DELTA_INVALID_PROTOCOL_VERSION] protocol ({reader_version}, {writer_version}) does not exist: reader "
-            "versions are 1-3 and writer versions 1-7")
+        raise DeltaAnalysisException(
+            f"protocol ({reader_version}, {writer_version}) does not exist: reader versions are 1-3 and writer "
+            "versions 1-7", error_class="DELTA_INVALID_PROTOCOL_VERSION")
     if reader_version == 3 and writer_version < 7:
-        raise InvalidArgumentError(
-            f"[DELTA_TABLE_FEATURES_REQUIRE_WRITER_VERSION_7] reader version 3 needs writer version 7; got {writer_version}")
+        raise DeltaAnalysisException(f"reader version 3 needs writer version 7; got {writer_version}",
+                                     error_class="DELTA_TABLE_FEATURES_REQUIRE_WRITER_VERSION_7")
     if reader_version < current.min_reader_version or writer_version < current.min_writer_version:
-        raise InvalidArgumentError(
-            f"[DELTA_INVALID_PROTOCOL_DOWNGRADE] Protocol version cannot be downgraded from "
-            f"({current.min_reader_version},{current.min_writer_version}) to ({reader_version},{writer_version})")
+        raise DeltaAnalysisException(
+            "Protocol version cannot be downgraded from "
+            f"({current.min_reader_version},{current.min_writer_version}) to ({reader_version},{writer_version})",
+            error_class="DELTA_INVALID_PROTOCOL_DOWNGRADE")
     requested = Protocol(reader_version, writer_version, () if reader_version >= 3 else None,
                          () if writer_version >= 7 else None)
     return merge_protocols(current, requested)
@@ -74,9 +75,9 @@ def split_protocol_properties(current: Protocol, props: dict[str, str]) -> tuple
     for key, value in props.items():
         if key.startswith(FEATURE_PREFIX):
             if str(value).lower() not in ("supported", "enabled"):
-                raise InvalidArgumentError(
-                    f"[DELTA_FEATURE_REQUIRES_SUPPORTED] {key} can only be set to 'supported'; got {value!r}. To drop a "
-                    "feature use ALTER TABLE … DROP FEATURE")
+                raise DeltaAnalysisException(
+                    f"{key} can only be set to 'supported'; got {value!r}. To drop a feature use ALTER TABLE … DROP "
+                    "FEATURE", error_class="DELTA_FEATURE_REQUIRES_SUPPORTED")
             protocol = feature_protocol(protocol, key[len(FEATURE_PREFIX):])
         elif key == "delta.minReaderVersion":
             reader = int(value)

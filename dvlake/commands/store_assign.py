@@ -140,7 +140,7 @@ def _struct_by_name(value: Column, src: StructType, dst: StructType, rules: Cast
     if any(f.name.lower() not in targets for f in src.fields) or (len(src.fields) != len(dst.fields)
                                                                    and not rules.allow_missing):
         raise UnsafeAssignmentCastError(
-            f"[DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION] Cannot cast {src.simpleString()} to {dst.simpleString()}. "
+            f"Cannot cast {src.simpleString()} to {dst.simpleString()}. "
             "All nested columns must match (struct fields are matched by name; a field the table does not have "
             "needs schema evolution).")
     old = {f.name.lower(): f for f in original_type.fields} if isinstance(original_type, StructType) else {}
@@ -184,19 +184,19 @@ def _cast(value: Column, src: DataType, dst: DataType, column: str, rules: Casti
     if rules.mode == "strict" or can_up_cast(src, dst):
         if not can_up_cast(src, dst):
             raise UnsafeAssignmentCastError(
-                f"[CANNOT_UP_CAST_DATATYPE] {shown}: spark.sql.storeAssignmentPolicy=STRICT allows only casts that "
+                f"{shown}: spark.sql.storeAssignmentPolicy=STRICT allows only casts that "
                 "cannot lose data or fail. Cast the value explicitly.", error_class="CANNOT_UP_CAST_DATATYPE")
         return value.cast(dst)
     if rules.mode == "legacy":
         if rules.session_ansi:
             raise UnsafeAssignmentCastError(
-                f"[DVLAKE_LEGACY_STORE_ASSIGNMENT_UNSUPPORTED] {shown}: the LEGACY store-assignment cast (wrap-around, "
+                f"{shown}: the LEGACY store-assignment cast (wrap-around, "
                 "NULL on bad input) is only available with spark.sql.ansi.enabled=false. Cast the value explicitly, or "
                 "use spark.sql.storeAssignmentPolicy=ANSI.", error_class="DVLAKE_LEGACY_STORE_ASSIGNMENT_UNSUPPORTED")
         return value.cast(dst)
     if not can_ansi_cast(src, dst):
         raise UnsafeAssignmentCastError(
-            f"[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] {shown}: Spark's ANSI cast does not convert "
+            f"{shown}: Spark's ANSI cast does not convert "
             f"{src.simpleString()} to {dst.simpleString()}. Cast the value explicitly.",
             error_class="DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION")
     return _ansi_cast(value, src, dst, _failure(src, dst, column))

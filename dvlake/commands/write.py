@@ -25,6 +25,7 @@ from dvlake.config import normalize_properties
 from dvlake.errors import (
     DeltaOptionError,
     InvalidArgumentError,
+    PartitionColumnNotFoundError,
     ReplaceWhereMismatchError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -271,10 +272,9 @@ def _aligned_to_table(df: DataFrame, df_schema: dict[str, Any], snapshot: Snapsh
     data_columns = {f["name"].lower() for f in df_schema["fields"]}
     absent = [p for p in snapshot.partition_columns if p.lower() not in data_columns]
     if absent:  # filling it with NULL would put every row in a NULL partition; delta-spark refuses too
-        raise SchemaMismatchError(
-            f"[DELTA_PARTITION_COLUMN_NOT_FOUND] partition column {absent[0]!r} of {root} is not in the data (columns: "
-            f"{[f['name'] for f in df_schema['fields']]}); add it to the DataFrame before writing",
-            error_class="DELTA_PARTITION_COLUMN_NOT_FOUND")
+        raise PartitionColumnNotFoundError(
+            f"partition column {absent[0]!r} of {root} is not in the data (columns: "
+            f"{[f['name'] for f in df_schema['fields']]}); add it to the DataFrame before writing")
     table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
     return align_to_table(df, table_schema, root, fill_missing=True)
 

@@ -19,7 +19,12 @@ import pyroaring
 
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
-from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError, InvalidArgumentError
+from dvlake.errors import (
+    CorruptDeletionVectorError,
+    DeletionVectorIntegrityError,
+    DeletionVectorNotFoundError,
+    InvalidArgumentError,
+)
 from dvlake.storage.base import RandomAccessFile, Storage, storage_for
 from dvlake.storage.confine import check_local_files, dv_file_location
 
@@ -65,16 +70,15 @@ def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDes
         f.close()
     (stored_size,) = struct.unpack_from(">I", record, 0)
     if stored_size != size:
-        raise CorruptDeletionVectorError(
-            f"{where}: size mismatch (DELTA_DELETION_VECTOR_SIZE_MISMATCH): the size field in the file differs from "
-            f"the descriptor's sizeInBytes {size}")
+        raise DeletionVectorIntegrityError(
+            f"{where}: size mismatch: the size field in the file differs from the descriptor's sizeInBytes {size}",
+            error_class="DELTA_DELETION_VECTOR_SIZE_MISMATCH")
     data = record[4:4 + size]
     (stored_crc,) = struct.unpack_from(">I", record, 4 + size)
     crc = zlib.crc32(data) & 0xFFFFFFFF
     if crc != stored_crc:
-        raise CorruptDeletionVectorError(
-            f"{where}: checksum mismatch (DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH): the stored CRC-32 does not match "
-            "the DV bytes")
+        raise DeletionVectorIntegrityError(f"{where}: checksum mismatch: the stored CRC-32 does not match the DV bytes",
+                                           error_class="DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH")
     return data
 
 
@@ -106,9 +110,9 @@ def bitmap_from_bytes(descriptor: DeletionVectorDescriptor, raw: bytes | None, w
     """Deserialize ``dv_bytes``' result, verified against the descriptor's cardinality."""
     bitmap = roaring.deserialize(raw, where) if raw is not None else pyroaring.BitMap64()
     if len(bitmap) != descriptor.cardinality:
-        raise CorruptDeletionVectorError(
-            f"{where}: cardinality mismatch (DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH): descriptor says "
-            f"{descriptor.cardinality} rows, bitmap holds {len(bitmap)}")
+        raise DeletionVectorIntegrityError(
+            f"{where}: cardinality mismatch: descriptor says {descriptor.cardinality} rows, bitmap holds {len(bitmap)}",
+            error_class="DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH")
     return bitmap
 
 

@@ -76,7 +76,7 @@ def sidecar_location(storage: Storage, table_root: str, raw: str) -> str:
     location = normalize_location(raw if has_scheme(raw) or raw.startswith("/") else join(folder, raw))
     if not is_inside(folder, location):
         raise PathOutsideTableRootError(
-            f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: a V2 checkpoint of {table_root} names sidecar {raw!r}, which resolves to "
+            f"a V2 checkpoint of {table_root} names sidecar {raw!r}, which resolves to "
             f"{location}, outside {folder}; the Delta protocol keeps sidecars there, so this checkpoint is refused.")
     if storage.is_local:
         def missing(loc: str) -> CorruptLogError:

@@ -172,7 +172,7 @@ class Condition:
         """delta-spark's rule for DELETE, UPDATE and MERGE conditions: no subqueries (DELTA_UNSUPPORTED_SUBQUERY)."""
         if self.has_subquery:
             raise UnsupportedSubqueryError(
-                f"[DELTA_UNSUPPORTED_SUBQUERY] Subqueries are not supported in the {operation} (condition = "
+                f"Subqueries are not supported in the {operation} (condition = "
                 f"{self.display()!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
                 "collect the values first and list them (IN (1, 2, 3)).")
 

@@ -64,16 +64,15 @@ def invariants(schema: dict[str, Any]) -> list[Check]:
 
 
 def _invariant_text(rule: Any, column: str) -> str:
-    from dvlake.errors import DeltaProtocolError
+    from dvlake.errors import UnrecognizedInvariantError
 
     try:
         parsed = json.loads(rule) if isinstance(rule, str) else rule
         text = parsed["expression"]["expression"]
     except (ValueError, KeyError, TypeError):
-        raise DeltaProtocolError(
-            f"[DELTA_UNRECOGNIZED_INVARIANT] the invariant of column {column!r} is not an expression rule "
-            f"({str(rule)[:200]!r}); dvlake cannot enforce it, so it will not write the table",
-            error_class="DELTA_UNRECOGNIZED_INVARIANT") from None
+        raise UnrecognizedInvariantError(
+            f"the invariant of column {column!r} is not an expression rule "
+            f"({str(rule)[:200]!r}); dvlake cannot enforce it, so it will not write the table") from None
     return str(text)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dvlake.errors import DeltaProtocolError, UnsupportedFeatureError
+from dvlake.errors import DeltaProtocolError, UnsupportedFeatureError, UnsupportedTableFeaturesError
 from dvlake.log.actions import Metadata, Protocol
 
 DELETION_VECTORS = "deletionVectors"
@@ -93,8 +93,8 @@ def check_can_read(protocol: Protocol, table: str = "") -> None:
             f"table {table} needs reader version {protocol.min_reader_version}; dvlake reads up to 3. {HELP}")
     missing = reader_features(protocol) - SUPPORTED_READER_FEATURES
     if missing:
-        raise UnsupportedFeatureError(
-            f"DELTA_UNSUPPORTED_FEATURES_FOR_READ: table {table} needs reader feature(s) {sorted(missing)} "
+        raise UnsupportedTableFeaturesError(
+            f"table {table} needs reader feature(s) {sorted(missing)} "
             f"that dvlake does not implement (it implements {sorted(SUPPORTED_READER_FEATURES)}). {HELP}")
 
 
@@ -110,8 +110,8 @@ def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table:
             f"table {table} needs writer version {protocol.min_writer_version}; dvlake writes up to 7. {HELP}")
     missing = writer_features(protocol) - SUPPORTED_WRITER_FEATURES
     if missing:
-        raise UnsupportedFeatureError(
-            f"DELTA_UNSUPPORTED_FEATURES_FOR_WRITE: table {table} needs writer feature(s) {sorted(missing)} "
+        raise UnsupportedTableFeaturesError(
+            f"table {table} needs writer feature(s) {sorted(missing)} "
             f"that dvlake does not implement. {HELP}", error_class=FOR_WRITE)
     if metadata is not None:
         _check_unenforced_rules(metadata, table)
@@ -125,8 +125,8 @@ def _check_unenforced_rules(metadata: Metadata, table: str) -> None:
     text = metadata.schema_string
     for marker, what in (("delta.generationExpression", "generated columns"), ("delta.identity.", "identity columns")):
         if marker in text:
-            raise UnsupportedFeatureError(
-                f"[{FOR_WRITE}] table {table} has {what}; dvlake cannot enforce them yet, so it will not write (DELETE, "
+            raise UnsupportedTableFeaturesError(
+                f"table {table} has {what}; dvlake cannot enforce them yet, so it will not write (DELETE, "
                 f"UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
 
 

@@ -99,10 +99,10 @@ def _refuse_odd_log_files(odd: list[OddEntry]) -> None:
             continue  # _sidecars/, _staged_commits/ and foreign entries are not log files
         if entry.outside_root:
             raise PathOutsideTableRootError(
-                f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: Delta log file {entry.path} is {entry.reason}; the log is read "
+                f"Delta log file {entry.path} is {entry.reason}; the log is read "
                 "only from regular files inside the table's _delta_log. Replace the link with the file itself.")
         raise NotARegularFileError(
-            f"DVLAKE_NOT_A_REGULAR_FILE: Delta log file {entry.path} is {entry.reason}, not a regular file; the log "
+            f"Delta log file {entry.path} is {entry.reason}, not a regular file; the log "
             "is read only from regular files. Restore the file from a backup (or remove it if it is not part of "
             "the table's history).")
 

@@ -14,7 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvlake.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
+from dvlake.errors import (
+    CorruptLogError,
+    DeltaAnalysisException,
+    InvalidArgumentError,
+    TimestampGreaterThanCommitError,
+    VersionNotFoundError,
+)
 from dvlake.log import features
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
@@ -49,9 +55,8 @@ class Snapshot:
         storage = storage or storage_for(root)
         listing = list_log(storage, root)
         if version is not None and timestamp is not None:
-            raise InvalidArgumentError(
-                "time travel takes either a version or a timestamp, not both (DELTA_ONEOF_IN_TIMETRAVEL)",
-                error_class="DELTA_ONEOF_IN_TIMETRAVEL")
+            raise DeltaAnalysisException("time travel takes either a version or a timestamp, not both",
+                                         error_class="DELTA_ONEOF_IN_TIMETRAVEL")
         if timestamp is not None:
             version = version_at_timestamp(storage, root, listing, timestamp)
         state = replay(storage, root, listing, version)
@@ -245,8 +250,8 @@ def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing,
     first = earliest_version(listing)
     if versions and ts > stamps[versions[-1]]:
         latest_at = dt.datetime.fromtimestamp(stamps[versions[-1]] / 1000, dt.UTC)
-        raise VersionNotFoundError(
-            f"DELTA_TIMESTAMP_GREATER_THAN_COMMIT: the timestamp {timestamp} is after the latest commit of {table_root} "
+        raise TimestampGreaterThanCommitError(
+            f"the timestamp {timestamp} is after the latest commit of {table_root} "
             f"(version {versions[-1]}, committed {latest_at}); use a timestamp at or before it")
     candidates = [v for v in versions if v >= first and stamps[v] <= ts]
     if not candidates:

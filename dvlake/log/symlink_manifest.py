@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from dvlake.errors import InvalidArgumentError, TablePropertyValidationError, UnsupportedWithDeletionVectorsError
+from dvlake.errors import DeltaAnalysisException, TablePropertyValidationError, UnsupportedWithDeletionVectorsError
 from dvlake.log.actions import Metadata, Protocol
 from dvlake.log.features import dvs_supported
 from dvlake.log.schema import column_mapping_mode
@@ -60,9 +60,9 @@ def assert_no_live_dvs(snapshot: Snapshot) -> None:
 def write_manifests(snapshot: Snapshot) -> list[str]:
     """Write every partition's manifest and delete manifests of partitions that are gone; returns the written files."""
     if column_mapping_mode(snapshot.metadata) != "none":
-        raise InvalidArgumentError(
-            f"[DELTA_UNSUPPORTED_MANIFEST_GENERATION_WITH_COLUMN_MAPPING] {snapshot.table_root} uses column mapping; "
-            "manifest readers cannot map physical column names, so no manifest is generated")
+        raise DeltaAnalysisException(
+            f"{snapshot.table_root} uses column mapping; manifest readers cannot map physical column names, so no "
+            "manifest is generated", error_class="DELTA_UNSUPPORTED_MANIFEST_GENERATION_WITH_COLUMN_MAPPING")
     assert_no_live_dvs(snapshot)
     root = snapshot.table_root
     storage = snapshot.storage

@@ -290,7 +290,7 @@ def read_rows(storage: Any, location: str, rows: np.ndarray, columns: list[str])
     """
     import pyarrow.parquet as pq
 
-    from dvlake.errors import CorruptDeletionVectorError
+    from dvlake.errors import DeletionVectorIntegrityError
 
     f = storage.open_input(location)
     try:
@@ -298,9 +298,9 @@ def read_rows(storage: Any, location: str, rows: np.ndarray, columns: list[str])
         md = pf.metadata
         starts = np.concatenate(([0], np.cumsum([md.row_group(g).num_rows for g in range(md.num_row_groups)])))
         if rows.size and int(rows[-1]) >= int(starts[-1]):
-            raise CorruptDeletionVectorError(
-                f"a deletion vector of {location} names row {int(rows[-1])}, but the file has {int(starts[-1])} rows "
-                "(DELTA_DELETION_VECTOR_INVALID_ROW_INDEX)")
+            raise DeletionVectorIntegrityError(
+                f"a deletion vector of {location} names row {int(rows[-1])}, but the file has {int(starts[-1])} rows",
+                error_class="DELTA_DELETION_VECTOR_INVALID_ROW_INDEX")
         present = set(pf.schema_arrow.names)
         names = [c for c in columns if c in present]
         groups = np.searchsorted(starts, rows, side="right") - 1

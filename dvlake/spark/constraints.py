@@ -24,7 +24,6 @@ from dvlake.log.actions import Metadata
 from dvlake.spark.task_errors import framed
 
 NOT_NULL_MARKER = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
-VIOLATION_CLASS = "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
 
 
 def not_null_violations(schema: StructType) -> list[tuple[str, Column]]:
@@ -52,7 +51,8 @@ def _check_violation(check: constraints.Check) -> tuple[Column, Column]:
     A NULL result is a failure, as in delta-spark."""
     bad = ~F.coalesce(F.expr(check.text).cast("boolean"), F.lit(False))
     opening, closing = framed(CheckConstraintViolationError.__name__)
-    parts: list[Column] = [F.lit(f"{opening}[{VIOLATION_CLASS}] CHECK constraint {check.name} "
+    # the driver rebuilds it as CheckConstraintViolationError, whose type shows its class in front
+    parts: list[Column] = [F.lit(f"{opening}CHECK constraint {check.name} "
                                  f"{constraints.spark_sql(check.text)} violated by row with values:")]
     for name in constraints.referenced_columns(check.text):
         parts += [F.lit(f"\n - {name} : "), F.coalesce(F.expr(name).cast("string"), F.lit("null"))]
@@ -87,6 +87,6 @@ def raise_typed(exc: BaseException, table_root: str) -> None:
         m = re.search(r"non-nullable field ([^\s'\"\]]+)", text)
         column = m.group(1) if m else "?"
         raise DeltaInvariantViolationException(
-            f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable field {column!r} of {table_root}: the command "
+            f"NULL value appeared in non-nullable field {column!r} of {table_root}: the command "
             "would write a NULL into a NOT NULL column. Nothing was committed; fix the written values (e.g. "
             "COALESCE) or relax the column.") from None

@@ -32,7 +32,7 @@ def missing_module_error(module: str, command: str | None = None) -> ExecutorEnv
     then the table was not changed — a command's jobs run before its commit)."""
     failed = f"{command} failed, the table was not changed: " if command else ""
     return ExecutorEnvironmentError(
-        f"DVLAKE_EXECUTOR_ENVIRONMENT: {failed}Spark's Python workers cannot import {module} (No module named "
+        f"{failed}Spark's Python workers cannot import {module} (No module named "
         f"{module!r}), though the driver can. The executors run another Python than the one dvlake is installed in: "
         f"set PYSPARK_PYTHON (or spark.pyspark.python) to that interpreter (the driver uses {sys.executable}), or "
         f"{HOW_TO_SHIP}")

@@ -36,7 +36,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from dvlake.errors import CorruptDeletionVectorError, DvlakeError
+from dvlake.errors import DeletionVectorIntegrityError, DvlakeError
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL
 from dvlake.log.partitions import parse_partition_value
 from dvlake.log.stream_plan import IndexedFile, SourceOffset, parse_options
@@ -207,9 +207,9 @@ class FileReader:
             pf = pq.ParquetFile(f)
             total = pf.metadata.num_rows
             if deleted.size and int(deleted[-1]) >= total:
-                raise CorruptDeletionVectorError(
-                    f"a deletion vector of {location} names row {int(deleted[-1])}, but the file has {total} rows "
-                    "(DELTA_DELETION_VECTOR_INVALID_ROW_INDEX)")
+                raise DeletionVectorIntegrityError(
+                    f"a deletion vector of {location} names row {int(deleted[-1])}, but the file has {total} rows",
+                    error_class="DELTA_DELETION_VECTOR_INVALID_ROW_INDEX")
             present = set(pf.schema_arrow.names)
             data = [physical_name(fd, self.mode) for fd in self.fields if fd["name"].lower() not in self.partitions]
             columns = [c for c in data if c in present] + [c for c in extra if c in present]

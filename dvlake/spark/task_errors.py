@@ -42,7 +42,8 @@ from dvlake.spark.executors import HOW_TO_SHIP, missing_module_error
 
 _OPEN = "[DVLAKE_TASK_ERROR "
 _CLOSE = "[/DVLAKE_TASK_ERROR]"
-_MARKED = re.compile(r"\[DVLAKE_TASK_ERROR (\w+)\](.*?)\[/DVLAKE_TASK_ERROR\]", re.S)
+#: the Python class name, then the instance's error class where it has one (it may differ from its type's default)
+_MARKED = re.compile(r"\[DVLAKE_TASK_ERROR (\w+)(?: ([\w.]+))?\](.*?)\[/DVLAKE_TASK_ERROR\]", re.S)
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 #: Modules dvlake's executor code needs; a worker lacking one runs the wrong interpreter.
 EXECUTOR_MODULES = ("dvlake", "pyarrow", "pyroaring", "numpy", "pandas", "orjson")
@@ -69,7 +70,7 @@ def _partition_value_error(folders: str) -> PartitionValueNotWritableError:
     value = unquote(escaped)
     shown = value if len(value) <= MAX_SHOWN_VALUE else f"{value[:MAX_SHOWN_VALUE]}... ({len(value)} characters)"
     return PartitionValueNotWritableError(
-        f"DVLAKE_PARTITION_VALUE_NOT_WRITABLE: the value {shown!r} of partition column {unquote(column)!r} cannot be "
+        f"the value {shown!r} of partition column {unquote(column)!r} cannot be "
         f"written: Spark stores each partition value as a folder name ({len(escaped.encode())} bytes escaped here) "
         "and the file system refused to create it (most limit a name to 255 bytes). Nothing was committed. "
         "Shorten or hash the value, or partition by another column.")
@@ -85,8 +86,9 @@ def framed(class_name: str) -> tuple[str, str]:
 
 
 def encode(exc: DvlakeError) -> str:
-    """The message a task raises: class name and message between markers."""
-    return f"{_OPEN}{type(exc).__name__}]{exc}{_CLOSE}"
+    """The message a task raises: class name, error class and message between markers."""
+    error_class = f" {exc.error_class}" if exc.error_class else ""
+    return f"{_OPEN}{type(exc).__name__}{error_class}]{exc}{_CLOSE}"
 
 
 def on_executor(fn: MapInArrowFn) -> MapInArrowFn:
@@ -99,7 +101,7 @@ def on_executor(fn: MapInArrowFn) -> MapInArrowFn:
             if _OPEN in str(exc):
                 raise
             try:
-                marked = type(exc)(encode(exc))
+                marked = type(exc)(encode(exc), error_class=exc.error_class)
             except TypeError:  # a subclass with another constructor: keep the name in the marker
                 marked = DvlakeError(encode(exc))
             raise marked from exc
@@ -151,10 +153,10 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
     m = _MARKED.search(text)
     if m:
         cls = getattr(errors, m.group(1), None)
-        message = m.group(2).strip()
+        error_class, message = m.group(2), m.group(3).strip()
         if isinstance(cls, type) and issubclass(cls, DvlakeError):
             try:
-                return cls(message)
+                return cls(message, error_class=error_class)
             except TypeError:
                 return DvlakeError(f"{m.group(1)}: {message}")
         return DvlakeError(f"{m.group(1)}: {message}")
@@ -164,7 +166,7 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
     broken = _IMPORT_ERROR.search(text)
     if broken and "Traceback" in text and _names_executor_module(broken.group(1)):
         return ExecutorEnvironmentError(
-            f"DVLAKE_EXECUTOR_ENVIRONMENT: Spark's Python workers failed to import dvlake's dependencies: "
+            f"Spark's Python workers failed to import dvlake's dependencies: "
             f"ImportError: {broken.group(1).strip()[:300]}. The module is there but does not load on the executors "
             f"(a version that differs from the driver's, or a broken native library); install the driver's versions "
             f"in the executors' Python (the driver uses {sys.executable}) or set PYSPARK_PYTHON to it: {HOW_TO_SHIP}")
@@ -177,7 +179,7 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
             detail = re.search(r"(Data type mismatches when reading Parquet column[^\n]*|"
                                r"Parquet column cannot be converted in file [^\n]*)", text)
             return DataFileSchemaMismatchError(
-                "DVLAKE_DATA_FILE_SCHEMA_MISMATCH: a data file's Parquet schema does not match the table schema in the "
+                "a data file's Parquet schema does not match the table schema in the "
                 f"Delta log: {detail.group(1) if detail else _first_line(text)}. The file was written by another "
                 "schema or replaced; restore it, or time travel to a version before it")
         if re.search(r"FAILED_READ_FILE\.FILE_NOT_EXIST|java\.io\.FileNotFoundException|PATH_NOT_FOUND", text):
@@ -190,7 +192,7 @@ def typed_error(exc: BaseException) -> DvlakeError | None:
         if re.search(r"FAILED_READ_FILE|CANNOT_READ_FILE_FOOTER|is not a Parquet file|ParquetDecodingException", text):
             path = re.search(r"(?:reading file|read footer for file:?|file) (\S+\.parquet)", text)
             return CorruptDataFileError(
-                f"DVLAKE_CORRUPT_DATA_FILE: the data file {path.group(1) if path else '(see the cause)'} listed in the "
+                f"the data file {path.group(1) if path else '(see the cause)'} listed in the "
                 "Delta log is not readable Parquet (truncated or overwritten); restore it, or time travel to a version "
                 "that does not reference it")
     return None

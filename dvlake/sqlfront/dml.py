@@ -65,7 +65,7 @@ def _no_subqueries(node: exp.Expr | None, text: str, operation: str) -> None:
     raised here before a subquery reading a Delta table is resolved (the commands refuse the others too)."""
     if node is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in node.walk()):
         raise UnsupportedSubqueryError(
-            f"[DELTA_UNSUPPORTED_SUBQUERY] Subqueries are not supported in the {operation} (condition = "
+            f"Subqueries are not supported in the {operation} (condition = "
             f"{written(text, node)!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), "
             "or collect the values first and list them (IN (1, 2, 3)).")
 
@@ -112,7 +112,7 @@ def assignments(pairs: list[exp.Expr], text: str) -> dict[str, Any]:
             from dvlake.errors import UnresolvedAssignmentError
 
             raise UnresolvedAssignmentError(
-                f"[DELTA_CONFLICT_SET_COLUMN] {sql_error(text, offset_of(pair), '').args[0]}there is a conflict from "
+                f"{sql_error(text, offset_of(pair), '').args[0]}there is a conflict from "
                 f"these SET columns: {name!r} is assigned more than once", error_class="DELTA_CONFLICT_SET_COLUMN")
         out[name] = written(text, pair.expression)
     return out

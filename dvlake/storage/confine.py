@@ -53,7 +53,7 @@ def data_file_location(table_root: str, add_path: str, confine: bool) -> str:
     location = normalize_location(absolute_file_location(table_root, add_path))
     if confine and not is_inside(table_root, location):
         raise PathOutsideTableRootError(
-            f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: the log's data file path {add_path!r} resolves to {location}, outside "
+            f"the log's data file path {add_path!r} resolves to {location}, outside "
             f"the table root {table_root}; {HOW_TO_ALLOW}")
     return location
 
@@ -68,11 +68,11 @@ def dv_file_location(table_root: str, storage_type: str, path_or_inline_dv: str,
         prefix = path_or_inline_dv[:-20]
         if "/" in prefix or "\\" in prefix:
             raise PathOutsideTableRootError(
-                f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: deletion vector prefix {prefix!r} contains a path separator; Delta "
+                f"deletion vector prefix {prefix!r} contains a path separator; Delta "
                 f"writes only letters and digits there. {HOW_TO_ALLOW}")
     if not is_inside(table_root, normalized):
         raise PathOutsideTableRootError(
-            f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: deletion vector {storage_type!r} path resolves to {normalized}, outside "
+            f"deletion vector {storage_type!r} path resolves to {normalized}, outside "
             f"the table root {table_root}; {HOW_TO_ALLOW}")
     return normalized
 
@@ -104,7 +104,7 @@ def check_local_files(table_root: str, locations: Iterable[str], confine: bool,
             target = os.path.realpath(location)
             if real_root is not None and not is_inside(real_root, target):
                 raise PathOutsideTableRootError(
-                    f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: {location} is a symlink to {target}, outside the table root "
+                    f"{location} is a symlink to {target}, outside the table root "
                     f"{table_root}; {HOW_TO_ALLOW}")
             try:
                 st = os.stat(location)
@@ -112,7 +112,7 @@ def check_local_files(table_root: str, locations: Iterable[str], confine: bool,
                 raise missing(location) from None
         if not stat.S_ISREG(st.st_mode):
             raise NotARegularFileError(
-                f"DVLAKE_NOT_A_REGULAR_FILE: {location} is not a regular file ({file_kind(st.st_mode)}); dvlake opens only "
+                f"{location} is not a regular file ({file_kind(st.st_mode)}); dvlake opens only "
                 "regular files (a FIFO or device could block a reader forever)")
         if real_root is not None:
             folder = os.path.dirname(location)
@@ -120,7 +120,7 @@ def check_local_files(table_root: str, locations: Iterable[str], confine: bool,
                 real_folder = os.path.realpath(folder)
                 if real_folder != real_root and not is_inside(real_root, real_folder):
                     raise PathOutsideTableRootError(
-                        f"DVLAKE_PATH_OUTSIDE_TABLE_ROOT: the folder of {location} is a symlink to {real_folder}, "
+                        f"the folder of {location} is a symlink to {real_folder}, "
                         f"outside the table root {table_root}; {HOW_TO_ALLOW}")
                 checked_dirs.add(folder)
 
@@ -146,14 +146,14 @@ class RegularFile:
         st = os.stat(path)  # FileNotFoundError propagates: the caller types it
         if not stat.S_ISREG(st.st_mode):
             raise NotARegularFileError(
-                f"DVLAKE_NOT_A_REGULAR_FILE: {path} is not a regular file ({file_kind(st.st_mode)}); dvlake opens only "
+                f"{path} is not a regular file ({file_kind(st.st_mode)}); dvlake opens only "
                 "regular files")
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
         self._fd = os.open(path, flags)
         st = os.fstat(self._fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(self._fd)
-            raise NotARegularFileError(f"DVLAKE_NOT_A_REGULAR_FILE: {path} is not a regular file ({file_kind(st.st_mode)})")
+            raise NotARegularFileError(f"{path} is not a regular file ({file_kind(st.st_mode)})")
         self._size = st.st_size
 
     def size(self) -> int:

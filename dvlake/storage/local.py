@@ -172,6 +172,6 @@ def check_creatable_root(root: str) -> None:
         if stat.S_ISDIR(st.st_mode):
             return
         raise TableRootNotADirectoryError(
-            f"DVLAKE_TABLE_ROOT_NOT_A_DIRECTORY: cannot create a Delta table at {root}: {current} is "
+            f"cannot create a Delta table at {root}: {current} is "
             f"{file_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a regular file'}, not a folder. "
             "Choose a path whose parent folders are folders.")

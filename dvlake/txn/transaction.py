@@ -317,7 +317,7 @@ class OptimisticTransaction:
     def _check_dv_add(self, add: AddFile, protocol: Protocol, metadata: Metadata) -> None:
         if not features.dvs_enabled(protocol, metadata):
             raise DeletionVectorsNotAllowedError(
-                f"DELTA_ADDING_DELETION_VECTORS_DISALLOWED: cannot add a deletion vector to {add.path}: deletion vectors "
+                f"cannot add a deletion vector to {add.path}: deletion vectors "
                 "are not enabled on this table. Set delta.enableDeletionVectors = true first.")
         stats = parse_stats(add.stats)
         if not stats or stats.get("numRecords") is None:

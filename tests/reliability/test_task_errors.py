@@ -26,6 +26,14 @@ def test_marker_round_trip(cls: type[DvlakeError]) -> None:
     assert type(typed) is cls and str(typed) == str(original)  # classes that prefix [ERROR_CLASS] do so once
 
 
+def test_an_error_class_other_than_the_types_default_survives_the_marker() -> None:
+    original = errors.DeletionVectorIntegrityError("dv.bin: size mismatch", error_class="DELTA_DELETION_VECTOR_SIZE_MISMATCH")
+    typed = typed_error(RuntimeError(f"Job aborted ... {encode(original)} ..."))
+    assert type(typed) is errors.DeletionVectorIntegrityError
+    assert typed.getCondition() == "DELTA_DELETION_VECTOR_SIZE_MISMATCH"
+    assert str(typed) == str(original) == "[DELTA_DELETION_VECTOR_SIZE_MISMATCH] dv.bin: size mismatch"
+
+
 def test_other_errors_are_left_alone() -> None:
     assert typed_error(RuntimeError("something else")) is None
     with pytest.raises(RuntimeError), translated():
@@ -48,7 +56,7 @@ def test_every_codec_and_storage_error_crosses_the_executor_boundary(spark) -> N
         with pytest.raises(cls) as info:
             df.collect()
         assert type(info.value) is cls, cls
-        assert str(info.value) == f"raised on an executor: {cls.__name__}"
+        assert str(info.value) == str(cls(f"raised on an executor: {cls.__name__}"))  # [ERROR_CLASS] once, if shown
         with pytest.raises(cls), translated():  # the command boundary gives the same
             df.count()
 

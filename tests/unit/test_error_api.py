@@ -50,3 +50,29 @@ def test_every_dml_class_has_delta_sparks_sqlstate() -> None:
         "MERGE_WITHOUT_WHEN": "42601", "PARSE_SYNTAX_ERROR": "42601", "CANNOT_UP_CAST_DATATYPE": "42846",
     }
     assert {c: E.sql_state_of(c) for c in expected} == expected
+
+
+def test_the_class_is_shown_once_in_front_by_the_types_that_show_it() -> None:
+    """``[CLASS] message`` is written in one place (errors.with_error_class), from the class an instance carries."""
+    assert str(E.PathOutsideTableRootError("x")) == "[DVLAKE_PATH_OUTSIDE_TABLE_ROOT] x"
+    assert str(E.UnsupportedTableFeaturesError("x", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")) \
+        == "[DELTA_UNSUPPORTED_FEATURES_FOR_WRITE] x"
+    assert str(E.DeletionVectorIntegrityError("[DELTA_DELETION_VECTOR_SIZE_MISMATCH] x",
+                                              error_class="DELTA_DELETION_VECTOR_SIZE_MISMATCH")) \
+        == "[DELTA_DELETION_VECTOR_SIZE_MISMATCH] x"  # a rebuilt message keeps one prefix
+    assert str(E.VersionNotFoundError("x")) == "x"  # a type that does not show its class
+    assert E.VersionNotFoundError("x").getMessage() == "[DELTA_VERSION_NOT_FOUND] x"
+
+
+def test_no_raise_site_writes_the_class_into_its_message() -> None:
+    """The class is given once (``error_class=`` or the type's default), never hand-written as a prefix as well."""
+    import pathlib
+    import re
+
+    import dvlake
+
+    prefix = re.compile(r"""\bf?["'](?:\[[A-Z][A-Z0-9]*_[A-Z0-9_.]+\] |(?:DELTA|DVLAKE)_[A-Z0-9_]+: )""")
+    root = pathlib.Path(dvlake.__file__).parent
+    found = [f"{p.relative_to(root)}:{n}" for p in sorted(root.rglob("*.py")) if p.name != "errors.py"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if prefix.search(line)]
+    assert found == []

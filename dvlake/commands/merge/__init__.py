@@ -25,10 +25,10 @@ How it runs (delta-spark's MergeIntoCommand, restated for DataFrames):
 The package, one module per concern (as delta-rs splits ``operations/merge/``):
 
 - ``spec``: clauses, the spec, outcome codes; ``builder``: ``DeltaMergeBuilder``; ``command``: ``merge()``,
-  the checks, the prepared source, the matches and the copy-on-write path;
+  the checks, the prepared source, the matches and the choice of path;
 - ``names``: which names each clause sees, checked before any job; ``frames``: the sides as frames, the join;
   ``clauses``: clause evaluation; ``evolution``: schema evolution;
-- ``with_dvs`` and ``insert_only``: the other two paths; ``steps``: what the paths share (multiple-match
+- ``with_dvs``, ``copy_on_write`` and ``insert_only``: the three paths; ``steps``: what the paths share (multiple-match
   check, broadcasting, gathered marks, change-data files, metrics, the commit);
 - ``pruning``: ON-condition conjuncts that prune target files; ``source``: whether the source is materialized.
 """

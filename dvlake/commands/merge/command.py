@@ -4,25 +4,23 @@ copy-on-write).
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns
+from dvlake.commands.cdc_write import check_no_reserved_columns
 from dvlake.commands.dml import (
     Committed,
     as_column,
     run_row_level,
-    sub_plan,
     use_dvs,
-    write_rows,
 )
-from dvlake.commands.dv_marking import counted, dv_counts
+from dvlake.commands.dv_marking import counted
 from dvlake.commands.dv_pairs import PairWatch
-from dvlake.commands.merge.clauses import clause_frame, no_value
+from dvlake.commands.merge.clauses import no_value
+from dvlake.commands.merge.copy_on_write import merge_copy_on_write
 from dvlake.commands.merge.evolution import evolved_metadata, evolves
 from dvlake.commands.merge.frames import (
     Sides,
@@ -30,38 +28,23 @@ from dvlake.commands.merge.frames import (
     matching_pairs,
     old_row_columns,
     resolved_names,
-    with_unqualified,
     wrap_source,
     wrap_target,
 )
 from dvlake.commands.merge.insert_only import merge_insert_only
-from dvlake.commands.merge.names import SOURCE_ONLY, TARGET_ONLY
 from dvlake.commands.merge.pruning import target_only
 from dvlake.commands.merge.source import materializes
 from dvlake.commands.merge.spec import (
-    M_DELETE,
-    M_UPDATE,
-    MARKED,
     MATCHED,
-    N_INSERT,
     NOT_MATCHED,
     NOT_MATCHED_BY_SOURCE,
-    S_DELETE,
-    S_UPDATE,
-    WRITTEN,
     MergeClause,
     MergeSpec,
 )
 from dvlake.commands.merge.steps import (
     Gathered,
     broadcastable,
-    change_files,
-    commit_merge,
     gathering_marks,
-    now,
-    row_metrics,
-    unmatched_target,
-    without_duplicate_matches,
 )
 from dvlake.commands.merge.with_dvs import merge_with_dvs
 from dvlake.commands.store_assign import casting
@@ -74,11 +57,8 @@ from dvlake.errors import (
     NonLastClauseOmitConditionError,
 )
 from dvlake.log import features
-from dvlake.log.actions import Action, AddCDCFile
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
-from dvlake.log.stats import num_records_of
-from dvlake.spark import row_tracking
 from dvlake.spark.layout import logical_struct
 from dvlake.spark.scan import ScanPlan, plan_scan, prune_plan
 from dvlake.storage.paths import normalize_table_root
@@ -167,7 +147,6 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
 
     null_value = no_value
 
-    insert_kinds = {"insert": N_INSERT}
     fast = str(spark.conf.get(MERGE_INSERT_ONLY_FAST_PATH, "true")).lower() == "true"
     if not matched and not by_source and fast:
         return merge_insert_only(spark, snapshot, spec, txn, plan, sides, names, on, not_matched, schema, md, evolving,
@@ -201,71 +180,9 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
                                rules, src, target, matches, matched_sources, num_pairs, exempt, old_row,
                                old_value, (num_source_rows, materialize_ms, t1, started), new_md is not None,
                                Gathered(watch, index_col))
-    if matched or by_source:
-        matches = without_duplicate_matches(matches, sides, exempt, root)
-
-    parts = []
-    if matched:
-        parts.append(clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides, old_value,
-                                   evolving, where, rules))
-    if not_matched:
-        unmatched_src = with_unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
-        parts.append(clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where,
-                                   rules))
-    if by_source:
-        unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
-        parts.append(clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema, sides,
-                                   old_value, evolving, where, rules))
-    changes = functools.reduce(DataFrame.unionByName, parts)
-    counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
-    scan_ms = int((time.monotonic() - t1) * 1000)
-
-    t2 = time.monotonic()
-    marks = changes.filter(F.col(sides.kind).isin(*MARKED)).select(sides.fid, sides.rid)
-    ids = row_tracking.ids_frame(spark, snapshot, plan)  # row tracking: updated rows keep their target row's id
-    new_rows = row_tracking.with_kept_ids(changes.filter(F.col(sides.kind).isin(*WRITTEN)), ids, sides.fid, sides.rid,
-                                          [f.name for f in schema.fields], keep_commit_version=False)
-    any_marked = any(counts.get(k, 0) for k in MARKED)
-    actions: list[Action] = []
-    metrics: dict[str, Any] = {}
-    if any_marked:
-        touched_idx = sorted(int(r[0]) for r in marks.select(sides.fid).distinct().collect())
-        touched_plan = sub_plan(plan, touched_idx)
-        positions = F.array(*[F.lit(i) for i in touched_idx])
-        kept = flat_target(spark, snapshot, touched_plan, sides)
-        kept = kept.withColumn(sides.fid, F.element_at(positions, F.col(sides.fid) + 1))
-        kept = kept.join(marks, [sides.fid, sides.rid], "left_anti")
-        copied_rows = row_tracking.with_kept_ids(kept.select(*old_row, sides.fid, sides.rid), ids, sides.fid, sides.rid,
-                                                 [f.name for f in schema.fields], keep_commit_version=True)
-        touched = [candidates[i] for i in touched_idx]
-        ts = now()
-        actions += [a.remove(ts) for a in touched]
-        metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched], "numTarget"))
-        files_removed, bytes_removed = len(touched), sum(a.size for a in touched)
-        touched_positions = touched_idx
-        written = new_rows.unionByName(copied_rows)
-    else:
-        metrics.update(dv_counts([], "numTarget"))
-        files_removed = bytes_removed = 0
-        touched_positions = []
-        written = new_rows
-    inserted = counts.get(N_INSERT, 0)
-    updated = counts.get(M_UPDATE, 0) + counts.get(S_UPDATE, 0)
-    new_adds = write_rows(written, root, snapshot, md, txn.protocol) if (inserted or updated or any_marked) else []
-    total_written = sum(num_records_of(a.stats) or 0 for a in new_adds)
-    copied = total_written - inserted - updated if any_marked else 0
-    actions += new_adds
-    cdc: list[AddCDCFile] = []
-    if any_marked and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
-        cdc = change_files(spark, snapshot, plan, changes, sides, old_row, schema, md, touched_positions)
-        actions += cdc
-    rewrite_ms = int((time.monotonic() - t2) * 1000)
-    metrics.update(row_metrics(num_source_rows, counts, copied))
-    metrics.update({"numTargetFilesAdded": len(new_adds), "numTargetFilesRemoved": files_removed,
-                    "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": bytes_removed,
-                    "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
-                    "rewriteTimeMs": rewrite_ms})
-    return commit_merge(spark, txn, spec, actions, metrics, started, new_md is not None)
+    return merge_copy_on_write(spark, snapshot, spec, txn, plan, candidates, sides, names, schema, md, evolving, where,
+                               rules, src, target, matches, matched_sources, num_pairs, exempt, old_row, old_value,
+                               (num_source_rows, materialize_ms, t1, started), new_md is not None)
 
 
 def _files_to_read(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, spec: MergeSpec, sides: Sides,

@@ -96,7 +96,7 @@ class Gathered:
 def multiple_matches(root: str, count: int | None) -> MultipleSourceRowMatchingTargetRowError:
     times = f"{count} source rows" if count is not None else "more than one source row"
     return MultipleSourceRowMatchingTargetRowError(
-        f"[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] MERGE INTO {root}: a target row matched "
+        f"MERGE INTO {root}: a target row matched "
         f"{times}, so it is ambiguous how to update or delete it. Nothing was committed. "
         "De-duplicate the source (one row per key), or make the ON condition match at most one source row per "
         "target row. See https://docs.delta.io/latest/delta-update.html#upsert-into-a-table-using-merge")
