@@ -40,7 +40,7 @@ from dvlake.commands.dv_pairs import watch_pairs
 from dvlake.commands.store_assign import Casting, casting
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
-from dvlake.log import features
+from dvlake.log import features, generated
 from dvlake.log.actions import Action, AddCDCFile, AddFile, now_ms
 from dvlake.log.cdf_plan import UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import Condition
@@ -79,6 +79,7 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     root = snapshot.table_root
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
     check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
+    generated.refuse(snapshot.protocol, snapshot.metadata, root, "UPDATE")  # not computed by UPDATE yet
     plan = plan_scan(spark, snapshot, parsed)
     schema = plan.logical_schema
     # from here on the condition is the Column Spark evaluates: the user's text, ``*`` spelled as the table's columns

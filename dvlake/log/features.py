@@ -21,8 +21,8 @@ SUPPORTED_READER_FEATURES = frozenset({
     DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
 })
 
-#: Writer features dvlake honours when it commits. CHECK constraints and invariants are enforced on every
-#: written row; a table that has generated or identity columns is still refused (``_check_unenforced_rules``).
+#: Writer features dvlake honours when it commits. CHECK constraints, invariants and generated columns are enforced on
+#: every written row; a table that has identity columns is still refused (``_check_unenforced_rules``).
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
     "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
@@ -118,16 +118,15 @@ def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table:
 
 
 def _check_unenforced_rules(metadata: Metadata, table: str) -> None:
-    """Refuse writes to tables with rules dvlake cannot enforce yet (generated and identity columns).
+    """Refuse writes to tables with rules dvlake cannot enforce yet (identity columns).
 
-    CHECK constraints and column invariants are enforced on every row a command writes
-    (``dvlake.spark.constraints``); the two column kinds below would need values computed on write."""
-    text = metadata.schema_string
-    for marker, what in (("delta.generationExpression", "generated columns"), ("delta.identity.", "identity columns")):
-        if marker in text:
-            raise UnsupportedFeatureError(
-                f"[{FOR_WRITE}] table {table} has {what}; dvlake cannot enforce them yet, so it will not write (DELETE, "
-                f"UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
+    CHECK constraints, column invariants and generated columns are enforced on every row a command writes
+    (``dvlake.spark.constraints``, ``dvlake.log.generated``; a command that cannot compute generated columns
+    refuses them itself); identity columns would need values assigned above a high-water mark."""
+    if "delta.identity." in metadata.schema_string:
+        raise UnsupportedFeatureError(
+            f"[{FOR_WRITE}] table {table} has identity columns; dvlake cannot enforce them yet, so it will not write "
+            f"(DELETE, UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
 
 
 def dvs_supported(protocol: Protocol) -> bool:

@@ -257,6 +257,15 @@ def _table_struct(path: str) -> StructType:
     return logical_struct(load(path).schema)
 
 
+def _generated_columns(path: str) -> dict[str, str]:
+    """The table's generated columns and their expressions (empty when its protocol does not enforce them)."""
+    from dvlake.commands.write import load
+    from dvlake.log import generated
+
+    snapshot = load(path)
+    return generated.expressions(snapshot.protocol, snapshot.metadata)
+
+
 def delta_target(spark: SparkSession, node: exp.Expr, text: str) -> str | None:
     """The table root of a Table node that is a Delta table (path or Delta table of the catalog), else None."""
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
@@ -321,8 +330,10 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     unknown = [c for c in df.columns if c.lower() not in by_name]
     if unknown:
         raise sql_error(text, offset_of(node), f"the table has no column {unknown[0]!r} (columns: {list(table.names)})")
+    computed = _generated_columns(path)  # left out, the writer computes them (delta-spark); NULL would break the rule
     cols = [(F.col(f"`{next(c for c in df.columns if c.lower() == f.name.lower())}`") if f.name.lower() in present
-             else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields]
+             else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields
+            if f.name.lower() in present or f.name not in computed]
     rows = df.select(*cols)
     if replace_where is not None or (static and overwrite):
         # only the rows the condition (or the static partition) selects are replaced, atomically

@@ -73,7 +73,7 @@ from dvlake.errors import (
     DeltaAnalysisException,
     NonLastClauseOmitConditionError,
 )
-from dvlake.log import features
+from dvlake.log import features, generated
 from dvlake.log.actions import Action, AddCDCFile
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
@@ -132,6 +132,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     root = snapshot.table_root
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
     check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
+    generated.refuse(snapshot.protocol, snapshot.metadata, root, "MERGE")  # not computed by MERGE yet
     txn = OptimisticTransaction(root, snapshot)
     plan = plan_scan(spark, snapshot)
     txn.read_whole_table()

@@ -1,0 +1,190 @@
+"""Generated columns (``GENERATED ALWAYS AS (expr)``), as delta-spark computes and checks them on write.
+
+Each test states the delta-spark rule it checks (read in delta-io/delta: ``GeneratedColumn.scala``,
+``ColumnWithDefaultExprUtils.addDefaultExprsOrReturnConstraints``, ``GeneratedColumnSuite.scala``). The tables
+are parcels: ``parcel`` (an id), ``grams`` and the generated ``kilos`` = ``grams / 1000.0``; the partitioned one
+adds ``sent`` (a timestamp) and the generated partition column ``day`` = ``CAST(sent AS DATE)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+import dvlake
+from dvlake import DeltaTable
+from dvlake.errors import CheckConstraintViolationError, UnsupportedFeatureError
+from dvlake.log.snapshot import Snapshot
+from dvlake.sql import sql
+
+KILOS = "grams / 1000.0"
+PLAIN = [{"name": "parcel", "type": "long", "nullable": True, "metadata": {}},
+         {"name": "grams", "type": "long", "nullable": True, "metadata": {}},
+         {"name": "kilos", "type": "double", "nullable": True, "metadata": {"delta.generationExpression": KILOS}}]
+DATED = [{"name": "parcel", "type": "long", "nullable": True, "metadata": {}},
+         {"name": "sent", "type": "timestamp", "nullable": True, "metadata": {}},
+         {"name": "day", "type": "date", "nullable": True,
+          "metadata": {"delta.generationExpression": "CAST(sent AS DATE)"}}]
+
+
+def _create(path: str, fields: list[dict], partitions: list[str] | None = None, *, protocol: dict | None = None,
+            configuration: dict[str, str] | None = None) -> str:
+    """Version 0 as delta-spark's CREATE TABLE writes a table with a generated column: the expression in the
+    field's metadata and the ``generatedColumns`` writer feature (legacy writer version 4 implies it)."""
+    log = Path(path) / "_delta_log"
+    log.mkdir(parents=True)
+    metadata = {"id": "6f1d1c55-0a51-4b1e-9a43-5b4b3a2c1d00", "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps({"type": "struct", "fields": fields}),
+                "partitionColumns": partitions or [], "configuration": configuration or {}, "createdTime": 1}
+    commit = {"timestamp": 1, "operation": "CREATE TABLE", "operationParameters": {}, "isBlindAppend": True}
+    lines = [{"commitInfo": commit}, {"protocol": protocol or {"minReaderVersion": 1, "minWriterVersion": 4}},
+             {"metaData": metadata}]
+    (log / f"{0:020d}.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _rows(spark: SparkSession, path: str) -> list[tuple]:
+    return sorted(tuple(r) for r in dvlake.read(spark, path).collect())
+
+
+def _violates(spark: SparkSession, path: str, run, rule: str, *values: str) -> None:
+    """``run`` fails with DELTA_VIOLATE_CONSTRAINT_WITH_VALUES naming ``Generated Column (rule)`` and the row's
+    values, and the table stays at its last version with its rows."""
+    before_version, before_rows = Snapshot.load(path).version, _rows(spark, path)
+    with pytest.raises(CheckConstraintViolationError) as info:
+        run()
+    err = info.value
+    assert (err.getCondition(), err.getSqlState()) == ("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", "23001")
+    text = str(err)
+    assert f"CHECK constraint Generated Column ({rule}) violated by row with values:" in text, text
+    for v in values:
+        assert v in text, text
+    assert Snapshot.load(path).version == before_version
+    assert _rows(spark, path) == before_rows
+
+
+# --- appends and overwrites: fill in what is missing, check what is given ------------------------------
+
+
+def test_an_append_without_the_generated_column_computes_it(dspark, tmp_path):
+    """Rule: a write whose data lacks a generated column gets it computed from the expression over the row's
+    values (cast to the column's type); NULL inputs give what the expression gives (NULL)."""
+    path = _create(str(tmp_path / "t"), PLAIN)
+    dvlake.write(dspark.createDataFrame([(1, 2500), (2, None)], "parcel long, grams long"), path, mode="append")
+    dspark.createDataFrame([(3, 40)], "parcel long, grams long").write.format("delta").mode("append").save(path)
+    assert _rows(dspark, path) == [(1, 2500, 2.5), (2, None, None), (3, 40, 0.04)]
+
+
+def test_an_append_with_the_right_value_is_kept(spark, tmp_path):
+    """Rule: a provided generated value is checked with ``kilos <=> (expr)``: equal values, and NULL where the
+    expression is NULL, pass; the column order of the data does not matter (by name)."""
+    path = _create(str(tmp_path / "t"), PLAIN)
+    df = spark.createDataFrame([(1.5, 7, 1500), (None, 8, None)], "kilos double, parcel long, grams long")
+    dvlake.write(df, path, mode="append")
+    assert _rows(spark, path) == [(7, 1500, 1.5), (8, None, None)]
+
+
+@pytest.mark.parametrize("kilos", [9.0, None], ids=["wrong", "null-for-a-value"])
+def test_an_append_with_a_wrong_value_is_refused(dspark, tmp_path, kilos):
+    """Rule: a provided generated value that differs from the expression (null-safe: a NULL where the expression
+    has a value differs) fails the write with DELTA_VIOLATE_CONSTRAINT_WITH_VALUES, ``Generated Column
+    (kilos <=> (grams / 1000.0))`` and the row's values; nothing is committed."""
+    path = _create(str(tmp_path / "t"), PLAIN)
+    dvlake.write(dspark.createDataFrame([(1, 100)], "parcel long, grams long"), path, mode="append")
+    bad = dspark.createDataFrame([(2, 3000, kilos)], "parcel long, grams long, kilos double")
+    shown = "9.0" if kilos is not None else "null"
+    _violates(dspark, path, lambda: dvlake.write(bad, path, mode="append"), "kilos <=> (grams / 1000.0)",
+              "grams : 3000", f"kilos : {shown}")
+    _violates(dspark, path, lambda: bad.write.format("delta").mode("overwrite").save(path), "kilos <=> (grams / 1000.0)")
+
+
+def test_an_overwrite_computes_the_generated_column(spark, tmp_path):
+    """Rule: an overwrite is a write like an append: the generated column is computed for the new rows."""
+    path = _create(str(tmp_path / "t"), PLAIN)
+    dvlake.write(spark.createDataFrame([(1, 100)], "parcel long, grams long"), path, mode="append")
+    dvlake.write(spark.createDataFrame([(5, 5000)], "parcel long, grams long"), path, mode="overwrite")
+    assert _rows(spark, path) == [(5, 5000, 5.0)]
+
+
+def test_a_generated_partition_column_is_computed_when_the_data_lacks_it(spark, tmp_path):
+    """Rule: a generated partition column missing from the data is computed like any generated column (delta-spark
+    refuses data without a partition column only when that column is not generated)."""
+    path = _create(str(tmp_path / "t"), DATED, ["day"])
+    t1, t2 = dt.datetime(2026, 3, 1, 8, 30), dt.datetime(2026, 3, 2, 23, 0)
+    dvlake.write(spark.createDataFrame([(1, t1), (2, t2)], "parcel long, sent timestamp"), path, mode="append")
+    assert _rows(spark, path) == [(1, t1, dt.date(2026, 3, 1)), (2, t2, dt.date(2026, 3, 2))]
+    parts = sorted(a.partition_values["day"] for a in Snapshot.load(path).add_files())
+    assert parts == ["2026-03-01", "2026-03-02"]
+
+
+def test_a_table_whose_protocol_lacks_the_feature_does_not_bind_the_expression(spark, tmp_path):
+    """Rule: the expression binds only under the ``generatedColumns`` writer feature (writer version 4+ or listed):
+    with writer version 2 the key is an inert annotation and any value is written as given."""
+    path = _create(str(tmp_path / "t"), PLAIN, protocol={"minReaderVersion": 1, "minWriterVersion": 2})
+    dvlake.write(spark.createDataFrame([(1, 100, 42.0)], "parcel long, grams long, kilos double"), path, mode="append")
+    assert _rows(spark, path) == [(1, 100, 42.0)]
+
+
+def test_a_table_feature_protocol_binds_the_expression(spark, tmp_path):
+    """Rule: under table features (writer 7) the feature must be listed: ``generatedColumns`` in writerFeatures."""
+    path = _create(str(tmp_path / "t"), PLAIN, protocol={"minReaderVersion": 3, "minWriterVersion": 7,
+                                                         "readerFeatures": ["deletionVectors"],
+                                                         "writerFeatures": ["deletionVectors", "generatedColumns"]},
+                   configuration={"delta.enableDeletionVectors": "true"})
+    dvlake.write(spark.createDataFrame([(1, 100)], "parcel long, grams long"), path, mode="append")
+    assert _rows(spark, path) == [(1, 100, 0.1)]
+    bad = spark.createDataFrame([(2, 100, 1.0)], "parcel long, grams long, kilos double")
+    _violates(spark, path, lambda: dvlake.write(bad, path, mode="append"), "kilos <=> (grams / 1000.0)")
+
+
+# --- SQL INSERT -------------------------------------------------------------------------------------------
+
+
+def test_insert_with_a_column_list_leaving_out_the_generated_column_computes_it(spark, tmp_path):
+    """Rule: INSERT INTO t (cols) that leaves a generated column out computes it (not NULL); VALUES that give it
+    must match (``INSERT INTO t VALUES (1, 12)`` on ``id2 = id + 10`` fails in GeneratedColumnSuite)."""
+    path = _create(str(tmp_path / "t"), PLAIN)
+    sql(spark, f"INSERT INTO delta.`{path}` (parcel, grams) VALUES (1, 1200), (2, NULL)")
+    sql(spark, f"INSERT INTO delta.`{path}` VALUES (3, 300, 0.3)")
+    assert _rows(spark, path) == [(1, 1200, 1.2), (2, None, None), (3, 300, 0.3)]
+    _violates(spark, path, lambda: sql(spark, f"INSERT INTO delta.`{path}` VALUES (4, 400, 4.0)"),
+              "kilos <=> (grams / 1000.0)", "grams : 400", "kilos : 4.0")
+
+
+# --- peers and commands not computing them yet ------------------------------------------------------------
+
+
+@pytest.mark.interop
+def test_delta_rs_reads_the_computed_values(spark, tmp_path):
+    """Rule: the computed values are ordinary data in the files: another reader (delta-rs) sees them."""
+    from tests.peers import read_with_deltalake, rows
+
+    path = _create(str(tmp_path / "t"), PLAIN)
+    dvlake.write(spark.createDataFrame([(1, 2500), (2, 10)], "parcel long, grams long"), path, mode="append")
+    assert sorted(rows(read_with_deltalake(path), ["parcel", "grams", "kilos"])) == [(1, 2500, 2.5), (2, 10, 0.01)]
+
+
+def test_update_and_merge_refuse_a_table_with_generated_columns(spark, tmp_path):
+    """Rule: delta-spark recomputes generated columns in UPDATE and MERGE; until dvlake does, both are refused before
+    any change (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE, 56038). DELETE writes no new values and runs."""
+    path = _create(str(tmp_path / "t"), PLAIN, protocol={"minReaderVersion": 3, "minWriterVersion": 7,
+                                                         "readerFeatures": ["deletionVectors"],
+                                                         "writerFeatures": ["deletionVectors", "generatedColumns"]},
+                   configuration={"delta.enableDeletionVectors": "true"})
+    dvlake.write(spark.createDataFrame([(1, 100), (2, 200)], "parcel long, grams long"), path, mode="append")
+    dt_ = DeltaTable.forPath(spark, path)
+    source = spark.createDataFrame([(1, 5)], "parcel long, grams long").alias("s")
+    for run in (lambda: dt_.update("parcel = 1", {"grams": "7"}),
+                lambda: dt_.alias("t").merge(source, "t.parcel = s.parcel").whenMatchedUpdate(set={"grams": "s.grams"})
+                .execute()):
+        version = Snapshot.load(path).version
+        with pytest.raises(UnsupportedFeatureError) as info:
+            run()
+        assert info.value.getCondition() == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE" and "kilos" in str(info.value)
+        assert Snapshot.load(path).version == version
+    dt_.delete("parcel = 2")
+    assert _rows(spark, path) == [(1, 100, 0.1)]
