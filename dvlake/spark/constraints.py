@@ -65,14 +65,23 @@ def fill_generated(df: DataFrame, schema: StructType, protocol: Protocol, metada
     """``df`` (the table's logical columns) with the generated ``columns`` computed from their expressions over
     the row's other values, cast to the column's type, as delta-spark computes a generated column the written
     data lacks. Other columns, and generated columns not named, keep their values (``enforce`` checks them)."""
-    exprs = generated.expressions(protocol, metadata)
     wanted = {c.lower() for c in columns}
-    if not any(name.lower() in wanted for name in exprs):
+    exprs = {n: t for n, t in generated.expressions(protocol, metadata).items() if n.lower() in wanted}
+    return computed(df, schema, exprs)
+
+
+def computed(df: DataFrame, schema: StructType, exprs: dict[str, str], where: Column | None = None) -> DataFrame:
+    """``df`` with each column of ``exprs`` (name → generation expression) set to its expression over the row's
+    values, cast to the column's type; with ``where``, only on the rows it holds for. Columns keep their order."""
+    if not exprs:
         return df
     types = {f.name: f.dataType for f in schema.fields}
-    cols = [F.expr(exprs[c]).cast(types[c]).alias(c) if c in exprs and c.lower() in wanted else F.col(f"`{c}`")
-            for c in df.columns]
-    return df.select(*cols)
+
+    def value(c: str) -> Column:
+        new = F.expr(exprs[c]).cast(types[c])
+        return (new if where is None else F.when(where, new).otherwise(F.col(f"`{c}`"))).alias(c)
+
+    return df.select(*[value(c) if c in exprs else F.col(f"`{c}`") for c in df.columns])
 
 
 def enforce(df: DataFrame, schema: StructType, metadata: Metadata, protocol: Protocol | None = None) -> DataFrame:

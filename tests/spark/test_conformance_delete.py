@@ -113,16 +113,15 @@ def _add_rule(path: str, rule: str) -> None:
 
 @pytest.mark.parametrize("rule", ["generated_column"])
 def test_a_table_with_rules_dvlake_cannot_enforce_is_refused_clearly(spark, tmp_path, rule):
-    """Rule: delta-spark recomputes and checks generated columns for every row UPDATE or MERGE writes; dvlake
-    does not compute them there yet, so it refuses the command before any change (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE,
+    """Rule: delta-spark recomputes and checks generated columns for every row MERGE writes; dvlake does not
+    compute them there yet, so it refuses the command before any change (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE,
     56038) rather than writing rows unchecked. (CHECK constraints are enforced: tests/spark/test_constraints.py;
-    appends, overwrites, INSERT and DELETE on generated columns: tests/spark/test_generated_columns.py.)"""
+    appends, overwrites, INSERT, UPDATE and DELETE on generated columns: tests/spark/test_generated_columns.py.)"""
     path = _table(spark, str(tmp_path / "t"), "true")
     _add_rule(path, rule)
     dt = DeltaTable.forPath(spark, path)
-    for run in (lambda: dt.update("id = 1", {"v": "2"}),
-                lambda: dt.alias("t").merge(spark.range(1).selectExpr("id", "id AS v").alias("s"), "t.id = s.id")
-                .whenNotMatchedInsertAll().execute()):
+    for run in (lambda: dt.alias("t").merge(spark.range(1).selectExpr("id", "id AS v").alias("s"), "t.id = s.id")
+                .whenNotMatchedInsertAll().execute(),):
         _refused(spark, path, UnsupportedFeatureError, "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE", "56038", run)
 
 

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 import dvlake
 from dvlake import DeltaTable
+from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import CheckConstraintViolationError, UnsupportedFeatureError
 from dvlake.log.snapshot import Snapshot
 from dvlake.sql import sql
@@ -155,7 +156,7 @@ def test_insert_with_a_column_list_leaving_out_the_generated_column_computes_it(
               "kilos <=> (grams / 1000.0)", "grams : 400", "kilos : 4.0")
 
 
-# --- peers and commands not computing them yet ------------------------------------------------------------
+# --- peers -------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.interop
@@ -168,23 +169,66 @@ def test_delta_rs_reads_the_computed_values(spark, tmp_path):
     assert sorted(rows(read_with_deltalake(path), ["parcel", "grams", "kilos"])) == [(1, 2500, 2.5), (2, 10, 0.01)]
 
 
-def test_update_and_merge_refuse_a_table_with_generated_columns(spark, tmp_path):
-    """Rule: delta-spark recomputes generated columns in UPDATE and MERGE; until dvlake does, both are refused before
-    any change (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE, 56038). DELETE writes no new values and runs."""
-    path = _create(str(tmp_path / "t"), PLAIN, protocol={"minReaderVersion": 3, "minWriterVersion": 7,
-                                                         "readerFeatures": ["deletionVectors"],
-                                                         "writerFeatures": ["deletionVectors", "generatedColumns"]},
+def _dv_table(path: str) -> str:
+    return _create(path, PLAIN, protocol={"minReaderVersion": 3, "minWriterVersion": 7,
+                                          "readerFeatures": ["deletionVectors"],
+                                          "writerFeatures": ["deletionVectors", "generatedColumns"]},
                    configuration={"delta.enableDeletionVectors": "true"})
+
+
+@pytest.fixture(params=[True, False], ids=["dvs", "copy-on-write"])
+def update_mode(request, spark):
+    spark.conf.set(UPDATE_DVS_PERSISTENT, str(request.param).lower())
+    yield request.param
+    spark.conf.unset(UPDATE_DVS_PERSISTENT)
+
+
+# --- UPDATE -----------------------------------------------------------------------------------------------
+
+
+def test_update_of_a_base_column_recomputes_the_generated_column(spark, tmp_path, update_mode):
+    """Rule: an UPDATE that does not set a generated column gives it its expression over the updated values
+    (``generateUpdateExprsForGeneratedColumns``: ``SET grams = grams * 2`` makes kilos the new grams / 1000);
+    rows the condition does not match keep theirs. Same with deletion vectors and copy-on-write."""
+    path = _dv_table(str(tmp_path / "t"))
+    dvlake.write(spark.createDataFrame([(1, 100), (2, 200), (3, 300)], "parcel long, grams long").coalesce(1), path,
+                 mode="append")
+    dt_ = DeltaTable.forPath(spark, path)
+    dt_.update("parcel >= 2", {"grams": "grams * 2"})
+    assert _rows(spark, path) == [(1, 100, 0.1), (2, 400, 0.4), (3, 600, 0.6)]
+    dt_.update(set={"grams": "NULL"}, condition="parcel = 1")
+    assert _rows(spark, path) == [(1, None, None), (2, 400, 0.4), (3, 600, 0.6)]
+    dt_.update(set={"grams": "grams + 1"})  # no condition: every row
+    assert _rows(spark, path) == [(1, None, None), (2, 401, 0.401), (3, 601, 0.601)]
+
+
+def test_update_setting_the_generated_column_is_checked(spark, tmp_path, update_mode):
+    """Rule: an UPDATE that sets a generated column writes its value, checked like a written one: the right value
+    (alone or with its base column) passes; a wrong one fails with ``Generated Column (kilos <=> (grams /
+    1000.0))`` and the row's values, and the table stays at its last version."""
+    path = _dv_table(str(tmp_path / "t"))
+    dvlake.write(spark.createDataFrame([(1, 100), (2, 200)], "parcel long, grams long").coalesce(1), path, mode="append")
+    dt_ = DeltaTable.forPath(spark, path)
+    dt_.update("parcel = 1", {"kilos": "0.1"})
+    dt_.update("parcel = 2", {"grams": "2500", "kilos": "2.5"})
+    assert _rows(spark, path) == [(1, 100, 0.1), (2, 2500, 2.5)]
+    _violates(spark, path, lambda: dt_.update("parcel = 1", {"kilos": "7.0"}), "kilos <=> (grams / 1000.0)",
+              "grams : 100", "kilos : 7.0")
+    _violates(spark, path, lambda: sql(spark, f"UPDATE delta.`{path}` SET grams = 3000, kilos = 2.5 WHERE parcel = 2"),
+              "kilos <=> (grams / 1000.0)", "grams : 3000")
+
+
+def test_merge_refuses_a_table_with_generated_columns(spark, tmp_path):
+    """Rule: delta-spark recomputes generated columns in MERGE; until dvlake does, MERGE is refused before any
+    change (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE, 56038). DELETE writes no new values and runs."""
+    path = _dv_table(str(tmp_path / "t"))
     dvlake.write(spark.createDataFrame([(1, 100), (2, 200)], "parcel long, grams long"), path, mode="append")
     dt_ = DeltaTable.forPath(spark, path)
     source = spark.createDataFrame([(1, 5)], "parcel long, grams long").alias("s")
-    for run in (lambda: dt_.update("parcel = 1", {"grams": "7"}),
-                lambda: dt_.alias("t").merge(source, "t.parcel = s.parcel").whenMatchedUpdate(set={"grams": "s.grams"})
-                .execute()):
-        version = Snapshot.load(path).version
-        with pytest.raises(UnsupportedFeatureError) as info:
-            run()
-        assert info.value.getCondition() == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE" and "kilos" in str(info.value)
-        assert Snapshot.load(path).version == version
+    version = Snapshot.load(path).version
+    with pytest.raises(UnsupportedFeatureError) as info:
+        dt_.alias("t").merge(source, "t.parcel = s.parcel").whenMatchedUpdate(set={"grams": "s.grams"}).execute()
+    assert info.value.getCondition() == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE" and "kilos" in str(info.value)
+    assert Snapshot.load(path).version == version
     dt_.delete("parcel = 2")
     assert _rows(spark, path) == [(1, 100, 0.1)]
