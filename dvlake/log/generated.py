@@ -46,14 +46,3 @@ def checks(protocol: Protocol, metadata: Metadata) -> list[Check]:
     return [Check(CHECK_NAME, f"{quote_identifier(name)} <=> ({text})")
             for name, text in expressions(protocol, metadata).items()]
 
-
-def refuse(protocol: Protocol, metadata: Metadata, table: str, command: str) -> None:
-    """Refuse ``command`` on a table with generated columns, for a command that does not compute them yet."""
-    names = list(expressions(protocol, metadata))
-    if names:
-        from dvlake.errors import UnsupportedFeatureError
-
-        raise UnsupportedFeatureError(
-            f"[{features.FOR_WRITE}] table {table} has generated columns {names}; dvlake does not compute them in "
-            f"{command} yet, so it will not run it. Appends, overwrites and INSERT compute and check them; "
-            f"{features.HELP}", error_class=features.FOR_WRITE)

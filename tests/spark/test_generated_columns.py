@@ -17,8 +17,8 @@ from pyspark.sql import SparkSession
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.config import UPDATE_DVS_PERSISTENT
-from dvlake.errors import CheckConstraintViolationError, UnsupportedFeatureError
+from dvlake.config import MERGE_DVS_PERSISTENT, UPDATE_DVS_PERSISTENT
+from dvlake.errors import CheckConstraintViolationError
 from dvlake.log.snapshot import Snapshot
 from dvlake.sql import sql
 
@@ -218,17 +218,67 @@ def test_update_setting_the_generated_column_is_checked(spark, tmp_path, update_
               "kilos <=> (grams / 1000.0)", "grams : 3000")
 
 
-def test_merge_refuses_a_table_with_generated_columns(spark, tmp_path):
-    """Rule: delta-spark recomputes generated columns in MERGE; until dvlake does, MERGE is refused before any
-    change (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE, 56038). DELETE writes no new values and runs."""
-    path = _dv_table(str(tmp_path / "t"))
-    dvlake.write(spark.createDataFrame([(1, 100), (2, 200)], "parcel long, grams long"), path, mode="append")
+@pytest.fixture(params=[True, False], ids=["dvs", "copy-on-write"])
+def merge_mode(request, spark):
+    spark.conf.set(MERGE_DVS_PERSISTENT, str(request.param).lower())
+    yield request.param
+    spark.conf.unset(MERGE_DVS_PERSISTENT)
+
+
+# --- MERGE ------------------------------------------------------------------------------------------------
+
+
+def _merge_table(spark: SparkSession, path: str) -> str:
+    _dv_table(path)
+    dvlake.write(spark.createDataFrame([(1, 100), (2, 200), (3, 300)], "parcel long, grams long").coalesce(1), path,
+                 mode="append")
+    return path
+
+
+def test_merge_clauses_compute_the_generated_columns_they_do_not_assign(spark, tmp_path, merge_mode):
+    """Rule: in MERGE, an UPDATE clause (matched or NOT MATCHED BY SOURCE) that leaves a generated column out gives
+    it its expression over the clause's new values, and an INSERT clause that leaves it out computes it from the
+    inserted values (never NULL). DV and copy-on-write alike; rows no clause takes keep theirs."""
+    path = _merge_table(spark, str(tmp_path / "t"))
+    source = spark.createDataFrame([(1, 1500), (4, 4000)], "parcel long, grams long").alias("s")
+    (DeltaTable.forPath(spark, path).alias("t").merge(source, "t.parcel = s.parcel")
+     .whenMatchedUpdate(set={"grams": "s.grams"})
+     .whenNotMatchedInsert(values={"parcel": "s.parcel", "grams": "s.grams"})
+     .whenNotMatchedBySourceUpdate(condition="t.parcel = 3", set={"grams": "t.grams + 5"})
+     .execute())
+    assert _rows(spark, path) == [(1, 1500, 1.5), (2, 200, 0.2), (3, 305, 0.305), (4, 4000, 4.0)]
+
+
+def test_an_insert_only_merge_computes_the_generated_column(spark, tmp_path):
+    """Rule: an insert-only MERGE (delta-spark's optimized anti-join path) computes a generated column the
+    INSERT clause leaves out, like any other write."""
+    path = _merge_table(spark, str(tmp_path / "t"))
+    source = spark.createDataFrame([(2, 9), (7, 700)], "parcel long, grams long").alias("s")
+    (DeltaTable.forPath(spark, path).alias("t").merge(source, "t.parcel = s.parcel")
+     .whenNotMatchedInsert(values={"parcel": "s.parcel", "grams": "s.grams"}).execute())
+    assert _rows(spark, path) == [(1, 100, 0.1), (2, 200, 0.2), (3, 300, 0.3), (7, 700, 0.7)]
+
+
+def test_merge_values_given_for_the_generated_column_are_checked(spark, tmp_path, merge_mode):
+    """Rule: a MERGE clause that assigns a generated column (UPDATE SET, INSERT *, INSERT with it listed) writes that
+    value, checked with ``Generated Column (kilos <=> (grams / 1000.0))``: right values pass, a wrong one fails the
+    MERGE with DELTA_VIOLATE_CONSTRAINT_WITH_VALUES and the table stays at its last version."""
+    path = _merge_table(spark, str(tmp_path / "t"))
     dt_ = DeltaTable.forPath(spark, path)
-    source = spark.createDataFrame([(1, 5)], "parcel long, grams long").alias("s")
-    version = Snapshot.load(path).version
-    with pytest.raises(UnsupportedFeatureError) as info:
-        dt_.alias("t").merge(source, "t.parcel = s.parcel").whenMatchedUpdate(set={"grams": "s.grams"}).execute()
-    assert info.value.getCondition() == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE" and "kilos" in str(info.value)
-    assert Snapshot.load(path).version == version
-    dt_.delete("parcel = 2")
-    assert _rows(spark, path) == [(1, 100, 0.1)]
+    good = spark.createDataFrame([(1, 1000, 1.0), (5, 50, 0.05)], "parcel long, grams long, kilos double").alias("s")
+    dt_.alias("t").merge(good, "t.parcel = s.parcel").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    assert _rows(spark, path) == [(1, 1000, 1.0), (2, 200, 0.2), (3, 300, 0.3), (5, 50, 0.05)]
+    bad_insert = spark.createDataFrame([(6, 60, 6.0)], "parcel long, grams long, kilos double").alias("s")
+    _violates(spark, path, lambda: dt_.alias("t").merge(bad_insert, "t.parcel = s.parcel").whenNotMatchedInsertAll()
+              .execute(), "kilos <=> (grams / 1000.0)", "grams : 60", "kilos : 6.0")
+    bad_update = spark.createDataFrame([(2, 9.0)], "parcel long, kilos double").alias("s")
+    _violates(spark, path, lambda: dt_.alias("t").merge(bad_update, "t.parcel = s.parcel")
+              .whenMatchedUpdate(set={"kilos": "s.kilos"}).execute(), "kilos <=> (grams / 1000.0)", "grams : 200")
+
+
+def test_delete_runs_on_a_table_with_generated_columns(spark, tmp_path):
+    """Rule: DELETE writes no new values; it runs on a table with generated columns and leaves the rest as is."""
+    path = _merge_table(spark, str(tmp_path / "t"))
+    DeltaTable.forPath(spark, path).delete("parcel = 2")
+    assert _rows(spark, path) == [(1, 100, 0.1), (3, 300, 0.3)]
+

@@ -132,7 +132,6 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     root = snapshot.table_root
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
     check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
-    generated.refuse(snapshot.protocol, snapshot.metadata, root, "MERGE")  # not computed by MERGE yet
     txn = OptimisticTransaction(root, snapshot)
     plan = plan_scan(spark, snapshot)
     txn.read_whole_table()
@@ -143,6 +142,7 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
         txn.update_metadata(new_md)
     md = new_md or snapshot.metadata
     schema = logical_struct(md.schema)
+    gen_exprs = generated.expressions(txn.protocol, md)  # computed where a clause does not assign them
     old_columns = [f.name for f in plan.logical_schema.fields]
     lower_t = {c.lower() for c in old_columns}
     sides, names = resolved_names(spark, spec, plan, schema)
@@ -208,15 +208,15 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     parts = []
     if matched:
         parts.append(clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides, old_value,
-                                   evolving, where, rules))
+                                   evolving, where, rules, generated=gen_exprs))
     if not_matched:
         unmatched_src = with_unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
         parts.append(clause_frame(unmatched_src, not_matched, insert_kinds, schema, sides, null_value, evolving, where,
-                                   rules))
+                                   rules, generated=gen_exprs))
     if by_source:
         unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
         parts.append(clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema, sides,
-                                   old_value, evolving, where, rules))
+                                   old_value, evolving, where, rules, generated=gen_exprs))
     changes = functools.reduce(DataFrame.unionByName, parts)
     counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
     scan_ms = int((time.monotonic() - t1) * 1000)
