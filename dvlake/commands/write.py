@@ -56,8 +56,10 @@ MODES = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "
 
 def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], properties: dict[str, Any] | None,
                        name: str | None = None, description: str | None = None,
-                       session_defaults: dict[str, str] | None = None) -> tuple[Metadata, Any]:
-    """Metadata and protocol of a new table; column mapping 'name'/'id' assigns physical names."""
+                       session_defaults: dict[str, str] | None = None,
+                       generated_columns: bool = False) -> tuple[Metadata, Any]:
+    """Metadata and protocol of a new table; column mapping 'name'/'id' assigns physical names.
+    ``generated_columns``: the schema defines generated columns (``generatedColumns`` joins the protocol)."""
     conf = dict(session_defaults or {})
     conf.update(normalize_properties(properties))
     _check_columns(schema, partition_by)
@@ -72,7 +74,8 @@ def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], prop
         conf[MAX_COLUMN_ID_KEY] = str(max_id)
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_json(schema), partition_columns=tuple(partition_by),
                         configuration=conf, name=name, description=description, created_time=now_ms())
-    protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none", schema_string=metadata.schema_string)
+    protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none", schema_string=metadata.schema_string,
+                                               generated_columns=generated_columns)
     return metadata, protocol
 
 
@@ -375,7 +378,9 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
         if if_not_exists:
             return None
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}")
-    metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults)
+    defines_generated = any(generated.KEY in (f.get("metadata") or {}) for f in schema.get("fields", []))
+    metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults,
+                                            generated_columns=defines_generated)
     if snapshot is None and storage_for(root).is_local:
         check_creatable_root(root)
     txn = OptimisticTransaction(root, snapshot)

@@ -160,8 +160,11 @@ def with_features(protocol: Protocol, reader: Iterable[str] = (), writer: Iterab
 
 
 def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool = False,
-                           schema_string: str = "") -> Protocol:
-    """The protocol delta-spark would give a new table with these properties and schema."""
+                           schema_string: str = "", generated_columns: bool = False) -> Protocol:
+    """The protocol delta-spark would give a new table with these properties and schema.
+
+    ``generated_columns``: the table is created with generated columns (a column definition, not metadata a
+    DataFrame happened to carry: without the feature the expression is an inert annotation, as in delta-spark)."""
     reader: set[str] = set()
     writer: set[str] = set()
     if '"timestamp_ntz"' in schema_string:
@@ -176,6 +179,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("appendOnly")
     if any(k.lower().startswith("delta.constraints.") for k in configuration):  # CHECK constraints given at creation
         writer.add("checkConstraints")
+    if generated_columns:  # CREATE TABLE with a column GENERATED ALWAYS AS (expr)
+        writer.add("generatedColumns")
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")
     if configuration.get("delta.enableIcebergCompatV3", "").lower() == "true":
@@ -184,7 +189,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer |= {ROW_TRACKING, *REQUIRED_WRITER_FEATURES[ROW_TRACKING]}
     if not reader and not writer:
         return Protocol(1, 2)
-    if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly", "checkConstraints"}:
+    if not reader and writer & {"changeDataFeed", "generatedColumns"} and \
+            writer <= {"changeDataFeed", "generatedColumns", "appendOnly", "checkConstraints"}:
         return Protocol(1, 4)  # legacy features only: delta-spark keeps the legacy versions that imply them
     if not reader and "checkConstraints" in writer and writer <= {"appendOnly", "checkConstraints"}:
         return Protocol(1, 3)

@@ -2,7 +2,7 @@
 
 Each test states the delta-spark rule it checks (read in delta-io/delta: ``GeneratedColumn.scala``,
 ``ColumnWithDefaultExprUtils.addDefaultExprsOrReturnConstraints``, ``GeneratedColumnSuite.scala``). The tables
-are parcels: ``parcel`` (an id), ``grams`` and the generated ``kilos`` = ``grams / 1000.0``; the partitioned one
+are parcels: ``parcel`` (an id), ``grams`` and the generated ``kilos`` = ``grams / 1000``; the partitioned one
 adds ``sent`` (a timestamp) and the generated partition column ``day`` = ``CAST(sent AS DATE)``.
 """
 
@@ -22,7 +22,7 @@ from dvlake.errors import CheckConstraintViolationError
 from dvlake.log.snapshot import Snapshot
 from dvlake.sql import sql
 
-KILOS = "grams / 1000.0"
+KILOS = "grams / 1000"
 PLAIN = [{"name": "parcel", "type": "long", "nullable": True, "metadata": {}},
          {"name": "grams", "type": "long", "nullable": True, "metadata": {}},
          {"name": "kilos", "type": "double", "nullable": True, "metadata": {"delta.generationExpression": KILOS}}]
@@ -93,14 +93,14 @@ def test_an_append_with_the_right_value_is_kept(spark, tmp_path):
 def test_an_append_with_a_wrong_value_is_refused(dspark, tmp_path, kilos):
     """Rule: a provided generated value that differs from the expression (null-safe: a NULL where the expression
     has a value differs) fails the write with DELTA_VIOLATE_CONSTRAINT_WITH_VALUES, ``Generated Column
-    (kilos <=> (grams / 1000.0))`` and the row's values; nothing is committed."""
+    (kilos <=> (grams / 1000))`` and the row's values; nothing is committed."""
     path = _create(str(tmp_path / "t"), PLAIN)
     dvlake.write(dspark.createDataFrame([(1, 100)], "parcel long, grams long"), path, mode="append")
     bad = dspark.createDataFrame([(2, 3000, kilos)], "parcel long, grams long, kilos double")
     shown = "9.0" if kilos is not None else "null"
-    _violates(dspark, path, lambda: dvlake.write(bad, path, mode="append"), "kilos <=> (grams / 1000.0)",
+    _violates(dspark, path, lambda: dvlake.write(bad, path, mode="append"), "kilos <=> (grams / 1000)",
               "grams : 3000", f"kilos : {shown}")
-    _violates(dspark, path, lambda: bad.write.format("delta").mode("overwrite").save(path), "kilos <=> (grams / 1000.0)")
+    _violates(dspark, path, lambda: bad.write.format("delta").mode("overwrite").save(path), "kilos <=> (grams / 1000)")
 
 
 def test_an_overwrite_computes_the_generated_column(spark, tmp_path):
@@ -139,7 +139,7 @@ def test_a_table_feature_protocol_binds_the_expression(spark, tmp_path):
     dvlake.write(spark.createDataFrame([(1, 100)], "parcel long, grams long"), path, mode="append")
     assert _rows(spark, path) == [(1, 100, 0.1)]
     bad = spark.createDataFrame([(2, 100, 1.0)], "parcel long, grams long, kilos double")
-    _violates(spark, path, lambda: dvlake.write(bad, path, mode="append"), "kilos <=> (grams / 1000.0)")
+    _violates(spark, path, lambda: dvlake.write(bad, path, mode="append"), "kilos <=> (grams / 1000)")
 
 
 # --- SQL INSERT -------------------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def test_insert_with_a_column_list_leaving_out_the_generated_column_computes_it(
     sql(spark, f"INSERT INTO delta.`{path}` VALUES (3, 300, 0.3)")
     assert _rows(spark, path) == [(1, 1200, 1.2), (2, None, None), (3, 300, 0.3)]
     _violates(spark, path, lambda: sql(spark, f"INSERT INTO delta.`{path}` VALUES (4, 400, 4.0)"),
-              "kilos <=> (grams / 1000.0)", "grams : 400", "kilos : 4.0")
+              "kilos <=> (grams / 1000)", "grams : 400", "kilos : 4.0")
 
 
 # --- peers -------------------------------------------------------------------------------------------------
@@ -212,10 +212,10 @@ def test_update_setting_the_generated_column_is_checked(spark, tmp_path, update_
     dt_.update("parcel = 1", {"kilos": "0.1"})
     dt_.update("parcel = 2", {"grams": "2500", "kilos": "2.5"})
     assert _rows(spark, path) == [(1, 100, 0.1), (2, 2500, 2.5)]
-    _violates(spark, path, lambda: dt_.update("parcel = 1", {"kilos": "7.0"}), "kilos <=> (grams / 1000.0)",
+    _violates(spark, path, lambda: dt_.update("parcel = 1", {"kilos": "7.0"}), "kilos <=> (grams / 1000)",
               "grams : 100", "kilos : 7.0")
     _violates(spark, path, lambda: sql(spark, f"UPDATE delta.`{path}` SET grams = 3000, kilos = 2.5 WHERE parcel = 2"),
-              "kilos <=> (grams / 1000.0)", "grams : 3000")
+              "kilos <=> (grams / 1000)", "grams : 3000")
 
 
 @pytest.fixture(params=[True, False], ids=["dvs", "copy-on-write"])
@@ -261,7 +261,7 @@ def test_an_insert_only_merge_computes_the_generated_column(spark, tmp_path):
 
 def test_merge_values_given_for_the_generated_column_are_checked(spark, tmp_path, merge_mode):
     """Rule: a MERGE clause that assigns a generated column (UPDATE SET, INSERT *, INSERT with it listed) writes that
-    value, checked with ``Generated Column (kilos <=> (grams / 1000.0))``: right values pass, a wrong one fails the
+    value, checked with ``Generated Column (kilos <=> (grams / 1000))``: right values pass, a wrong one fails the
     MERGE with DELTA_VIOLATE_CONSTRAINT_WITH_VALUES and the table stays at its last version."""
     path = _merge_table(spark, str(tmp_path / "t"))
     dt_ = DeltaTable.forPath(spark, path)
@@ -270,10 +270,10 @@ def test_merge_values_given_for_the_generated_column_are_checked(spark, tmp_path
     assert _rows(spark, path) == [(1, 1000, 1.0), (2, 200, 0.2), (3, 300, 0.3), (5, 50, 0.05)]
     bad_insert = spark.createDataFrame([(6, 60, 6.0)], "parcel long, grams long, kilos double").alias("s")
     _violates(spark, path, lambda: dt_.alias("t").merge(bad_insert, "t.parcel = s.parcel").whenNotMatchedInsertAll()
-              .execute(), "kilos <=> (grams / 1000.0)", "grams : 60", "kilos : 6.0")
+              .execute(), "kilos <=> (grams / 1000)", "grams : 60", "kilos : 6.0")
     bad_update = spark.createDataFrame([(2, 9.0)], "parcel long, kilos double").alias("s")
     _violates(spark, path, lambda: dt_.alias("t").merge(bad_update, "t.parcel = s.parcel")
-              .whenMatchedUpdate(set={"kilos": "s.kilos"}).execute(), "kilos <=> (grams / 1000.0)", "grams : 200")
+              .whenMatchedUpdate(set={"kilos": "s.kilos"}).execute(), "kilos <=> (grams / 1000)", "grams : 200")
 
 
 def test_delete_runs_on_a_table_with_generated_columns(spark, tmp_path):
@@ -282,3 +282,73 @@ def test_delete_runs_on_a_table_with_generated_columns(spark, tmp_path):
     DeltaTable.forPath(spark, path).delete("parcel = 2")
     assert _rows(spark, path) == [(1, 100, 0.1), (3, 300, 0.3)]
 
+
+# --- CREATE TABLE … GENERATED ALWAYS AS ---------------------------------------------------------------------
+
+
+def test_create_table_keeps_the_expression_and_the_feature(spark, tmp_path):
+    """Rule: CREATE TABLE with ``c GENERATED ALWAYS AS (expr)`` stores the expression text as the field metadata
+    ``delta.generationExpression`` and gives the table the ``generatedColumns`` writer feature (protocol (1, 4)
+    when nothing newer is needed; listed under table features otherwise); the table then computes and checks it."""
+    path = str(tmp_path / "t")
+    sql(spark, f"CREATE TABLE delta.`{path}` (parcel BIGINT, grams BIGINT, "
+               f"kilos DOUBLE GENERATED ALWAYS AS (grams / 1000) COMMENT 'weight') USING delta")
+    snap = Snapshot.load(path)
+    field = next(f for f in snap.metadata.schema["fields"] if f["name"] == "kilos")
+    assert field["metadata"]["delta.generationExpression"] == "grams / 1000"
+    assert field["metadata"]["comment"] == "weight"
+    assert (snap.protocol.min_reader_version, snap.protocol.min_writer_version) == (1, 4)
+    sql(spark, f"INSERT INTO delta.`{path}` (parcel, grams) VALUES (1, 2000)")
+    assert _rows(spark, path) == [(1, 2000, 2.0)]
+    _violates(spark, path, lambda: sql(spark, f"INSERT INTO delta.`{path}` VALUES (2, 10, 5.0)"),
+              "kilos <=> (grams / 1000)")
+
+    dv_path = str(tmp_path / "dv")
+    sql(spark, f"CREATE TABLE delta.`{dv_path}` (parcel BIGINT, sent TIMESTAMP, day DATE GENERATED ALWAYS AS "
+               f"(CAST(sent AS DATE))) USING delta PARTITIONED BY (day) TBLPROPERTIES (delta.enableDeletionVectors = true)")
+    proto = Snapshot.load(dv_path).protocol
+    assert "generatedColumns" in proto.writer_features and "deletionVectors" in proto.reader_features
+    when = dt.datetime(2026, 5, 4, 3, 2, 1)
+    dvlake.write(spark.createDataFrame([(1, when)], "parcel long, sent timestamp"), dv_path, mode="append")
+    assert _rows(spark, dv_path) == [(1, when, dt.date(2026, 5, 4))]
+
+
+@pytest.mark.parametrize(("column", "error_class"), [
+    ("g BIGINT GENERATED ALWAYS AS (nope + 1)", "DELTA_INVALID_GENERATED_COLUMN_REFERENCES"),
+    ("g BIGINT GENERATED ALWAYS AS (h + 1), h BIGINT GENERATED ALWAYS AS (a + 1)",
+     "DELTA_INVALID_GENERATED_COLUMN_REFERENCES"),
+    ("g DOUBLE GENERATED ALWAYS AS (a + rand())", "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN"),
+    ("g INT GENERATED ALWAYS AS (a + 1)", "DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH"),
+], ids=["unknown-column", "generated-from-generated", "non-deterministic", "type-mismatch"])
+def test_create_table_refuses_a_bad_generation_expression(spark, tmp_path, column, error_class):
+    """Rule: delta-spark's ``validateGeneratedColumns`` refuses an expression that reads a column the table lacks or
+    another generated column, is non-deterministic, or whose type differs from the column's; nothing is created."""
+    from dvlake.errors import DvlakeError
+
+    path = tmp_path / "t"
+    with pytest.raises(DvlakeError) as info:
+        sql(spark, f"CREATE TABLE delta.`{path}` (a BIGINT, {column}) USING delta")
+    assert info.value.getCondition() == error_class, str(info.value)
+    assert not (path / "_delta_log").exists()
+
+
+def test_identity_columns_are_still_refused(spark, tmp_path):
+    """Rule: identity columns need values above a high-water mark, which dvlake does not assign: CREATE TABLE with
+    one is refused, as is every write to a table that has one."""
+    from dvlake.errors import DvlakeError
+
+    with pytest.raises(DvlakeError, match="identity"):
+        sql(spark, f"CREATE TABLE delta.`{tmp_path / 't'}` (a BIGINT, id BIGINT GENERATED ALWAYS AS IDENTITY) USING delta")
+
+
+def test_a_dataframe_carrying_the_metadata_does_not_create_a_generated_column(spark, tmp_path):
+    """Rule: only a column definition makes a generated column; a new table written from a DataFrame whose field
+    happens to carry ``delta.generationExpression`` gets no ``generatedColumns`` feature, so the key is inert
+    (``enforcesGeneratedColumns`` needs the feature) and any value is written as given."""
+    source = _create(str(tmp_path / "src"), PLAIN)
+    dvlake.write(spark.createDataFrame([(1, 100)], "parcel long, grams long"), source, mode="append")
+    copy = str(tmp_path / "copy")
+    dvlake.write(dvlake.read(spark, source), copy)
+    assert "generatedColumns" not in (Snapshot.load(copy).protocol.writer_features or ())
+    dvlake.write(spark.createDataFrame([(2, 100, 42.0)], "parcel long, grams long, kilos double"), copy, mode="append")
+    assert _rows(spark, copy) == [(1, 100, 0.1), (2, 100, 42.0)]
