@@ -156,6 +156,25 @@ def test_insert_with_a_column_list_leaving_out_the_generated_column_computes_it(
               "kilos <=> (grams / 1000)", "grams : 400", "kilos : 4.0")
 
 
+def test_the_streaming_sink_computes_and_checks_each_micro_batch(dspark, tmp_path):
+    """Rule: the Delta sink writes each micro-batch as an append: a batch without the generated column gets it
+    computed; a batch with a wrong value fails the query (GeneratedColumnSuite's streaming case) uncommitted."""
+    path = _create(str(tmp_path / "t"), PLAIN)
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    dspark.createDataFrame([(1, 1500)], "parcel long, grams long").write.parquet(str(good))
+    q = (dspark.readStream.schema("parcel long, grams long").parquet(str(good)).writeStream.format("delta")
+         .option("checkpointLocation", str(tmp_path / "chk1")).trigger(availableNow=True).start(path))
+    q.awaitTermination()
+    assert _rows(dspark, path) == [(1, 1500, 1.5)]
+    dspark.createDataFrame([(2, 10, 3.0)], "parcel long, grams long, kilos double").write.parquet(str(bad))
+    before = Snapshot.load(path).version
+    q = (dspark.readStream.schema("parcel long, grams long, kilos double").parquet(str(bad)).writeStream
+         .format("delta").option("checkpointLocation", str(tmp_path / "chk2")).trigger(availableNow=True).start(path))
+    with pytest.raises(Exception, match="Generated Column"):
+        q.awaitTermination()
+    assert Snapshot.load(path).version == before
+
+
 # --- peers -------------------------------------------------------------------------------------------------
 
 
