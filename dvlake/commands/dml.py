@@ -226,7 +226,7 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
     logical = logical_struct(schema_json)
     kept_ids, kept_names = row_tracking.materialized_out(df, md, proto)  # row tracking: ids the rows keep
     ordered = df.select(*[F.col(f"`{f.name}`") for f in logical.fields], *kept_ids)
-    checked = constraints.enforce(ordered, logical, md)
+    checked = constraints.enforce(ordered, logical, md, proto)  # generated columns are checked too
     cm = mode_of(md)
     parts = list(md.partition_columns)
     try:

@@ -15,7 +15,7 @@ One commit; a conflict with a concurrent DML on the same files re-runs the comma
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,6 +31,7 @@ from dvlake.commands.dml import (
     resolve_assignments,
     run_row_level,
     sub_plan,
+    unique_name,
     use_dvs,
     write_rows,
 )
@@ -40,13 +41,13 @@ from dvlake.commands.dv_pairs import watch_pairs
 from dvlake.commands.store_assign import Casting, casting
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
-from dvlake.log import features
+from dvlake.log import features, generated
 from dvlake.log.actions import Action, AddCDCFile, AddFile, now_ms
 from dvlake.log.cdf_plan import UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
-from dvlake.spark import row_tracking
+from dvlake.spark import constraints, row_tracking
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
 from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
@@ -90,7 +91,9 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
         require_deterministic(empty, as_column(condition), "UPDATE", parsed.display() if parsed else str(condition))
     rules = casting(spark)
     assigned_columns(empty, schema, paths, _same_column, rules)  # validates types before any scan
-    resolved = Assigned(paths, rules)
+    assigned = {path[0] for path in paths}
+    resolved = Assigned(paths, rules, {name: text for name, text in generated.expressions(snapshot.protocol,
+                                       snapshot.metadata).items() if name not in assigned})
 
     txn = OptimisticTransaction(root, snapshot)
     adds = snapshot.add_files()
@@ -128,6 +131,9 @@ class Assigned:
 
     paths: dict[tuple[str, ...], Column]
     rules: Casting
+    #: generated columns no assignment sets (name → expression): recomputed from the updated values, as
+    #: delta-spark's ``generateUpdateExprsForGeneratedColumns`` does; an assigned one is checked on write
+    recomputed: dict[str, str] = field(default_factory=dict)
 
 
 def _same_column(name: str) -> Column:
@@ -137,12 +143,18 @@ def _same_column(name: str) -> Column:
 def _updated(df: DataFrame, plan: ScanPlan, resolved: Assigned, condition: str | Column | None) -> DataFrame:
     """``df`` with the assignments applied to the rows matching ``condition`` (all rows when None)."""
     cond = as_column(condition) if condition is not None else None
-    cols = assigned_columns(df, plan.logical_schema, resolved.paths, _same_column, resolved.rules)
+    schema = plan.logical_schema
+    cols = assigned_columns(df, schema, resolved.paths, _same_column, resolved.rules)
     if cond is None:
-        return df.select(*cols, *row_tracking.carried(df, None))
-    names = [f.name for f in plan.logical_schema.fields]
-    return df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)],
-                     *row_tracking.carried(df, F.coalesce(cond, F.lit(False))))
+        return constraints.computed(df.select(*cols, *row_tracking.carried(df, None)), schema, resolved.recomputed)
+    names = [f.name for f in schema.fields]
+    matched = F.coalesce(cond, F.lit(False))
+    flag = unique_name("updated")
+    out = df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)],
+                    *row_tracking.carried(df, matched), *([matched.alias(flag)] if resolved.recomputed else []))
+    if not resolved.recomputed:
+        return out
+    return constraints.computed(out, schema, resolved.recomputed, F.col(flag)).drop(flag)
 
 
 def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: Assigned, matched: DataFrame) -> list[AddCDCFile]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -30,7 +30,7 @@ from dvlake.errors import (
     SchemaMismatchError,
     TableAlreadyExistsError,
 )
-from dvlake.log import features
+from dvlake.log import features, generated
 from dvlake.log.actions import AddFile, Metadata, Txn, now_ms
 from dvlake.log.condition import display_text as condition_text
 from dvlake.log.schema import (
@@ -57,8 +57,10 @@ MODES = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "
 
 def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], properties: dict[str, Any] | None,
                        name: str | None = None, description: str | None = None,
-                       session_defaults: dict[str, str] | None = None) -> tuple[Metadata, Any]:
-    """Metadata and protocol of a new table; column mapping 'name'/'id' assigns physical names."""
+                       session_defaults: dict[str, str] | None = None,
+                       generated_columns: bool = False) -> tuple[Metadata, Any]:
+    """Metadata and protocol of a new table; column mapping 'name'/'id' assigns physical names.
+    ``generated_columns``: the schema defines generated columns (``generatedColumns`` joins the protocol)."""
     conf = dict(session_defaults or {})
     conf.update(normalize_properties(properties))
     _check_columns(schema, partition_by)
@@ -73,7 +75,8 @@ def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], prop
         conf[MAX_COLUMN_ID_KEY] = str(max_id)
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_json(schema), partition_columns=tuple(partition_by),
                         configuration=conf, name=name, description=description, created_time=now_ms())
-    protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none", schema_string=metadata.schema_string)
+    protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none", schema_string=metadata.schema_string,
+                                               generated_columns=generated_columns)
     return metadata, protocol
 
 
@@ -114,15 +117,18 @@ _WIDENING = {("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short",
              ("integer", "long"), ("float", "double"), ("byte", "double"), ("short", "double"), ("integer", "double")}
 
 
-def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, fill_missing: bool = False) -> DataFrame:
+def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, fill_missing: bool = False,
+                   generated: Collection[str] = ()) -> DataFrame:
     """Reorder ``df``'s columns to the table's and widen safe numeric types (int → long, float → double);
     refuse extra or otherwise differently typed columns. Missing columns are refused too, unless
-    ``fill_missing``: then nullable ones are written as NULL, as delta-spark's writer does."""
+    ``fill_missing``: then nullable ones are written as NULL, as delta-spark's writer does. A missing column
+    named in ``generated`` is a NULL placeholder whatever its nullability: the caller computes it
+    (``constraints.fill_generated``)."""
     logical = strip_column_mapping(table_schema)
     df_fields = {f["name"].lower(): f for f in json.loads(df.schema.json())["fields"]}
     expected = [f["name"] for f in logical["fields"]]
     extra = sorted(set(df_fields) - {e.lower() for e in expected})
-    nullable = {f["name"] for f in logical["fields"] if f.get("nullable", True)}
+    nullable = {f["name"] for f in logical["fields"] if f.get("nullable", True)} | set(generated)
     missing = [e for e in expected if e.lower() not in df_fields and not (fill_missing and e in nullable)]
     if extra or missing:
         hints = ([ADD_COLUMNS_HINT] if extra else []) + [REPLACE_SCHEMA_HINT]
@@ -132,7 +138,7 @@ def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, f
             error_class="DELTA_METADATA_MISMATCH")
     cols = []
     for f in logical["fields"]:
-        if f["name"].lower() not in df_fields:  # a nullable column the data lacks (fill_missing)
+        if f["name"].lower() not in df_fields:  # a nullable column the data lacks (fill_missing), or a generated one
             from pyspark.sql.types import _parse_datatype_json_value
 
             cols.append(F.lit(None).cast(_parse_datatype_json_value(f["type"])).alias(f["name"]))
@@ -205,8 +211,9 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     schema = metadata.schema
     part_phys = physical_partition_columns(schema, list(metadata.partition_columns), cm)
     logical_df = df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df
-    # NOT NULL columns, CHECK constraints and invariants fail the write job itself on a bad row (nothing is committed)
-    checked = constraints.enforce(logical_df, logical_struct(schema), metadata)
+    # NOT NULL columns, CHECK constraints, invariants and generated columns fail the write job itself on a bad row
+    # (nothing is committed)
+    checked = constraints.enforce(logical_df, logical_struct(schema), metadata, protocol)
     try:
         adds = write_data_files(to_physical(checked, schema, cm), root, storage, part_phys,
                                 stats_leaf_paths(schema, list(metadata.partition_columns), cm),
@@ -270,13 +277,16 @@ def _aligned_to_table(df: DataFrame, df_schema: dict[str, Any], snapshot: Snapsh
     if properties:
         raise InvalidArgumentError("table properties can only be set at creation or with ALTER TABLE SET TBLPROPERTIES")
     data_columns = {f["name"].lower() for f in df_schema["fields"]}
-    absent = [p for p in snapshot.partition_columns if p.lower() not in data_columns]
+    computed = generated.expressions(txn.protocol, txn.metadata)  # delta-spark computes a generated column the data lacks
+    missing_generated = {c for c in computed if c.lower() not in data_columns}
+    absent = [p for p in snapshot.partition_columns if p.lower() not in data_columns and p not in missing_generated]
     if absent:  # filling it with NULL would put every row in a NULL partition; delta-spark refuses too
         raise PartitionColumnNotFoundError(
             f"partition column {absent[0]!r} of {root} is not in the data (columns: "
             f"{[f['name'] for f in df_schema['fields']]}); add it to the DataFrame before writing")
     table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
-    return align_to_table(df, table_schema, root, fill_missing=True)
+    aligned = align_to_table(df, table_schema, root, fill_missing=True, generated=missing_generated)
+    return constraints.fill_generated(aligned, logical_struct(table_schema), txn.protocol, txn.metadata, missing_generated)
 
 
 def _replaced(df: DataFrame, snapshot: Snapshot | None, mode_key: str, replace_schema: bool, dynamic: bool,
@@ -368,7 +378,9 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
         if if_not_exists:
             return None
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}")
-    metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults)
+    defines_generated = any(generated.KEY in (f.get("metadata") or {}) for f in schema.get("fields", []))
+    metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults,
+                                            generated_columns=defines_generated)
     if snapshot is None and storage_for(root).is_local:
         check_creatable_root(root)
     txn = OptimisticTransaction(root, snapshot)

@@ -21,8 +21,8 @@ SUPPORTED_READER_FEATURES = frozenset({
     DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
 })
 
-#: Writer features dvlake honours when it commits. CHECK constraints and invariants are enforced on every
-#: written row; a table that has generated or identity columns is still refused (``_check_unenforced_rules``).
+#: Writer features dvlake honours when it commits. CHECK constraints, invariants and generated columns are enforced on
+#: every written row; a table that has identity columns is still refused (``_check_unenforced_rules``).
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
     "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
@@ -118,16 +118,15 @@ def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table:
 
 
 def _check_unenforced_rules(metadata: Metadata, table: str) -> None:
-    """Refuse writes to tables with rules dvlake cannot enforce yet (generated and identity columns).
+    """Refuse writes to tables with rules dvlake cannot enforce yet (identity columns).
 
-    CHECK constraints and column invariants are enforced on every row a command writes
-    (``dvlake.spark.constraints``); the two column kinds below would need values computed on write."""
-    text = metadata.schema_string
-    for marker, what in (("delta.generationExpression", "generated columns"), ("delta.identity.", "identity columns")):
-        if marker in text:
-            raise UnsupportedTableFeaturesError(
-                f"table {table} has {what}; dvlake cannot enforce them yet, so it will not write (DELETE, "
-                f"UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
+    CHECK constraints, column invariants and generated columns are enforced on every row a command writes
+    (``dvlake.spark.constraints``, ``dvlake.log.generated``; a command that cannot compute generated columns
+    refuses them itself); identity columns would need values assigned above a high-water mark."""
+    if "delta.identity." in metadata.schema_string:
+        raise UnsupportedTableFeaturesError(
+            f"table {table} has identity columns; dvlake cannot enforce them yet, so it will not write "
+            f"(DELETE, UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
 
 
 def dvs_supported(protocol: Protocol) -> bool:
@@ -161,8 +160,11 @@ def with_features(protocol: Protocol, reader: Iterable[str] = (), writer: Iterab
 
 
 def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool = False,
-                           schema_string: str = "") -> Protocol:
-    """The protocol delta-spark would give a new table with these properties and schema."""
+                           schema_string: str = "", generated_columns: bool = False) -> Protocol:
+    """The protocol delta-spark would give a new table with these properties and schema.
+
+    ``generated_columns``: the table is created with generated columns (a column definition, not metadata a
+    DataFrame happened to carry: without the feature the expression is an inert annotation, as in delta-spark)."""
     reader: set[str] = set()
     writer: set[str] = set()
     if '"timestamp_ntz"' in schema_string:
@@ -177,6 +179,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer.add("appendOnly")
     if any(k.lower().startswith("delta.constraints.") for k in configuration):  # CHECK constraints given at creation
         writer.add("checkConstraints")
+    if generated_columns:  # CREATE TABLE with a column GENERATED ALWAYS AS (expr)
+        writer.add("generatedColumns")
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")
     if configuration.get("delta.enableIcebergCompatV3", "").lower() == "true":
@@ -185,7 +189,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer |= {ROW_TRACKING, *REQUIRED_WRITER_FEATURES[ROW_TRACKING]}
     if not reader and not writer:
         return Protocol(1, 2)
-    if not reader and "changeDataFeed" in writer and writer <= {"changeDataFeed", "appendOnly", "checkConstraints"}:
+    if not reader and writer & {"changeDataFeed", "generatedColumns"} and \
+            writer <= {"changeDataFeed", "generatedColumns", "appendOnly", "checkConstraints"}:
         return Protocol(1, 4)  # legacy features only: delta-spark keeps the legacy versions that imply them
     if not reader and "checkConstraints" in writer and writer <= {"appendOnly", "checkConstraints"}:
         return Protocol(1, 3)

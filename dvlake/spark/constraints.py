@@ -1,5 +1,5 @@
-"""Enforcing a table's write-time rules on every row a command adds: NOT NULL columns, CHECK constraints
-and column invariants (delta-spark's ``DeltaInvariantCheckerExec``).
+"""Enforcing a table's write-time rules on every row a command adds: NOT NULL columns, CHECK constraints,
+column invariants and generated columns (delta-spark's ``DeltaInvariantCheckerExec``).
 
 The check is a Spark expression wrapped around the first column of the frame being written: a CASE
 whose branches call ``raise_error`` when a rule fails. It runs on the executors inside the write job
@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.errors import CheckConstraintViolationError, DeltaInvariantViolationException
-from dvlake.log import constraints
-from dvlake.log.actions import Metadata
+from dvlake.log import constraints, generated
+from dvlake.log.actions import Metadata, Protocol
 from dvlake.spark.task_errors import framed
 
 NOT_NULL_MARKER = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
@@ -60,11 +60,38 @@ def _check_violation(check: constraints.Check) -> tuple[Column, Column]:
     return bad, F.concat(*parts)
 
 
-def enforce(df: DataFrame, schema: StructType, metadata: Metadata) -> DataFrame:
+def fill_generated(df: DataFrame, schema: StructType, protocol: Protocol, metadata: Metadata,
+                   columns: set[str]) -> DataFrame:
+    """``df`` (the table's logical columns) with the generated ``columns`` computed from their expressions over
+    the row's other values, cast to the column's type, as delta-spark computes a generated column the written
+    data lacks. Other columns, and generated columns not named, keep their values (``enforce`` checks them)."""
+    wanted = {c.lower() for c in columns}
+    exprs = {n: t for n, t in generated.expressions(protocol, metadata).items() if n.lower() in wanted}
+    return computed(df, schema, exprs)
+
+
+def computed(df: DataFrame, schema: StructType, exprs: dict[str, str], where: Column | None = None) -> DataFrame:
+    """``df`` with each column of ``exprs`` (name → generation expression) set to its expression over the row's
+    values, cast to the column's type; with ``where``, only on the rows it holds for. Columns keep their order."""
+    if not exprs:
+        return df
+    types = {f.name: f.dataType for f in schema.fields}
+
+    def value(c: str) -> Column:
+        new = F.expr(exprs[c]).cast(types[c])
+        return (new if where is None else F.when(where, new).otherwise(F.col(f"`{c}`"))).alias(c)
+
+    return df.select(*[value(c) if c in exprs else F.col(f"`{c}`") for c in df.columns])
+
+
+def enforce(df: DataFrame, schema: StructType, metadata: Metadata, protocol: Protocol | None = None) -> DataFrame:
     """``df`` (the table's logical columns first, hidden columns after) failing at run time on the first row
     that breaks a rule of the table: a CHECK constraint or invariant (checked first, as delta-spark orders
-    them) or a NULL in a NOT NULL column. The columns and their order are unchanged."""
-    branches: list[tuple[Column, Column]] = [_check_violation(c) for c in constraints.all_checks(metadata)]
+    them), a generated column whose value differs from its expression (with ``protocol``: the expressions bind
+    only under the ``generatedColumns`` feature) or a NULL in a NOT NULL column. The columns and their order
+    are unchanged."""
+    rules = constraints.all_checks(metadata) + (generated.checks(protocol, metadata) if protocol is not None else [])
+    branches: list[tuple[Column, Column]] = [_check_violation(c) for c in rules]
     for name, bad in not_null_violations(schema):
         branches.append((bad, F.lit(f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable field {name}")))
     if not branches or not schema.fields:

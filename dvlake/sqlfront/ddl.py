@@ -60,15 +60,74 @@ def properties_of(nodes: list[exp.Expr], text: str) -> dict[str, str]:
     return out
 
 
-def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str) -> StructType:
-    """Column definitions → a Spark StructType (parsed by Spark's own DDL parser)."""
+def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str, *, generated: bool = False) -> StructType:
+    """Column definitions → a Spark StructType (parsed by Spark's own DDL parser).
+
+    ``generated`` (CREATE TABLE): ``GENERATED ALWAYS AS (expr)`` is kept as delta-spark keeps it, the expression's
+    text in the field metadata ``delta.generationExpression`` (``_generation_expressions`` checks it first)."""
+    from pyspark.sql.types import StructField, StructType
+
+    from dvlake.log.generated import KEY as GENERATION_KEY
+
+    expressions: dict[str, str] = {}
+    plain: list[exp.Expr] = []
     for cd in column_defs:
+        kept = []
         for c in cd.args.get("constraints") or []:
-            if not isinstance(c.args.get("kind"), exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
+            kind = c.args.get("kind")
+            if generated and isinstance(kind, exp.ComputedColumnConstraint):
+                expressions[cd.name] = written(text, kind.this)
+                continue
+            if not isinstance(kind, exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
+                allowed = "identity columns and defaults are not" if generated else \
+                    "generated columns, defaults and identity columns are not"
                 raise sql_error(text, offset_of(cd), f"column constraint {c.sql(DIALECT)!r} is not supported by dvlake "
-                                                     "(generated columns, defaults and identity columns are not)")
-    ddl = ", ".join(cd.sql(DIALECT) for cd in column_defs)
-    return spark.createDataFrame([], ddl).schema
+                                                     f"({allowed})")
+            kept.append(c)
+        if cd.name in expressions:  # Spark's DDL parser gets the column without its generation clause
+            cd = cd.copy()
+            cd.set("constraints", kept)
+        plain.append(cd)
+    ddl = ", ".join(cd.sql(DIALECT) for cd in plain)
+    schema = spark.createDataFrame([], ddl).schema
+    if not expressions:
+        return schema
+    _check_generation_expressions(spark, schema, expressions, text, column_defs)
+    return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, GENERATION_KEY: expressions[f.name]})
+                       if f.name in expressions else f for f in schema.fields])
+
+
+def _check_generation_expressions(spark: SparkSession, schema: StructType, expressions: dict[str, str], text: str,
+                                  column_defs: list[exp.Expr]) -> None:
+    """delta-spark's ``validateGeneratedColumns``, the parts dvlake checks: an expression reads only other, not
+    generated, columns of the table, is deterministic, and its value casts to the column's type."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from dvlake.log import constraints
+
+    at = {cd.name: offset_of(cd) for cd in column_defs}
+    names = {f.name.lower() for f in schema.fields}
+    for column, expression in expressions.items():
+        for ref in constraints.referenced_columns(expression):
+            base = ref.split(".")[0].strip("`").lower()
+            if base not in names or base in {c.lower() for c in expressions}:
+                raise sql_error(text, at[column], f"the generation expression of {column!r} ({expression}) reads "
+                                f"{ref!r}, which is {'not a column of the table' if base not in names else 'a generated column'}"
+                                "; a generated column may read only the table's other, not generated, columns",
+                                error_class="DELTA_INVALID_GENERATED_COLUMN_REFERENCES")
+        if constraints.non_deterministic_call(expression) is not None:
+            raise sql_error(text, at[column], f"the generation expression of {column!r} ({expression}) is not "
+                            "deterministic; a generated column needs a deterministic expression",
+                            error_class="DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN")
+    probe = spark.createDataFrame([], StructType([f for f in schema.fields if f.name not in expressions]))
+    types = {f.name: f.dataType for f in schema.fields}
+    for column, expression in expressions.items():
+        got = probe.select(F.expr(expression).alias("v")).schema.fields[0].dataType
+        if got != types[column]:
+            raise sql_error(text, at[column], f"the generation expression of {column!r} ({expression}) has type "
+                            f"{got.simpleString()}, but the column is {types[column].simpleString()}; cast the "
+                            "expression to the column's type", error_class="DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH")
 
 
 class _CreateParts:
@@ -160,7 +219,7 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
                 raise sql_error(text, offset_of(target), "CREATE TABLE needs a column list when there is no table "
                                                          "at the location yet") from None
         else:
-            schema = json.loads(spark_schema(spark, columns, text).json())
+            schema = json.loads(spark_schema(spark, columns, text, generated=True).json())
             create_table(path, schema, parts.partitioned_by, parts.properties, if_not_exists=if_not_exists,
                          replace=replace, name=name, description=parts.comment, session_defaults=session_defaults(spark))
     if name is not None:
@@ -257,6 +316,15 @@ def _table_struct(path: str) -> StructType:
     return logical_struct(load(path).schema)
 
 
+def _generated_columns(path: str) -> dict[str, str]:
+    """The table's generated columns and their expressions (empty when its protocol does not enforce them)."""
+    from dvlake.commands.write import load
+    from dvlake.log import generated
+
+    snapshot = load(path)
+    return generated.expressions(snapshot.protocol, snapshot.metadata)
+
+
 def delta_target(spark: SparkSession, node: exp.Expr, text: str) -> str | None:
     """The table root of a Table node that is a Delta table (path or Delta table of the catalog), else None."""
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
@@ -321,8 +389,10 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     unknown = [c for c in df.columns if c.lower() not in by_name]
     if unknown:
         raise sql_error(text, offset_of(node), f"the table has no column {unknown[0]!r} (columns: {list(table.names)})")
+    computed = _generated_columns(path)  # left out, the writer computes them (delta-spark); NULL would break the rule
     cols = [(F.col(f"`{next(c for c in df.columns if c.lower() == f.name.lower())}`") if f.name.lower() in present
-             else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields]
+             else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields
+            if f.name.lower() in present or f.name not in computed]
     rows = df.select(*cols)
     if replace_where is not None or (static and overwrite):
         # only the rows the condition (or the static partition) selects are replaced, atomically

@@ -18,10 +18,10 @@ import dvlake
 from dvlake import DeltaTable
 from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF
 from dvlake.errors import (
+    CheckConstraintViolationError,
     DeltaSqlParseError,
     DvlakeError,
     InvalidArgumentError,
-    UnsupportedFeatureError,
     UnsupportedSubqueryError,
 )
 from tests.helpers import table_rows
@@ -112,17 +112,17 @@ def _add_rule(path: str, rule: str) -> None:
 
 
 @pytest.mark.parametrize("rule", ["generated_column"])
-def test_a_table_with_rules_dvlake_cannot_enforce_is_refused_clearly(spark, tmp_path, rule):
-    """Rule: delta-spark computes and checks generated columns for every row DELETE, UPDATE or MERGE writes; dvlake
-    cannot yet, so it refuses the command before any change (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE, 56038) rather
-    than writing rows unchecked. (CHECK constraints are enforced: tests/spark/test_constraints.py.)"""
+def test_a_merge_breaking_a_rule_of_the_table_is_refused_unchanged(spark, tmp_path, rule):
+    """Rule: delta-spark checks generated columns on every row MERGE writes: an inserted ``v`` other than
+    ``id * 10`` fails the MERGE with DELTA_VIOLATE_CONSTRAINT_WITH_VALUES (23001) before any change. (CHECK
+    constraints: tests/spark/test_constraints.py; generated columns in every command:
+    tests/spark/test_generated_columns.py.)"""
     path = _table(spark, str(tmp_path / "t"), "true")
     _add_rule(path, rule)
     dt = DeltaTable.forPath(spark, path)
-    for run in (lambda: dt.delete("id = 1"), lambda: dt.update("id = 1", {"v": "2"}),
-                lambda: dt.alias("t").merge(spark.range(1).selectExpr("id", "id AS v").alias("s"), "t.id = s.id")
-                .whenNotMatchedInsertAll().execute()):
-        _refused(spark, path, UnsupportedFeatureError, "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE", "56038", run)
+    source = spark.range(1).selectExpr("id + 1000 AS id", "0 AS p", "7 AS v").alias("s")
+    _refused(spark, path, CheckConstraintViolationError, "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", "23001",
+             lambda: dt.alias("t").merge(source, "t.id = s.id").whenNotMatchedInsertAll().execute())
 
 
 def test_a_condition_on_a_column_the_table_lacks_is_sparks_unresolved_column(spark, tmp_path):

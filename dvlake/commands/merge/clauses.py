@@ -21,6 +21,7 @@ from dvlake.errors import (
     MergeUnresolvedExpressionError,
     NestedFieldUpdateError,
 )
+from dvlake.spark import constraints
 
 
 def clause_index(clauses: list[MergeClause]) -> Column:
@@ -43,9 +44,13 @@ def kind_of(index: Column, clauses: list[MergeClause], kinds: dict[str, int]) ->
 
 def clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int], schema: StructType,
                   sides: Sides, current: Callable[[str], Column | None], evolving: bool, where: str,
-                  rules: Casting, keep_noop: bool = False, index_col: str | None = None) -> DataFrame:
+                  rules: Casting, keep_noop: bool = False, index_col: str | None = None,
+                  generated: dict[str, str] | None = None) -> DataFrame:
     """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied.
     ``keep_noop``: rows no clause takes stay, as ``NOOP`` (the multiple-match check counts them).
+    ``generated``: the table's generated columns (name → expression); a clause that does not assign one gives it
+    its expression over the clause's new values (delta-spark's ``generateUpdateExprsForGeneratedColumns`` for
+    UPDATE, ``resolveImplicitColumns`` for INSERT); an assigned one is checked when written.
     ``index_col``: ``frame``'s column holding ``clause_index`` already (evaluated once, where the marks were
     gathered: a clause condition is then never evaluated twice for a row)."""
     if index_col is not None:
@@ -56,6 +61,7 @@ def clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, 
     kind = kind_of(F.col(idx_name), clauses, kinds)
     # rows no clause writes (no-op, delete) are never written: their values only need the table's types
     values: dict[str, Column] = {f.name: F.lit(None).cast(f.dataType) for f in schema.fields}
+    computes: dict[str, list[int]] = {}  # generated column → the clauses that compute it
     for i, c in enumerate(clauses):
         if c.action == "delete":
             continue
@@ -71,12 +77,20 @@ def clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, 
         # UPDATE SET * with schema evolution: struct fields the source lacks keep the target's values
         keep = evolving and c.action == "update" and c.assignments is None
         cols = assigned_columns(staged, schema, resolved, base, rules, keep)
+        for name in generated or {}:
+            if name not in {p[0] for p in resolved}:
+                computes.setdefault(name, []).append(i)
         for f, col in zip(schema.fields, cols, strict=True):
             values[f.name] = F.when(F.col(idx_name) == i, col).otherwise(values[f.name])
     fid = F.col(sides.fid) if sides.fid in frame.columns else F.lit(None).cast("int")
     rid = F.col(sides.rid) if sides.rid in frame.columns else F.lit(None).cast("long")
     out = staged.select(kind.alias(sides.kind), fid.alias(sides.fid), rid.alias(sides.rid),
-                        *[values[f.name].alias(f.name) for f in schema.fields])
+                        *[values[f.name].alias(f.name) for f in schema.fields], *([F.col(idx_name)] if computes else []))
+    for name, taken_by in computes.items():
+        assert generated is not None
+        out = constraints.computed(out, schema, {name: generated[name]}, F.col(idx_name).isin(*taken_by))
+    if computes:
+        out = out.drop(idx_name)
     return out if keep_noop else out.filter(F.col(sides.kind) != NOOP)
 
 

@@ -40,6 +40,7 @@ from dvlake.commands.merge.steps import (
     without_duplicate_matches,
 )
 from dvlake.commands.store_assign import Casting
+from dvlake.log import generated
 from dvlake.log.actions import Action, AddCDCFile, Metadata
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
@@ -59,6 +60,7 @@ def merge_copy_on_write(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec
     files are removed."""
     num_source_rows, materialize_ms, t1, started = timing
     root = snapshot.table_root
+    gen_exprs = generated.expressions(txn.protocol, md)  # computed where a clause does not assign them
     matched = [c for c in spec.clauses if c.kind == MATCHED]
     not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
     by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
@@ -68,15 +70,15 @@ def merge_copy_on_write(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec
     parts = []
     if matched:
         parts.append(clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides, old_value,
-                                   evolving, where, rules))
+                                   evolving, where, rules, generated=gen_exprs))
     if not_matched:
         unmatched_src = with_unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
         parts.append(clause_frame(unmatched_src, not_matched, {"insert": N_INSERT}, schema, sides, no_value, evolving,
-                                   where, rules))
+                                   where, rules, generated=gen_exprs))
     if by_source:
         unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
         parts.append(clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema, sides,
-                                   old_value, evolving, where, rules))
+                                   old_value, evolving, where, rules, generated=gen_exprs))
     changes = functools.reduce(DataFrame.unionByName, parts)
     counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
     scan_ms = int((time.monotonic() - t1) * 1000)

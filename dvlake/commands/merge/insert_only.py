@@ -24,6 +24,7 @@ from dvlake.commands.merge.names import SOURCE_ONLY, MergeNames
 from dvlake.commands.merge.spec import N_INSERT, MergeClause, MergeSpec
 from dvlake.commands.merge.steps import commit_merge, row_metrics
 from dvlake.commands.store_assign import Casting
+from dvlake.log import generated
 from dvlake.log.actions import Metadata
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
@@ -42,7 +43,8 @@ def merge_insert_only(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, 
     source = spec.source.observe(observation, F.count(F.lit(1)).alias("n"))
     src = wrap_source(source, sides, with_id=False)
     unmatched = with_unqualified(src.join(target_frame(plan), on, "left_anti"), names, SOURCE_ONLY)
-    changes = clause_frame(unmatched, clauses, {"insert": N_INSERT}, schema, sides, null_value, evolving, where, rules)
+    changes = clause_frame(unmatched, clauses, {"insert": N_INSERT}, schema, sides, null_value, evolving, where, rules,
+                           generated=generated.expressions(txn.protocol, md))
     new_rows = changes.select(*[F.col(f"`{f.name}`") for f in schema.fields])
     new_adds = write_rows(new_rows, snapshot.table_root, snapshot, md, txn.protocol)
     inserted = sum(num_records_of(a.stats) or 0 for a in new_adds)

@@ -34,6 +34,7 @@ from dvlake.commands.merge.spec import (
 )
 from dvlake.commands.merge.steps import Gathered, change_files, commit_merge, multiple_matches, row_metrics, unmatched_target
 from dvlake.commands.store_assign import Casting
+from dvlake.log import generated
 from dvlake.log.actions import Action, AddCDCFile, Metadata
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
@@ -60,12 +61,14 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
     A second pass writes the updated and inserted rows; the inserted count is what it wrote less the updated."""
     num_source_rows, materialize_ms, t1, started = timing
     root = snapshot.table_root
+    gen_exprs = generated.expressions(txn.protocol, md)  # computed where a clause does not assign them
     matched = [c for c in spec.clauses if c.kind == MATCHED]
     not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
     by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
     if matched:  # no-op rows kept: a target row matched twice fails even where no clause takes it
         matched_frame = clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides,
-                                      old_value, evolving, where, rules, keep_noop=True, index_col=gathered.index_col)
+                                      old_value, evolving, where, rules, keep_noop=True, index_col=gathered.index_col,
+                                      generated=gen_exprs)
         taken = matched_frame.filter(F.col(sides.kind) != NOOP)
         marks = matched_frame.select(sides.fid, sides.rid, sides.kind)
     else:
@@ -75,7 +78,7 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
     if by_source:
         unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
         by_source_frame = clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema,
-                                        sides, old_value, evolving, where, rules)
+                                        sides, old_value, evolving, where, rules, generated=gen_exprs)
         marks = marks.unionByName(by_source_frame.select(sides.fid, sides.rid, sides.kind))
     checked_kinds: frozenset[int] = frozenset() if exempt else frozenset({NOOP, M_UPDATE, M_DELETE})
     # the pairs fed: one per match, and with BY SOURCE clauses at most one per target row besides
@@ -92,7 +95,7 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
     if not_matched:
         unmatched_src = with_unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
         insert_frame = clause_frame(unmatched_src, not_matched, {"insert": N_INSERT}, schema, sides, no_value,
-                                     evolving, where, rules)
+                                     evolving, where, rules, generated=gen_exprs)
     counts = outcome.kind_counts
     scan_ms = int((time.monotonic() - t1) * 1000)
 
