@@ -14,8 +14,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from dvlake.errors import DvlakeError
+from dvlake.log.segment import list_log
+from dvlake.log.snapshot import Snapshot
 from dvlake.log.stream_plan import BASE_INDEX, IndexedFile, SourceOffset, StreamOptions, StreamPlanner, parse_options
 from dvlake.spark.task_errors import encode
+from dvlake.storage.base import storage_for
 
 T = TypeVar("T")
 
@@ -47,8 +50,6 @@ class StreamDriver:
 
     def planner(self) -> StreamPlanner:
         if self._planner is None:
-            from dvlake.storage.base import storage_for
-
             layout = self.layout
             self._planner = StreamPlanner(self.root, storage_for(self.root), self.options, layout["deltaSchema"],
                                           layout["tableId"], schema_version=int(layout["schemaVersion"]),
@@ -59,8 +60,6 @@ class StreamDriver:
         """Where a query without a committed batch starts (``startingVersion``/``startingTimestamp`` or the snapshot);
         computed once per query start."""
         if self._initial is None:
-            from dvlake.log.snapshot import Snapshot
-
             planner = self.planner()
             self._initial = planner.initial_offset(Snapshot.load(self.root, storage=planner.storage))
         return self._initial
@@ -89,8 +88,6 @@ class StreamDriver:
         return self.options.files_limit, self.options.max_bytes
 
     def prepare_available_now(self) -> None:
-        from dvlake.log.segment import list_log
-
         self.max_version = list_log(self.planner().storage, self.root).latest_version
 
     def latest_offset(self, start: SourceOffset, all_available: bool) -> SourceOffset:

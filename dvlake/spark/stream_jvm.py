@@ -14,14 +14,27 @@ Python source everywhere.
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from typing import Any
 
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.log.cdf_plan import VersionChanges, data_file
 from dvlake.log.stream_plan import IndexedFile, SourceOffset
+from dvlake.spark import native
+from dvlake.spark.cdf_read import layout_changes_frame
+from dvlake.spark.dv_scan import ScanFile, scan_files
+from dvlake.spark.layout import TableLayout
 from dvlake.spark.stream_driver import StreamDriver, marked, offset_json
+from dvlake.spark.task_errors import install as install_typed_errors
+from dvlake.spark.task_errors import remember_table
+from dvlake.storage.confine import check_local_files, data_file_location
 
 #: The JVM provider ``readStream`` is pointed at, and the option naming the planner factory it calls back.
 PROVIDER = "io.dvlake.spark.DeltaStreamProvider"
@@ -35,8 +48,6 @@ _callback_lock = threading.Lock()
 
 def usable(spark: SparkSession) -> bool:
     """Whether this session runs the JVM source: classic, the engine not forced to Python, the native scan on."""
-    from dvlake.spark import native
-
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return False
     if str(spark.conf.get(ENGINE_SETTING, "auto") or "auto").strip().lower() == "python":
@@ -46,8 +57,6 @@ def usable(spark: SparkSession) -> bool:
 
 def open_jvm_stream(spark: SparkSession, layout: dict[str, Any], schema: Any, options: dict[str, str]) -> DataFrame:
     """A streaming DataFrame over the JVM source, its planner factory registered under a fresh key."""
-    from pyspark.java_gateway import ensure_callback_server_started
-
     sc = spark.sparkContext
     with _callback_lock:
         ensure_callback_server_started(sc._gateway)
@@ -118,37 +127,26 @@ class JvmPlanner:
 
 
 def _loads(text: str) -> dict[str, Any]:
-    import json
-
     return dict(json.loads(text))
 
 
 def batch_frame(spark: SparkSession, driver: StreamDriver, files: list[IndexedFile]) -> DataFrame:
     """The rows of a micro-batch's positions in the stream's schema: the added files' live rows (DVs applied by the
     batch scan), or with ``readChangeFeed`` the commits' change rows."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    from dvlake.spark.layout import TableLayout
-
     layout = driver.layout
     root, confine = driver.root, bool(layout["confine"])
     table = TableLayout.from_schema(layout["deltaSchema"], layout["partitionColumns"], layout["mode"])
     schema = StructType.fromJson(layout["sparkSchema"])
     if driver.options.read_change_feed:
-        from dvlake.spark.cdf_read import layout_changes_frame
-
         frame = layout_changes_frame(spark, table, root, _as_changes(files), confine)
     else:
         frame = _added_rows(spark, table, root, confine, [f.add for f in files if f.add is not None])
     return frame.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-def _as_changes(files: list[IndexedFile]) -> list[Any]:
+def _as_changes(files: list[IndexedFile]) -> list[VersionChanges]:
     """The change feed of a batch's positions: commits as planned, the initial snapshot's files as inserts at the
     snapshot's version (as delta-spark's change-feed stream starts)."""
-    from dvlake.log.cdf_plan import VersionChanges, data_file
-
     out: list[VersionChanges] = []
     snapshot: VersionChanges | None = None  # the one made here for the snapshot's adds (planned ones stay as they are)
     for f in files:
@@ -162,13 +160,7 @@ def _as_changes(files: list[IndexedFile]) -> list[Any]:
     return out
 
 
-def _added_rows(spark: SparkSession, table: Any, root: str, confine: bool, adds: list[dict[str, Any]]) -> DataFrame:
-    from dvlake.dv.descriptor import DeletionVectorDescriptor
-    from dvlake.spark.dv_scan import ScanFile, scan_files
-    from dvlake.spark.task_errors import install as install_typed_errors
-    from dvlake.spark.task_errors import remember_table
-    from dvlake.storage.confine import check_local_files, data_file_location
-
+def _added_rows(spark: SparkSession, table: TableLayout, root: str, confine: bool, adds: list[dict[str, Any]]) -> DataFrame:
     install_typed_errors()
     remember_table(root)
     files = []
