@@ -167,6 +167,22 @@ def test_restart_before_the_first_commit_replays_the_same_snapshot(dspark: Spark
     assert _collect(dvlake.read_stream(dspark, path), chk) == [(0, [0, 2, 3]), (1, [4, 5])]
 
 
+def test_jvm_source_batches_run_the_batch_reads_columnar_scan(dspark: SparkSession, tmp_path: Path) -> None:
+    """A plain micro-batch is the batch read's own plan with its file relations streaming (Spark's file scan with the
+    DV filter, as a batch read runs it), not a scan of rows copied out of another plan."""
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 6), (6, 9))
+    DeltaTable.forPath(dspark, path).delete("id % 4 = 0")
+    stream = dvlake.read_stream(dspark, path)
+    assert _engine_of(stream) == "jvm"
+    q = (stream.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    plan = q._jsq.explainInternal(False)
+    assert "DvlakeParquet" in plan and "ExistingRDD" not in plan, plan
+    assert sum(int(p["numInputRows"]) for p in q.recentProgress) == 6
+
+
 @pytest.mark.parametrize("engine", ["python"], indirect=True)
 def test_source_reads_a_large_file_in_row_group_slices_with_its_dv(dspark: SparkSession, tmp_path: Path,
                                                                    engine: str) -> None:

@@ -1,5 +1,8 @@
 package io.dvlake.spark;
 
+import java.util.ArrayList;
+import java.util.List;
+
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.connector.read.streaming.ReadAllAvailable;
@@ -7,16 +10,24 @@ import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.execution.streaming.Offset;
 import org.apache.spark.sql.execution.streaming.Source;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.Union;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
 import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * One running query's Delta source (see {@link DeltaStreamProvider}). Offsets are the planner's JSON; a batch is
- * the planner's batch Dataset over the native scan, handed to Spark as a streaming plan over its rows (as Spark's
- * own DSv1 sources return theirs). The rows are reinterpreted by position under the source's schema, so the batch's
- * column types are checked against it first: a mismatch fails the query instead of misreading rows.
+ * the planner's batch Dataset over the native scan, handed to Spark as a streaming plan: its own plan with the file
+ * relations marked streaming where it is only scans (as Spark's file stream source returns its batches), else a
+ * plan over its rows. Spark lines the batch's columns up by position with the source's schema, so their types are
+ * checked against it first: a mismatch fails the query instead of misreading rows.
  */
 final class DeltaStreamSource implements Source, SupportsTriggerAvailableNow {
   private final StreamPlanner planner;
@@ -72,7 +83,42 @@ final class DeltaStreamSource implements Source, SupportsTriggerAvailableNow {
       throw new IllegalStateException("DVLAKE_STREAM_BATCH_SCHEMA: the micro-batch read " + got.simpleString()
           + " but the stream's schema is " + schema.simpleString() + "; nothing was emitted");
     }
+    LogicalPlan plan = batch.queryExecution().analyzed();
+    if (fileScansOnly(plan)) {
+      // the batch read's own plan with its file relations marked streaming, as Spark's file stream source returns
+      // its batches: the micro-batch runs the same columnar scan as a batch read
+      return org.apache.spark.sql.classic.Dataset.ofRows(batch.sparkSession(), streaming(plan));
+    }
+    // any other shape (the change feed's joins and Python stages, an empty batch): its rows as a streaming plan
     return batch.sparkSession().internalCreateDataFrame(batch.queryExecution().toRdd(), schema, true);
+  }
+
+  /** Only projections, filters and unions over file relations: a plan that stays valid when its leaves stream. */
+  static boolean fileScansOnly(LogicalPlan plan) {
+    if (plan instanceof LogicalRelation relation) {
+      return relation.relation() instanceof HadoopFsRelation;
+    }
+    if (!(plan instanceof Project || plan instanceof Filter || plan instanceof Union)) {
+      return false;
+    }
+    for (LogicalPlan child : CollectionConverters.asJava(plan.children())) {
+      if (!fileScansOnly(child)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** {@code plan} with every file relation marked streaming (see {@link #fileScansOnly}). */
+  static LogicalPlan streaming(LogicalPlan plan) {
+    if (plan instanceof LogicalRelation r) {
+      return r.copy(r.relation(), r.output(), r.catalogTable(), true, r.stream());
+    }
+    List<LogicalPlan> children = new ArrayList<>();
+    for (LogicalPlan child : CollectionConverters.asJava(plan.children())) {
+      children.add(streaming(child));
+    }
+    return (LogicalPlan) plan.withNewChildren(CollectionConverters.asScala(children).toSeq());
   }
 
   @Override public void commit(Offset end) {}
