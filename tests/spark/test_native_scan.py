@@ -31,7 +31,7 @@ from dvlake import DeltaTable
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
 from dvlake.dv.store import dv_bytes
-from dvlake.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError
+from dvlake.errors import CorruptDeletionVectorError, DeletionVectorIntegrityError, DeletionVectorNotFoundError
 from dvlake.spark import native
 from tests.conftest import REPO_ROOT, require_native_jar
 from tests.helpers import DV_PROPS
@@ -449,10 +449,10 @@ def _bump(field: str) -> Callable[[str], None]:
 
 
 DAMAGE: dict[str, tuple[Callable[[str], None], type[Exception]]] = {
-    "size-in-log": (_bump("sizeInBytes"), CorruptDeletionVectorError),
-    "size-in-file": (lambda root: [_poke(f, 1, struct.pack(">I", 7)) for f in dv_files(root)], CorruptDeletionVectorError),
+    "size-in-log": (_bump("sizeInBytes"), DeletionVectorIntegrityError),  # delta-spark's named checks: their class
+    "size-in-file": (lambda root: [_poke(f, 1, struct.pack(">I", 7)) for f in dv_files(root)], DeletionVectorIntegrityError),
     "magic": (lambda root: _rewrite_dvs_as(root, lambda b: b"\x00" + b[1:]), CorruptDeletionVectorError),
-    "cardinality": (_bump("cardinality"), CorruptDeletionVectorError),
+    "cardinality": (_bump("cardinality"), DeletionVectorIntegrityError),
     "missing-file": (lambda root: [os.unlink(f) for f in dv_files(root)], DeletionVectorNotFoundError),
 }
 
@@ -471,6 +471,7 @@ def test_damaged_dvs_give_the_same_typed_error_on_both_paths(spark: SparkSession
     fast, slow = _both_or_errors(spark, root)
     assert type(fast) is type(slow) is error, (fast, slow)
     assert "deletion_vector_" in str(fast) and "deletion_vector_" in str(slow)  # both name the DV file
+    assert getattr(fast, "error_class", None) == getattr(slow, "error_class", None)  # and the same class
 
 
 def _rewrite_dvs_in_place(root: str, change: Callable[[int], int]) -> None:

@@ -74,6 +74,11 @@ public final class DeletionVectors {
     return "[DVLAKE_TASK_ERROR CorruptDeletionVectorError]" + what + "[/DVLAKE_TASK_ERROR]";
   }
 
+  /** A failed check delta-spark names (its error class travels in the marker, as dvlake's Python side sends it). */
+  static String integrity(String errorClass, String what) {
+    return "[DVLAKE_TASK_ERROR DeletionVectorIntegrityError " + errorClass + "]" + what + "[/DVLAKE_TASK_ERROR]";
+  }
+
   /** The deleted rows of {@code dv}, checked, from the cache when the same DV was decoded before in this JVM and its
    *  file is unchanged; {@code maxCacheBytes} bounds the cache by the decoded bitmaps' size. */
   static Deleted load(FileDv dv, Configuration conf, long maxCacheBytes) throws IOException {
@@ -102,8 +107,8 @@ public final class DeletionVectors {
   private static Deleted checked(FileDv dv, byte[] bitmap) throws IOException {
     Deleted deleted = decode(bitmap, dv.describe());
     if (deleted.cardinality != dv.cardinality) {
-      throw new IOException(corrupt("deletion vector " + dv.describe() + ": its bitmap holds " + deleted.cardinality
-          + " rows but the log says " + dv.cardinality + " (DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH)"));
+      throw new IOException(integrity("DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH", "deletion vector " + dv.describe()
+          + ": its bitmap holds " + deleted.cardinality + " rows but the log says " + dv.cardinality));
     }
     return deleted;
   }
@@ -162,15 +167,15 @@ public final class DeletionVectors {
     ByteBuffer buf = ByteBuffer.wrap(frame);
     int size = buf.getInt(0);
     if (size != dv.size) {
-      throw new IOException(corrupt("deletion vector " + dv.describe() + ": the stored size is " + size
-          + " bytes but the log says " + dv.size + " (DELTA_DELETION_VECTOR_SIZE_MISMATCH)"));
+      throw new IOException(integrity("DELTA_DELETION_VECTOR_SIZE_MISMATCH", "deletion vector " + dv.describe()
+          + ": the stored size is " + size + " bytes but the log says " + dv.size));
     }
     CRC32 crc = new CRC32();
     crc.update(frame, 4, size);
     int stored = buf.getInt(4 + size);
     if ((int) crc.getValue() != stored) {
-      throw new IOException(corrupt("deletion vector " + dv.describe() + ": checksum mismatch (CRC-32)"
-          + " (DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH)"));
+      throw new IOException(integrity("DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH", "deletion vector " + dv.describe()
+          + ": checksum mismatch (CRC-32)"));
     }
     byte[] bitmap = new byte[size];
     System.arraycopy(frame, 4, bitmap, 0, size);
