@@ -146,11 +146,7 @@ public final class DeletionVectors {
   }
 
   private static byte[] readFramed(FileDv dv, FileSystem fs, Path path, long length) throws IOException {
-    if (dv.size < 0 || dv.offset < 0 || dv.offset + 8L + dv.size > length) {  // checked before anything is allocated
-      throw new IOException(corrupt("deletion vector " + dv.describe() + ": sizeInBytes " + dv.size + " at offset "
-          + dv.offset + " does not fit in the file's " + length + " bytes"));
-    }
-    byte[] frame = new byte[dv.size + 8];
+    byte[] frame;
     try (FSDataInputStream in = fs.open(path)) {
       byte[] version = new byte[1];
       in.readFully(0, version);
@@ -158,6 +154,22 @@ public final class DeletionVectors {
         throw new IOException(corrupt("deletion vector file " + dv.location + " starts with version byte "
             + (version[0] & 0xFF) + ", expected 1"));
       }
+      // As delta-spark: the size field at the offset is compared with the log first (a named integrity error); only
+      // then must the whole record fit in the file, checked before anything is allocated.
+      if (dv.size >= 0 && dv.offset >= 1 && dv.offset + 4L <= length) {
+        byte[] field = new byte[4];
+        in.readFully(dv.offset, field);
+        int stored = ByteBuffer.wrap(field).getInt();
+        if (stored != dv.size) {
+          throw new IOException(integrity("DELTA_DELETION_VECTOR_SIZE_MISMATCH", "deletion vector " + dv.describe()
+              + ": the stored size is " + stored + " bytes but the log says " + dv.size));
+        }
+      }
+      if (dv.size < 0 || dv.offset < 1 || dv.offset + 8L + dv.size > length) {
+        throw new IOException(corrupt("deletion vector " + dv.describe() + ": sizeInBytes " + dv.size + " at offset "
+            + dv.offset + " does not fit in the file's " + length + " bytes"));
+      }
+      frame = new byte[dv.size + 8];
       in.readFully(dv.offset, frame);
     } catch (java.io.FileNotFoundException e) {
       throw notFound(dv, e);
