@@ -42,6 +42,9 @@ def main() -> None:
     ap.add_argument("--fractions", default=",".join(label.split()[0] for label, _ in FRACTIONS),
                     help="comma-separated percentages to run (default: all of 0.01,0.1,1,10)")
     ap.add_argument("--commands", default="UPDATE,MERGE", help="comma-separated: UPDATE, MERGE or both")
+    ap.add_argument("--fresh-plans", action="store_true",
+                    help="touch rows id % N = k with k the repetition, so every run is a plan Spark has not run yet "
+                         "(as a user's next command with new literals: its generated code is new to the JVM)")
     args = ap.parse_args()
 
     import pyarrow as pa
@@ -68,24 +71,24 @@ def main() -> None:
     file_mb = statistics.mean(os.path.getsize(os.path.join(base_dv, n)) for n in os.listdir(base_dv)
                               if n.endswith(".parquet")) / 2**20
 
-    def source(step: int):
-        """Matched rows (id % step = 0) with new values, plus as many new ids past the end."""
+    def source(step: int, k: int = 0):
+        """Matched rows (id % step = k) with new values, plus as many new ids past the end."""
         n_new = max(1, total // step)
-        matched = spark.range(0, total, step)
+        matched = spark.range(k, total, step)
         new = spark.range(total, total + n_new)
         return columns(matched.union(new)).withColumn("s", F.lit("merged"))
 
-    def dv_update(path: str, step: int) -> None:
-        DeltaTable.forPath(spark, path).update(f"id % {step} = 0", {"a": "a + 1", "s": "'updated'"})
+    def dv_update(path: str, step: int, k: int = 0) -> None:
+        DeltaTable.forPath(spark, path).update(f"id % {step} = {k}", {"a": "a + 1", "s": "'updated'"})
 
-    def dv_merge(path: str, step: int) -> None:
-        (DeltaTable.forPath(spark, path).alias("t").merge(source(step).alias("s"), "t.id = s.id")
+    def dv_merge(path: str, step: int, k: int = 0) -> None:
+        (DeltaTable.forPath(spark, path).alias("t").merge(source(step, k).alias("s"), "t.id = s.id")
          .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 
-    def rs_update(path: str, step: int) -> None:
+    def rs_update(path: str, step: int, k: int = 0) -> None:
         import deltalake
 
-        deltalake.DeltaTable(path).update(updates={"a": "a + 1", "s": "'updated'"}, predicate=f"id % {step} = 0")
+        deltalake.DeltaTable(path).update(updates={"a": "a + 1", "s": "'updated'"}, predicate=f"id % {step} = {k}")
 
     def rs_merge(path: str, step: int, src: pa.Table) -> None:
         import deltalake
@@ -108,8 +111,9 @@ def main() -> None:
         for label, step in [(label, step) for label, step in FRACTIONS if label.split()[0] in wanted]:
             cell: dict[str, list[float]] = {"dv": [], "cow": [], "rs": []}
             sizes: dict[str, tuple[int, int]] = {}
-            src_arrow = source(step).toArrow() if command == "MERGE" and not args.no_deltars else None
-            for _ in range(args.repeat):
+            for rep in range(args.repeat):
+                k = rep if args.fresh_plans else 0
+                src_arrow = source(step, k).toArrow() if command == "MERGE" and not args.no_deltars else None
                 for mode in ("dv", "cow"):
                     run += 1
                     path = os.path.join(tmp, f"run{run}")
@@ -117,7 +121,7 @@ def main() -> None:
                     before = listing(path)
                     spark.conf.set(key, "true" if mode == "dv" else "false")
                     t0 = time.perf_counter()
-                    (dv_update if command == "UPDATE" else dv_merge)(path, step)
+                    (dv_update if command == "UPDATE" else dv_merge)(path, step, k)
                     cell[mode].append(time.perf_counter() - t0)
                     sizes[mode] = written(path, before)
                     shutil.rmtree(path)
@@ -127,7 +131,7 @@ def main() -> None:
                     fresh_copy(base_plain, path)
                     t0 = time.perf_counter()
                     if command == "UPDATE":
-                        rs_update(path, step)
+                        rs_update(path, step, k)
                     else:
                         rs_merge(path, step, src_arrow)
                     cell["rs"].append(time.perf_counter() - t0)
@@ -139,6 +143,7 @@ def main() -> None:
             r = results[-1]
             print(f"{command} {label:>7}: DV {r['dv']:.2f}s  CoW {r['cow']:.2f}s  delta-rs {r['rs']:.2f}s  "
                   f"CoW/DV {r['cow'] / r['dv']:.1f}x  bytes {r['dv_bytes']:,} vs {r['cow_bytes']:,}", flush=True)
+            print("   runs: " + "  ".join(f"{k} " + " ".join(f"{x:.2f}" for x in v) for k, v in cell.items() if v), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     table = render(results, args.repeat, rows, file_mb)
     print(table)
