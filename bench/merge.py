@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--fractions", default=",".join(label.split()[0] for label, _ in FRACTIONS),
                     help="comma-separated percentages to run (default: all of 0.01,0.1,1,10)")
     ap.add_argument("--commands", default="UPDATE,MERGE", help="comma-separated: UPDATE, MERGE or both")
+    ap.add_argument("--java-options", default="",
+                    help="extra JVM options of the driver (local[2]: the executors too), e.g. -XX:PerMethodTrapLimit=0")
     ap.add_argument("--fresh-plans", action="store_true",
                     help="touch rows id % N = k with k the repetition, so every run is a plan Spark has not run yet "
                          "(as a user's next command with new literals: its generated code is new to the JVM)")
@@ -56,7 +58,8 @@ def main() -> None:
 
     rows = args.rows_per_file
     total = FILES * rows
-    spark = local_session("bench-merge", shuffle_partitions=8)
+    spark = local_session("bench-merge", shuffle_partitions=8,
+                          extra_conf={"spark.driver.extraJavaOptions": args.java_options} if args.java_options else None)
     tmp = tempfile.mkdtemp(prefix="dvlake-bench-merge-")
     base_dv, base_plain = os.path.join(tmp, "base-dv"), os.path.join(tmp, "base-plain")
 
