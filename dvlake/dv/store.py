@@ -61,23 +61,19 @@ def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDes
             raise CorruptDeletionVectorError(
                 f"deletion vector file {path}: the first byte is not the format version 1 "
                 f"({'the file is empty' if not head else 'this is not a DV file, or it is damaged'})")
-        # As delta-spark: the size field at the offset is compared with the descriptor first (a named integrity
-        # error), and only then must the whole record fit in the file, so every reader reports one damage alike.
-        size_field = None
-        if size >= 0 and offset >= 1 and offset + 4 <= total:
-            f.seek(offset)
-            (size_field,) = struct.unpack(">I", f.read(4))
-            if size_field != size:
-                raise DeletionVectorIntegrityError(
-                    f"{where}: size mismatch: the size field in the file differs from the descriptor's sizeInBytes {size}",
-                    error_class="DELTA_DELETION_VECTOR_SIZE_MISMATCH")
-        if size_field is None or offset + 4 + size + 4 > total:
+        if size < 0 or offset < 1 or offset + 4 + size + 4 > total:
+            if size >= 0 and offset >= 1 and offset + 4 <= total:
+                # as delta-spark, which reads the size field first: a log whose sizeInBytes disagrees with it is a
+                # size mismatch, whether or not the larger record would still fit (which DV is read first must not matter)
+                f.seek(offset)
+                _require_stored_size(f.read(4), size, where)
             raise CorruptDeletionVectorError(
                 f"{where}: a DV of {size} bytes needs bytes {offset}..{offset + 8 + size} but the file has {total}")
         f.seek(offset)
         record = f.read(size + 8)
     finally:
         f.close()
+    _require_stored_size(record, size, where)
     data = record[4:4 + size]
     (stored_crc,) = struct.unpack_from(">I", record, 4 + size)
     crc = zlib.crc32(data) & 0xFFFFFFFF
@@ -85,6 +81,15 @@ def read_bitmap_bytes(storage: Storage, path: str, descriptor: DeletionVectorDes
         raise DeletionVectorIntegrityError(f"{where}: checksum mismatch: the stored CRC-32 does not match the DV bytes",
                                            error_class="DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH")
     return data
+
+
+def _require_stored_size(record: bytes, size: int, where: str) -> None:
+    """The size field a DV record starts with must be the descriptor's ``sizeInBytes`` (delta-spark's named check)."""
+    (stored,) = struct.unpack_from(">I", record, 0)
+    if stored != size:
+        raise DeletionVectorIntegrityError(
+            f"{where}: size mismatch: the size field in the file differs from the descriptor's sizeInBytes {size}",
+            error_class="DELTA_DELETION_VECTOR_SIZE_MISMATCH")
 
 
 def _missing_dv(location: str) -> DeletionVectorNotFoundError:

@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import dvlake
+import dvlake.errors
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.dv.store import DeletionVectorWriter
@@ -281,8 +282,6 @@ def test_partition_values_of_many_types(spark, tmp_path):
 def _typed(exc: BaseException, name: str) -> bool:
     """DVs are decoded on executors: the typed error (or a narrower one of its kind, e.g. a named integrity check)
     arrives rebuilt, or its name and message inside Spark's wrapper."""
-    import dvlake.errors
-
     return isinstance(exc, getattr(dvlake.errors, name)) or name in str(exc)
 
 

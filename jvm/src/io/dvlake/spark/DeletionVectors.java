@@ -154,18 +154,14 @@ public final class DeletionVectors {
         throw new IOException(corrupt("deletion vector file " + dv.location + " starts with version byte "
             + (version[0] & 0xFF) + ", expected 1"));
       }
-      // As delta-spark: the size field at the offset is compared with the log first (a named integrity error); only
-      // then must the whole record fit in the file, checked before anything is allocated.
-      if (dv.size >= 0 && dv.offset >= 1 && dv.offset + 4L <= length) {
-        byte[] field = new byte[4];
-        in.readFully(dv.offset, field);
-        int stored = ByteBuffer.wrap(field).getInt();
-        if (stored != dv.size) {
-          throw new IOException(integrity("DELTA_DELETION_VECTOR_SIZE_MISMATCH", "deletion vector " + dv.describe()
-              + ": the stored size is " + stored + " bytes but the log says " + dv.size));
+      if (dv.size < 0 || dv.offset < 1 || dv.offset + 8L + dv.size > length) {  // checked before anything is allocated
+        if (dv.size >= 0 && dv.offset >= 1 && dv.offset + 4L <= length) {
+          // as delta-spark, which reads the size field first: a log whose sizeInBytes disagrees with it is a size
+          // mismatch, whether or not the larger record would still fit (which DV is read first must not matter)
+          byte[] field = new byte[4];
+          in.readFully(dv.offset, field);
+          requireStoredSize(dv, ByteBuffer.wrap(field).getInt());
         }
-      }
-      if (dv.size < 0 || dv.offset < 1 || dv.offset + 8L + dv.size > length) {
         throw new IOException(corrupt("deletion vector " + dv.describe() + ": sizeInBytes " + dv.size + " at offset "
             + dv.offset + " does not fit in the file's " + length + " bytes"));
       }
@@ -177,11 +173,8 @@ public final class DeletionVectors {
       throw new IOException(corrupt("deletion vector " + dv.describe() + ": the file ends before the DV does"), e);
     }
     ByteBuffer buf = ByteBuffer.wrap(frame);
-    int size = buf.getInt(0);
-    if (size != dv.size) {
-      throw new IOException(integrity("DELTA_DELETION_VECTOR_SIZE_MISMATCH", "deletion vector " + dv.describe()
-          + ": the stored size is " + size + " bytes but the log says " + dv.size));
-    }
+    requireStoredSize(dv, buf.getInt(0));
+    int size = dv.size;
     CRC32 crc = new CRC32();
     crc.update(frame, 4, size);
     int stored = buf.getInt(4 + size);
@@ -192,6 +185,13 @@ public final class DeletionVectors {
     byte[] bitmap = new byte[size];
     System.arraycopy(frame, 4, bitmap, 0, size);
     return bitmap;
+  }
+
+  private static void requireStoredSize(FileDv dv, int stored) throws IOException {
+    if (stored != dv.size) {
+      throw new IOException(integrity("DELTA_DELETION_VECTOR_SIZE_MISMATCH", "deletion vector " + dv.describe()
+          + ": the stored size is " + stored + " bytes but the log says " + dv.size));
+    }
   }
 
   /** A local DV location must be a regular file: a FIFO or device named by a hostile log would block or never end. */
