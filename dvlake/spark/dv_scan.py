@@ -81,9 +81,9 @@ MAX_BROADCAST_BYTES = 64 * 1024 * 1024
 #: Distinct partition-value tuples read as separate literal-tagged scans up to this many; above
 #: it, files are keyed by size and the values are attached by one broadcast join.
 MAX_LITERAL_PARTITION_GROUPS = 16
-#: A keyed scan of at most this many files sharing one partition tuple finds each row's file index with a CASE on
-#: its key instead of a join with a broadcast (file key → index) table.
-MAX_CASE_KEYS = 64
+#: A keyed scan of at most this many files sharing one partition tuple finds each row's file index by looking its key
+#: up in a literal map instead of a join with a broadcast (file key → index) table.
+MAX_LOOKUP_KEYS = 64
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,7 @@ def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, pa
                 table_root: str, data_filter: Column | None, include_row_index: bool, confine: bool = True,
                 native: bool = False) -> DataFrame:
     """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key (for a
-    few files of one partition tuple: literals, and a CASE on the key for the index).
+    few files of one partition tuple: literals, and the index looked up by key in a literal map).
 
     ``native``: the native reader drops the deleted rows itself; the key and ``_metadata.row_index`` (the physical
     index: the reader filters after Spark numbered the rows) are Spark's metadata columns on either path. When the
@@ -275,15 +275,18 @@ def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, pa
                            one_long)
     data_cols = [F.col(f"`{f.name}`") for f in data_schema.fields]
     tuples = {tuple(f.partition_values) for _, f in group}
-    if len(tuples) == 1 and len(group) <= MAX_CASE_KEYS:
+    if len(tuples) == 1 and len(group) <= MAX_LOOKUP_KEYS:
         # few files of one partition tuple: values as literals and the file index from the key, no join (a broadcast
         # of a table built from driver data costs a Spark job of its own)
         cols = data_cols + _partition_literals(partition_schema, next(iter(tuples)))
         if include_row_index:
-            # one expression text, not a chain of Column calls: each call is a few driver round trips to the JVM
-            # (a chain over 16 files made about 550 of them, a tenth of a second of every DML command's planning)
-            arms = " ".join(f"WHEN {int(f.size)} THEN {int(i)}" for i, f in group)
-            index = F.expr(f"CAST(CASE `{_KEY}` {arms} END AS INT)")
+            # A map lookup, not a CASE with one arm per file: the arms sit on the path of the rows a DML condition
+            # matches, and each file's first matched row took an arm the JIT had never seen taken, so C2 threw the
+            # scan stage's compiled loop away and compiled it again, once per file (BENCHMARKS.md, "a new plan's
+            # cost"); the map is one loop and a referenced literal, so the stage's code does not change with the
+            # files either. One expression text, not a chain of Column calls (each call is driver round trips).
+            pairs = ", ".join(f"{int(f.size)}L, {int(i)}" for i, f in group)
+            index = F.expr(f"CAST(try_element_at(map({pairs}), `{_KEY}`) AS INT)")
             cols += [index.alias(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
         return df.select(*cols)
     df = df.join(_partition_table(spark, group, partition_schema), _KEY, "inner")
