@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--java-options", default="",
                     help="extra JVM options of the driver (local[2]: the executors too), e.g. -XX:PerMethodTrapLimit=0")
     ap.add_argument("--fresh-plans", action="store_true",
-                    help="touch rows id % N = k with k the repetition, so every run is a plan Spark has not run yet "
+                    help="touch rows id % N = k with k the repetition (from 1), so every run is a plan Spark has not run yet "
                          "(as a user's next command with new literals: its generated code is new to the JVM)")
     args = ap.parse_args()
 
@@ -115,7 +115,7 @@ def main() -> None:
             cell: dict[str, list[float]] = {"dv": [], "cow": [], "rs": []}
             sizes: dict[str, tuple[int, int]] = {}
             for rep in range(args.repeat):
-                k = rep if args.fresh_plans else 0
+                k = rep + 1 if args.fresh_plans else 0  # k = 0 is the warm-up's plan
                 src_arrow = source(step, k).toArrow() if command == "MERGE" and not args.no_deltars else None
                 for mode in ("dv", "cow"):
                     run += 1
