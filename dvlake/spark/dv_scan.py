@@ -282,9 +282,9 @@ def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, pa
         if include_row_index:
             # A map lookup, not a CASE with one arm per file: the arms sit on the path of the rows a DML condition
             # matches, and each file's first matched row took an arm the JIT had never seen taken, so C2 threw the
-            # scan stage's compiled loop away and compiled it again, once per file (BENCHMARKS.md, "a new plan's
-            # cost"); the map is one loop and a referenced literal, so the stage's code does not change with the
-            # files either. One expression text, not a chain of Column calls (each call is driver round trips).
+            # scan stage's compiled loop away and compiled it again, once per file (BENCHMARKS.md, "A row's file
+            # index from a map"); the map is one loop and a referenced literal, so the stage's code does not change
+            # with the files either. One expression text, not a chain of Column calls (each call is driver round trips).
             pairs = ", ".join(f"{int(f.size)}L, {int(i)}" for i, f in group)
             index = F.expr(f"CAST(try_element_at(map({pairs}), `{_KEY}`) AS INT)")
             cols += [index.alias(FILE_INDEX_COL), F.col(ROW_INDEX_COL)]
