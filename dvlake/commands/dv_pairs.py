@@ -96,13 +96,16 @@ def watch_pairs(spark: SparkSession, df: DataFrame, plan: ScanPlan, room: int, f
     cap = room // max(1, tasks_bound(spark, plan))
     if cap <= 0 or len(plan.files) >= 1 << FILE_BITS:
         return df, PairWatch(None)
+    # SQL text, not chains of Column calls: each call is a round trip to the JVM, and this runs on every small DML
     seen = unique_name("seen")
-    fid, rid = F.col(file_col).cast("long"), F.col(row_col).cast("long")
-    code = F.shiftleft(fid, ROW_BITS + KIND_BITS).bitwiseOR(F.shiftleft(rid, KIND_BITS))
-    if kind is not None:
-        code = code.bitwiseOR(kind.cast("long"))
-    kept = F.when((F.col(seen) < cap) & (rid < 1 << ROW_BITS), code)  # NULLs are not collected
+    row = f"CAST(`{row_col}` AS BIGINT)"
+    code = f"shiftleft(CAST(`{file_col}` AS BIGINT), {ROW_BITS + KIND_BITS}) | shiftleft({row}, {KIND_BITS})"
+    keep = f"`{seen}` < {cap} AND {row} < {1 << ROW_BITS}"
+    if kind is None:
+        kept = F.expr(f"CASE WHEN {keep} THEN {code} END")  # NULLs are not collected
+    else:
+        kept = F.when(F.expr(keep), F.expr(code).bitwiseOR(kind.cast("long")))
     observation = Observation(unique_name("pairs"))
-    numbered = df.withColumn(seen, F.monotonically_increasing_id().bitwiseAND(F.lit(_IN_PARTITION)))
-    watched = numbered.observe(observation, F.count(F.lit(1)).alias("n"), F.collect_list(kept).alias("p")).drop(seen)
+    numbered = df.withColumn(seen, F.expr(f"monotonically_increasing_id() & {_IN_PARTITION}"))
+    watched = numbered.observe(observation, F.expr("count(1) AS n"), F.collect_list(kept).alias("p")).drop(seen)
     return watched, PairWatch(observation, kind is not None)

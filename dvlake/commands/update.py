@@ -88,11 +88,12 @@ def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignment
     empty = _aliased(spark.createDataFrame([], schema), alias)
     if condition is not None:
         empty.filter(as_column(condition)).schema  # noqa: B018 - analysis only: a bad condition fails before any scan
-        require_deterministic(empty, as_column(condition), "UPDATE", parsed.display() if parsed else str(condition))
+        require_deterministic(empty, as_column(condition), "UPDATE", parsed.display() if parsed else str(condition),
+                              parsed)
     rules = casting(spark)
-    assigned_columns(empty, schema, paths, _same_column, rules)  # validates types before any scan
+    columns = assigned_columns(empty, schema, paths, _same_column, rules)  # validates types before any scan
     assigned = {path[0] for path in paths}
-    resolved = Assigned(paths, rules, {name: text for name, text in generated.expressions(snapshot.protocol,
+    resolved = Assigned(paths, rules, columns, {name: text for name, text in generated.expressions(snapshot.protocol,
                                        snapshot.metadata).items() if name not in assigned})
 
     txn = OptimisticTransaction(root, snapshot)
@@ -131,6 +132,9 @@ class Assigned:
 
     paths: dict[tuple[str, ...], Column]
     rules: Casting
+    #: one Column per table column, the assignments applied (``assigned_columns``): names only, so the same Columns
+    #: serve every frame of the table's columns (under the same alias) the command updates
+    columns: list[Column]
     #: generated columns no assignment sets (name → expression): recomputed from the updated values, as
     #: delta-spark's ``generateUpdateExprsForGeneratedColumns`` does; an assigned one is checked on write
     recomputed: dict[str, str] = field(default_factory=dict)
@@ -144,7 +148,7 @@ def _updated(df: DataFrame, plan: ScanPlan, resolved: Assigned, condition: str |
     """``df`` with the assignments applied to the rows matching ``condition`` (all rows when None)."""
     cond = as_column(condition) if condition is not None else None
     schema = plan.logical_schema
-    cols = assigned_columns(df, schema, resolved.paths, _same_column, resolved.rules)
+    cols = resolved.columns
     if cond is None:
         return constraints.computed(df.select(*cols, *row_tracking.carried(df, None)), schema, resolved.recomputed)
     names = [f.name for f in schema.fields]

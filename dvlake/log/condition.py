@@ -168,6 +168,12 @@ class Condition:
                 return False
         return tree is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in tree.walk())
 
+    @property
+    def plainly_deterministic(self) -> bool:
+        """Whether the text is provably deterministic and free of subqueries, aggregates and windows
+        (``plain_row_expression``): DML then needs no analyzer probe to tell (a Column: never known here)."""
+        return self.text is not None and plain_row_expression(self.text)
+
     def refuse_subqueries(self, operation: str) -> None:
         """delta-spark's rule for DELETE, UPDATE and MERGE conditions: no subqueries (DELTA_UNSUPPORTED_SUBQUERY)."""
         if self.has_subquery:
@@ -186,6 +192,46 @@ class Condition:
             return self.text
         rendered = repr(self.column)
         return rendered[len("Column<'"):-2] if rendered.startswith("Column<'") and rendered.endswith("'>") else rendered
+
+
+#: The nodes a plain row expression is built of: column references, literals, operators, CAST and CASE.
+_PLAIN_NODES = (
+    exp.Column, exp.Identifier, exp.Dot, exp.Bracket, exp.Literal, exp.Boolean, exp.Null, exp.Paren,
+    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ, exp.And, exp.Or, exp.Not,
+    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor,
+    exp.BitwiseNot, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike, exp.Cast, exp.TryCast, exp.DataType,
+    exp.DataTypeParam, exp.Case, exp.If,
+)
+#: Tokens an opening parenthesis may follow in a plain row expression: grouping and IN lists, never a call.
+_PAREN_AFTER = frozenset({
+    TokenType.L_PAREN, TokenType.COMMA, TokenType.IN, TokenType.NOT, TokenType.AND, TokenType.OR, TokenType.WHEN,
+    TokenType.THEN, TokenType.ELSE, TokenType.BETWEEN, TokenType.IS, TokenType.EQ, TokenType.NEQ, TokenType.GT,
+    TokenType.GTE, TokenType.LT, TokenType.LTE, TokenType.NULLSAFE_EQ, TokenType.PLUS, TokenType.DASH, TokenType.STAR,
+    TokenType.SLASH, TokenType.MOD, TokenType.AMP, TokenType.PIPE, TokenType.CARET,
+})
+
+
+def plain_row_expression(text: str) -> bool:
+    """Whether ``text`` is built only of column references, literals, operators, ``CAST`` and ``CASE``.
+
+    Such an expression is deterministic and holds no subquery, aggregate or window function, so the
+    DML checks that ask Spark's analyzer about those (``commands/dml_checks.py``: four analyses) can be
+    skipped. A whitelist on purpose: any function call (``f(...)``), however harmless its name, makes
+    it False, because a session may register a UDF under a built-in's name; only ``CAST(`` is
+    syntax, not a call. False answers nothing: the analyzer decides then.
+    """
+    try:
+        tokens = list(SparkSQL().tokenize(text))
+        tree = sqlglot.parse_one(text, read=SparkSQL)
+    except (ParseError, TokenError):
+        return False
+    for before, tok in zip([None, *tokens], tokens, strict=False):
+        if tok.token_type != TokenType.L_PAREN or before is None or before.token_type in _PAREN_AFTER:
+            continue
+        if not (before.token_type == TokenType.VAR and before.text.lower() == "cast"):
+            return False
+    return tree is not None and all(isinstance(node, _PLAIN_NODES) for node in tree.walk()) and \
+        not any(isinstance(node, exp.In) and node.args.get("query") is not None for node in tree.walk())
 
 
 def _parts(node: exp.Column, alias: str | None) -> list[str]:

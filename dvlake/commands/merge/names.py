@@ -110,7 +110,7 @@ class MergeNameCheck:
         """Analyse ``value`` in ``scope``; a name it cannot see raises the typed error naming ``clause``.
         None when Spark refuses it for another reason (the command then reports that error itself)."""
         try:
-            return expression_kind(self._probes[scope], as_column(value))
+            return expression_kind(self._probes[scope], as_column(value), value if isinstance(value, str) else None)
         except AnalysisException as exc:
             self._translate(exc, value, scope, clause)
             return None
