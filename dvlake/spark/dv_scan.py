@@ -22,8 +22,9 @@ Design (measured in bench/read_overhead.py; the alternatives are in BENCHMARKS.m
   into groups by that estimate); a single file above it is joined with a shuffled hash join.
 - With the native scan (``native.py``, used by default when its jar loads) files with a DV are read by
   dvlake's own Parquet format, which drops the deleted rows inside Spark's reader: no join for the DVs. Partition
-  values and DML's file index still come as above (literals, or the size-keyed broadcast join), and DML's row index
-  is Spark's ``_metadata.row_index`` (physical: the reader numbers rows before it drops any).
+  values and DML's file index still come as above (literals, or the size-keyed broadcast join). DML's scans read
+  every file through it, with a DV or not: DML's row index is Spark's ``_metadata.row_index`` (physical: numbered
+  before any row is dropped), which the format fills itself from each batch's row group.
 - A file whose DV claims to delete every row is still read (metadata is not trusted to skip it:
   the codec verifies the DV). An empty file list gives an empty frame.
 """
@@ -365,12 +366,13 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     if with_dv or include_row_index:  # an engine that swaps Spark's Parquet scan for its own would skip the DVs
         refuse_scan_replacing_engines(spark, f"reading {len(with_dv)} file(s) with a DV would return deleted rows"
                                       if with_dv else "the row indexes DML marks deleted would not be Spark's")
-    native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
     parts: list[DataFrame] = []
     if include_row_index:
-        parts = _row_index_scans(spark, plain, with_dv, storage, native, data_schema, partition_schema, table_root,
-                                 data_filter, confine)
+        # DML: every file through the native scan when it loads, DV or not: it fills the row index from the row groups
+        parts = _row_index_scans(spark, plain, with_dv, storage, native_enabled(spark), data_schema, partition_schema,
+                                 table_root, data_filter, confine)
     else:
+        native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
         literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
         if native and literal:
             # every file of a partition tuple in one native scan (the reader passes DV-less files through): one
@@ -405,8 +407,11 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
 def _row_index_scans(spark: SparkSession, plain: Indexed, with_dv: Indexed,
                      storage: Storage, native: bool, data_schema: StructType, partition_schema: StructType,
                      table_root: str, data_filter: Column | None, confine: bool) -> list[DataFrame]:
-    """DML's scans with ``FILE_INDEX_COL`` and ``ROW_INDEX_COL``: every file keyed, the file index from the key."""
-    parts = [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine)
+    """DML's scans with ``FILE_INDEX_COL`` and ``ROW_INDEX_COL``: every file keyed, the file index from the key.
+
+    With ``native`` files without a DV go through the native scan too: Spark's reader fills the row index one boxed
+    value at a time (about a tenth of a small UPDATE's scan), the native one from each batch's row group."""
+    parts = [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine, native)
              for group in _scan_groups(_with_actual_sizes(plain, storage))]
     parts += [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine, native)
               for group in _dv_groups(with_dv, storage, native, by_partition=False)]

@@ -140,6 +140,9 @@ def test_row_group_tracking_equals_the_python_path(spark: SparkSession, tmp_path
             assert sorted(r[0] for r in fast) == _live(condition), condition  # type: ignore[type-var]
             assert "DvlakeParquet" in plan and (condition is None or "PushedFilters: [" in plan)
             assert condition is None or "PushedFilters: []" not in plan  # the filter reached the Parquet reader
+            # the query's own row index (DML's scans): the format fills it from the row groups; ids are in file order
+            indexed, slow_indexed, _ = _both(spark, lambda q=query: q().select("id", "_metadata.row_index"))
+            assert indexed == slow_indexed and [r[1] for r in indexed] == [r[0] % 20_000 for r in indexed], condition
         summed = _both(spark, lambda: dvlake.read(spark, path).selectExpr("sum(v)", "count(*)"))
         assert summed[0] == summed[1] == [(3 * sum(_live(None)), len(_live(None)))]
         used = _delta(before, _row_index_counts(spark))
@@ -149,12 +152,14 @@ def test_row_group_tracking_equals_the_python_path(spark: SparkSession, tmp_path
     assert _row_index_counts(spark)["unavailable"] == 0  # this Spark passed the version gate and the field checks
     assert used["files_spark_column"] == 0  # every native read tracked row groups
     assert used["files_tracked"] > 2 * (len(_FILTERS) + 1)  # splits: more reads than files
+    assert used["files_filled"] > 2 * len(_FILTERS)  # and as many with the row-index column filled
     assert used["groups_pages_skipped"] > 0 and used["groups_whole"] > 0  # both kinds of row group were met
 
 
 def test_which_row_index_source_each_read_shape_uses(spark: SparkSession, tmp_path: Path) -> None:
-    """Batches of flat columns track row groups; the query's own ``_metadata.row_index`` and row mode (nested
-    columns) read Spark's row-index column; files without a DV read no row index at all."""
+    """Batches of flat columns track row groups, and fill the query's own ``_metadata.row_index`` from them; row
+    mode (nested columns) reads Spark's row-index column; files without a DV read no row index at all unless the
+    query asks for it (DML's scans)."""
     path = _converted(spark, str(tmp_path / "src"), rows=5_000, row_group=1_000)
     plain = _converted(spark, str(tmp_path / "plain"), rows=5_000, row_group=1_000)
     DeltaTable.forPath(spark, path).delete("id % 3 = 0")
@@ -165,6 +170,10 @@ def test_which_row_index_source_each_read_shape_uses(spark: SparkSession, tmp_pa
     spark.conf.set(native.SETTING, "true")
     cases = {"batches": (lambda: dvlake.read(spark, path), 6_666),
              "user_row_index": (lambda: dvlake.read(spark, path).select("id", "_metadata.row_index"), 6_666),
+             "dml_no_dv": (lambda: spark.read.format(native.FORMAT).schema(dvlake.read(spark, plain).schema)
+                           .option(native.FILES_OPTION, native.listing([SimpleNamespace(path=f, dv=None)
+                                                                        for f in data_files(plain)], plain, True))
+                           .load(data_files(plain)).select("id", "_metadata.row_index"), 10_000),
              "rows": (lambda: dvlake.read(spark, nested), 2_250),
              # dvlake's planning reads files without a DV with Spark's plain scan; the format itself reads them too
              "no_dv": (lambda: spark.read.format(native.FORMAT).schema(dvlake.read(spark, plain).schema)
@@ -176,8 +185,8 @@ def test_which_row_index_source_each_read_shape_uses(spark: SparkSession, tmp_pa
         before = _row_index_counts(spark)
         assert len(read().collect()) == count, name  # collect: count() would prune the query's own row index
         used[name] = {k: v for k, v in _delta(before, _row_index_counts(spark)).items() if k.startswith("files_") and v}
-    assert used == {"batches": {"files_tracked": 2}, "user_row_index": {"files_spark_column": 2},
-                    "rows": {"files_spark_column": 1}, "no_dv": {"files_without_dv": 2}}
+    assert used == {"batches": {"files_tracked": 2}, "user_row_index": {"files_filled": 2},
+                    "dml_no_dv": {"files_filled": 2}, "rows": {"files_spark_column": 1}, "no_dv": {"files_without_dv": 2}}
 
 
 def test_partitions_odd_paths_and_every_row_deleted_in_a_file(spark: SparkSession, tmp_path: Path) -> None:
@@ -677,7 +686,8 @@ def _table_rows(spark: SparkSession, path: str) -> list[tuple[object, ...]]:
 
 def test_merge_with_dvs_marks_the_same_rows_on_both_paths(spark: SparkSession, tmp_path: Path) -> None:
     """MERGE in DV mode reads its target with each row's file and physical row index (native: the reader's own
-    ``_metadata.row_index``) and marks the matched rows in new DVs: a wrong index would delete other rows."""
+    ``_metadata.row_index``, which the format fills from the row groups) and marks the matched rows in new DVs: a
+    wrong index would delete other rows."""
     paths = _same_table_twice(spark, tmp_path, {})
     source = spark.range(0, 6000, 3).selectExpr("id", "CAST(-1 AS BIGINT) AS k", "'merged' AS s").union(
         spark.range(7000, 7010).selectExpr("id", "CAST(-2 AS BIGINT) AS k", "'new' AS s"))
@@ -692,7 +702,7 @@ def test_merge_with_dvs_marks_the_same_rows_on_both_paths(spark: SparkSession, t
     expected = ([(i, i % 10, str(i)) for i in range(6000) if i % 7 and i % 3] + [(i, -1, "merged") for i in range(0, 6000, 3)]
                 + [(i, -2, "new") for i in range(7000, 7010)])  # deleted ids the source has are inserted again
     assert native_rows == sorted(expected, key=repr)
-    assert used["true"]["files_spark_column"] >= 3 and used["false"] == dict.fromkeys(used["false"], 0)
+    assert used["true"]["files_filled"] >= 3 and used["false"] == dict.fromkeys(used["false"], 0)
 
 
 def test_copy_on_write_update_and_delete_read_natively(spark: SparkSession, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ import java.net.URI;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 
@@ -40,8 +41,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * Row indexes come from the row group each batch was read from ({@link RowGroups}) where Spark's reader is as
  * checked; otherwise from Spark's own row-index column (the one behind {@code _metadata.row_index}), requested from
  * the reader as one more nullable long column and dropped from what the format returns. When the query itself selects
- * {@code _metadata.row_index}, Spark already asks for that column and the format uses it as it is. Files without a DV
- * are read without any row index.
+ * {@code _metadata.row_index} (DML's scans), Spark asks the format for that column: the format fills it from the
+ * tracked row groups, for files with and without a DV, or, where it cannot track them, has Spark's reader fill it.
+ * Files without a DV read by a query that does not ask for the row index are read without any.
  */
 public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public static final String SHORT_NAME = "dvlake_parquet";
@@ -91,17 +93,21 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     // also whole-stage codegen on and at most spark.sql.codegen.maxFields columns) and says so in the options
     String returning = options.get(FileFormat$.MODULE$.OPTION_RETURNING_BATCH()).getOrElse(() -> null);
     boolean batches = "true".equalsIgnoreCase(returning);
-    // files with a DV read in batches find their row indexes from the row groups (RowGroups) through `plain`; Spark's
-    // reader with its row-index column (`parent`) is built only where something reads that column: the query's own
-    // _metadata.row_index, rows instead of batches, or a Spark whose reader internals were not checked. Each reader
-    // built is one more broadcast of the Hadoop conf per query
-    boolean tracked = dropIndex && batches && RowGroups.UNAVAILABLE == null;
+    // files read in batches find their row indexes from the row groups (RowGroups) through `plain`; Spark's reader
+    // with its row-index column (`parent`) is built only for rows instead of batches, or a Spark whose reader internals
+    // were not checked. Each reader built is one more broadcast of the Hadoop conf per query
+    boolean tracked = batches && RowGroups.UNAVAILABLE == null;
+    // the query's own _metadata.row_index (DML's scans) read in batches: the format fills that column itself from the
+    // tracked row groups, for every file, instead of Spark's reader filling it one boxed value at a time
+    int fillAt = tracked && !dropIndex ? asked : -1;
     Function1<PartitionedFile, Iterator<InternalRow>> parent = tracked ? null : super.buildReaderWithPartitionValues(
         session, dataSchema, partitionSchema, withIndex, filters, options, conf);
     // the same reader without the row-index column: for files without a DV, and for row-group tracking. A conf of
     // its own: Spark writes the requested schema into the conf it is given, and a local broadcast keeps the object
-    Function1<PartitionedFile, Iterator<InternalRow>> plain = !dropIndex ? null : super.buildReaderWithPartitionValues(
-        session, dataSchema, partitionSchema, requiredSchema, filters, options, withoutListing(hadoopConf));
+    StructType withoutIndex = fillAt >= 0 ? without(requiredSchema, fillAt) : requiredSchema;
+    Function1<PartitionedFile, Iterator<InternalRow>> plain = !dropIndex && fillAt < 0 ? null
+        : super.buildReaderWithPartitionValues(session, dataSchema, partitionSchema, withoutIndex, filters, options,
+            withoutListing(hadoopConf));
     // the listing (it grows with the number of files read) and the Hadoop conf the DV files are opened with (~100 KB
     // serialized) travel once per executor in one broadcast, as Spark's own reader ships its conf, not in the closure
     // every task deserializes. Text and Spark's own conf wrapper: classes any class loader that reads it knows
@@ -109,7 +115,14 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     Broadcast<Object[]> files = session.sparkContext().broadcast(shared,
         scala.reflect.ClassTag$.MODULE$.apply(Object[].class));
     return new FilteringReader(parent, plain, files, java.util.UUID.randomUUID().toString(), requiredSchema,
-        partitionSchema, indexAt, dropIndex, tracked, dvCacheBytes(session));
+        partitionSchema, indexAt, dropIndex, tracked, fillAt, dvCacheBytes(session));
+  }
+
+  /** {@code schema} without its field at {@code at}. */
+  static StructType without(StructType schema, int at) {
+    List<StructField> kept = new ArrayList<>(Arrays.asList(schema.fields()));
+    kept.remove(at);
+    return new StructType(kept.toArray(new StructField[0]));
   }
 
   /** {@link DeletionVectors#CACHE_BYTES_SETTING} of the session (a byte string such as {@code 64m}), or the default. */

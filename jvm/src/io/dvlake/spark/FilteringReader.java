@@ -13,6 +13,9 @@ import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -50,17 +53,20 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   private final int indexAt;
   private final boolean dropIndex;
   private final boolean tracked;
+  private final int fillAt;
   private final long dvCacheBytes;
 
   /** {@code indexAt}: where the row-index column is among {@code parent}'s columns; {@code dropIndex}: the format
    *  added it (the query did not ask for {@code _metadata.row_index}), so it is not returned. {@code tracked}: files
    *  with a DV are read by {@code plain} with their row groups tracked ({@link RowGroups#attach}), and {@code parent}
    *  is null; otherwise by {@code parent} (Spark's row-index column). A file without a DV is read by {@code plain}, no
-   *  row index needed (or by {@code parent} when the query asked for the row index: {@code plain} is null then). */
+   *  row index needed (or by {@code parent} when the query asked for the row index: {@code plain} is null then).
+   *  {@code fillAt} (or -1): the query asked for the row index, at that position of its columns, and every file is read
+   *  by {@code plain} (without that column) with its row groups tracked, the column filled from them. */
   FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent,
                   Function1<PartitionedFile, Iterator<InternalRow>> plain, Broadcast<Object[]> files, String listingId,
                   StructType required, StructType partitions, int indexAt, boolean dropIndex, boolean tracked,
-                  long dvCacheBytes) {
+                  int fillAt, long dvCacheBytes) {
     this.parent = parent;
     this.plain = plain;
     this.files = files;
@@ -70,6 +76,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     this.indexAt = indexAt;
     this.dropIndex = dropIndex;
     this.tracked = tracked;
+    this.fillAt = fillAt;
     this.dvCacheBytes = dvCacheBytes;
   }
 
@@ -91,9 +98,9 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
       throw new UncheckedIOException(e.getMessage() + " (data file " + key + ")", e);
     }
     Filtered filtered;
-    if (plain != null && deleted == null) {
+    if (plain != null && deleted == null && fillAt < 0) {
       RowGroups.FILES_WITHOUT_DV.incrementAndGet();
-      filtered = new Filtered(plain.apply(file), null, null, -1, false, required, partitions);
+      filtered = new Filtered(plain.apply(file), null, null, -1, false, -1, required, partitions);
     } else if (tracked) {
       Iterator<?> rows = plain.apply(file);
       RowGroups.Tracker tracker = RowGroups.attach(rows);
@@ -106,11 +113,11 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
             + "vectorized batch reader it checked") + "); run the driver and executors on the same Spark, or set "
             + "spark.dvlake.scan.native=false");
       }
-      RowGroups.FILES_TRACKED.incrementAndGet();
-      filtered = new Filtered(rows, deleted, tracker, -1, false, required, partitions);
+      (fillAt >= 0 ? RowGroups.FILES_FILLED : RowGroups.FILES_TRACKED).incrementAndGet();
+      filtered = new Filtered(rows, deleted, tracker, -1, false, fillAt, required, partitions);
     } else {
       if (deleted != null) RowGroups.FILES_SPARK_COLUMN.incrementAndGet();
-      filtered = new Filtered(parent.apply(file), deleted, null, indexAt, dropIndex, required, partitions);
+      filtered = new Filtered(parent.apply(file), deleted, null, indexAt, dropIndex, -1, required, partitions);
     }
     @SuppressWarnings("unchecked")  // batches travel as InternalRow (erased), Spark's own convention for columnar scans
     Iterator<InternalRow> out = (Iterator<InternalRow>) (Iterator<?>) filtered;
@@ -136,6 +143,9 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     private final StructType required;
     private final StructType partitions;
     private final RowGroups.Tracker tracker;
+    private final int fillAt;
+    private WritableColumnVector filled;  // the row-index column the format fills (fillAt >= 0), reused batch to batch
+    private int filledCapacity;
     private MappedColumnVector[] vectors;
     private ColumnarBatch out;
     private UnsafeProjection projection;
@@ -143,10 +153,11 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     private Object pending;
 
     Filtered(Iterator<?> in, DeletionVectors.Deleted deleted, RowGroups.Tracker tracker, int indexAt,
-             boolean dropIndex, StructType required, StructType partitions) {
+             boolean dropIndex, int fillAt, StructType required, StructType partitions) {
       this.in = in;
       this.deleted = deleted;
       this.tracker = tracker;
+      this.fillAt = fillAt;
       this.indexAt = indexAt;
       this.dropIndex = dropIndex;
       this.required = required;
@@ -171,7 +182,12 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
 
     private Object filterBatch(ColumnarBatch batch) {
       int n = batch.numRows();
-      int width = batch.numCols() - (dropIndex ? 1 : 0);
+      int width = batch.numCols() - (dropIndex ? 1 : 0) + (fillAt >= 0 ? 1 : 0);
+      if (fillAt >= 0 && (filled == null || filledCapacity < n)) {
+        if (filled != null) filled.close();
+        filledCapacity = Math.max(n, 4096);
+        filled = new OnHeapColumnVector(filledCapacity, DataTypes.LongType);
+      }
       if (vectors == null) {
         vectors = new MappedColumnVector[width];
         for (int c = 0; c < width; c++) vectors[c] = new MappedColumnVector(column(batch, c));
@@ -179,9 +195,9 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
       }
       int[] rows = null;
       int kept = n;
-      if (deleted != null && tracker != null) {
+      if (tracker != null && (deleted != null || filled != null)) {
         if (scratch == null || scratch.length < n) scratch = new int[n];
-        kept = tracker.keep(n, deleted, scratch);
+        kept = tracker.keep(n, deleted, scratch, filled);
         if (kept == 0) return null;
         if (kept < 0) kept = n; else rows = scratch;
       } else if (deleted != null && n > 0) {
@@ -202,6 +218,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     }
 
     private ColumnVector column(ColumnarBatch batch, int c) {
+      if (fillAt >= 0) return c == fillAt ? filled : batch.column(c > fillAt ? c - 1 : c);
       return batch.column(dropIndex && c >= indexAt ? c + 1 : c);
     }
 

@@ -12,6 +12,7 @@ import java.util.PrimitiveIterator;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.parquet.column.page.PageReadStore;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.roaringbitmap.PeekableIntIterator;
 import org.roaringbitmap.RoaringBitmap;
 
@@ -52,6 +53,7 @@ public final class RowGroups {
 
   // how files and row groups were read in this JVM: for tests (a fast path that is never taken would go unnoticed)
   static final AtomicLong FILES_TRACKED = new AtomicLong();
+  static final AtomicLong FILES_FILLED = new AtomicLong();  // tracked, and the query's row-index column filled
   static final AtomicLong FILES_SPARK_COLUMN = new AtomicLong();
   static final AtomicLong FILES_WITHOUT_DV = new AtomicLong();
   static final AtomicLong GROUPS_WHOLE = new AtomicLong();
@@ -112,7 +114,8 @@ public final class RowGroups {
 
   /** How this JVM's reads found row indexes so far (tests read it through Py4J). */
   public static String counts() {
-    return "files_tracked=" + FILES_TRACKED.get() + " files_spark_column=" + FILES_SPARK_COLUMN.get()
+    return "files_tracked=" + FILES_TRACKED.get() + " files_filled=" + FILES_FILLED.get()
+        + " files_spark_column=" + FILES_SPARK_COLUMN.get()
         + " files_without_dv=" + FILES_WITHOUT_DV.get() + " groups_whole=" + GROUPS_WHOLE.get()
         + " groups_pages_skipped=" + GROUPS_PAGES_SKIPPED.get() + " unavailable=" + (UNAVAILABLE != null);
   }
@@ -198,8 +201,9 @@ public final class RowGroups {
     }
 
     /** The next batch of {@code n} rows: the positions of its rows {@code deleted} does not hold, in {@code out}
-     *  (length at least {@code n}); returns how many, {@code -1} when none of the batch is deleted. */
-    int keep(int n, DeletionVectors.Deleted deleted, int[] out) {
+     *  (length at least {@code n}); returns how many, {@code -1} when none of the batch is deleted (or {@code deleted}
+     *  is null: a file without a DV). With an {@code index} vector, every row's index goes into it first. */
+    int keep(int n, DeletionVectors.Deleted deleted, int[] out, WritableColumnVector index) {
       if (n <= 0) return -1;
       if (groups == 0 || inGroup + n > groupRows) {
         throw new IllegalStateException("dvlake row-group tracking: a batch of " + n + " rows past its row group ("
@@ -208,16 +212,18 @@ public final class RowGroups {
       long first = groupStart + inGroup;
       int kept;
       if (skipped == null) {
-        kept = keepRange(first, n, deleted, out);
+        if (index != null) for (int i = 0; i < n; i++) index.putLong(i, first + i);
+        kept = deleted == null ? -1 : keepRange(first, n, deleted, out);
       } else {
         if (indexes.length < n) indexes = new long[n];
         for (int i = 0; i < n; i++) {
           if (!skipped.hasNext()) throw new IllegalStateException("dvlake row-group tracking: fewer row indexes than rows");
           indexes[i] = groupStart + skipped.nextLong();
         }
+        if (index != null) for (int i = 0; i < n; i++) index.putLong(i, indexes[i]);
         kept = 0;
-        for (int i = 0; i < n; i++) if (!deleted.contains(indexes[i])) out[kept++] = i;
-        if (kept == n) kept = -1;
+        if (deleted != null) for (int i = 0; i < n; i++) if (!deleted.contains(indexes[i])) out[kept++] = i;
+        if (deleted == null || kept == n) kept = -1;
       }
       inGroup += n;
       returned += n;
