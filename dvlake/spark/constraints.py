@@ -26,19 +26,28 @@ from dvlake.spark.task_errors import framed
 NOT_NULL_MARKER = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
 
 
-def not_null_violations(schema: StructType) -> list[tuple[str, Column]]:
-    """(column path, violation Column) for every NOT NULL field reachable through nullable-or-not structs."""
-    out: list[tuple[str, Column]] = []
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
-    def visit(struct: StructType, parent: Column | None, prefix: str, parent_present: Column | None) -> None:
+
+def _text(value: str) -> str:
+    """``value`` as a SQL string expression that no quoting or escape setting can change: UTF-8 bytes in hex."""
+    return f"CAST(X'{value.encode('utf-8').hex()}' AS STRING)"
+
+
+def not_null_violations(schema: StructType) -> list[tuple[str, str]]:
+    """(column path, SQL text true when the row breaks it) for every NOT NULL field reachable through structs: a
+    nested field only counts where its parents are present."""
+    out: list[tuple[str, str]] = []
+
+    def visit(struct: StructType, parent: str | None, prefix: str, parent_present: str | None) -> None:
         for f in struct.fields:
-            col = F.col(f"`{f.name}`") if parent is None else parent.getField(f.name)
+            col = _quoted(f.name) if parent is None else f"{parent}.{_quoted(f.name)}"
             name = prefix + f.name
             if not f.nullable:
-                bad = col.isNull() if parent_present is None else (parent_present & col.isNull())
-                out.append((name, bad))
+                out.append((name, f"{col} IS NULL" if parent_present is None else f"({parent_present} AND {col} IS NULL)"))
             if isinstance(f.dataType, StructType):
-                present = col.isNotNull() if parent_present is None else (parent_present & col.isNotNull())
+                present = f"{col} IS NOT NULL" if parent_present is None else f"{parent_present} AND {col} IS NOT NULL"
                 visit(f.dataType, col, name + ".", present)
 
     visit(schema, None, "", None)
@@ -91,19 +100,27 @@ def enforce(df: DataFrame, schema: StructType, metadata: Metadata, protocol: Pro
     only under the ``generatedColumns`` feature) or a NULL in a NOT NULL column. The columns and their order
     are unchanged."""
     rules = constraints.all_checks(metadata) + (generated.checks(protocol, metadata) if protocol is not None else [])
-    branches: list[tuple[Column, Column]] = [_check_violation(c) for c in rules]
-    for name, bad in not_null_violations(schema):
-        branches.append((bad, F.lit(f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable field {name}")))
-    if not branches or not schema.fields:
+    nulls = not_null_violations(schema)
+    if not (rules or nulls) or not schema.fields:
         return df
-    guard = F.when(branches[0][0], F.raise_error(branches[0][1]))
-    for bad, message in branches[1:]:
-        guard = guard.when(bad, F.raise_error(message))
     first = schema.fields[0]
+    # The NOT NULL arms as one SQL text (every table has some; a chain of Column calls is a round trip to the JVM
+    # per call, on every write). CHECK rules, whose text is the table's, each stay an expression of their own,
+    # tried first.
+    message = f"[{NOT_NULL_MARKER}] NULL value appeared in non-nullable field "
+    # the name ends at a closing marker: column names may hold spaces, dots and quotes (raise_typed reads it back)
+    arms = "".join(f"WHEN {bad} THEN raise_error({_text(f'{message}{name}[/{NOT_NULL_MARKER}]')})\n"
+                   for name, bad in nulls)
+    guard = F.expr(f"CASE\n{arms}ELSE {_quoted(first.name)} END") if nulls else F.col(_quoted(first.name))
+    if rules:
+        checks = [_check_violation(c) for c in rules]
+        chain = F.when(checks[0][0], F.raise_error(checks[0][1]))
+        for bad, text in checks[1:]:
+            chain = chain.when(bad, F.raise_error(text))
+        guard = chain.otherwise(guard)
     names = set(schema.fieldNames())
-    cols = [guard.otherwise(F.col(f"`{first.name}`")).cast(first.dataType).alias(first.name)]
-    cols += [F.col(f"`{f.name}`") for f in schema.fields[1:]]
-    return df.select(*cols, *[F.col(f"`{c}`") for c in df.columns if c not in names])  # hidden columns pass through
+    return df.select(guard.cast(first.dataType).alias(first.name), *[_quoted(f.name) for f in schema.fields[1:]],
+                     *[_quoted(c) for c in df.columns if c not in names])  # hidden columns pass through
 
 
 def raise_typed(exc: BaseException, table_root: str) -> None:
@@ -111,7 +128,7 @@ def raise_typed(exc: BaseException, table_root: str) -> None:
     typed by ``task_errors.translated``); return for any other error."""
     text = str(exc)
     if NOT_NULL_MARKER in text and "non-nullable field" in text:
-        m = re.search(r"non-nullable field ([^\s'\"\]]+)", text)
+        m = re.search(rf"non-nullable field (.*?)\[/{NOT_NULL_MARKER}\]", text, re.DOTALL)
         column = m.group(1) if m else "?"
         raise DeltaInvariantViolationException(
             f"NULL value appeared in non-nullable field {column!r} of {table_root}: the command "

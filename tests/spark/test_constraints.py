@@ -387,3 +387,26 @@ def test_on_a_delta_spark_table_with_deletion_vectors(spark, testdata, tmp_path)
         dvlake.write(bad, path, mode="append")
     assert f"CHECK constraint not_gone (NOT (col1 = {gone})) violated by row with values:\n - col1 : {gone}" in str(info.value)
     assert Snapshot.load(path).version == snap.version
+
+
+def test_not_null_fields_inside_structs_and_odd_column_names(spark, tmp_path):
+    """Rule: a NOT NULL field inside a nullable struct is checked only where the struct is present; a NOT NULL column
+    whose name holds a dot and a space is checked like any other (the check is one SQL text)."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    path = str(tmp_path / "t")
+    inner = StructType([StructField("x", IntegerType(), False), StructField("y", IntegerType(), True)])
+    DeltaTable.create(spark).location(path).addColumn("id", "int", nullable=False) \
+        .addColumn("s", inner, nullable=True).addColumn("odd.name x", StringType(), nullable=False).execute()
+    schema = StructType([StructField("id", IntegerType()), StructField("s", inner.__class__(
+        [StructField("x", IntegerType(), True), StructField("y", IntegerType(), True)])),
+        StructField("odd.name x", StringType())])
+    dvlake.write(spark.createDataFrame([(1, None, "a"), (2, (5, None), "b")], schema), path, mode="append")
+    with pytest.raises(DeltaInvariantViolationException) as info:
+        dvlake.write(spark.createDataFrame([(3, (None, 1), "c")], schema), path, mode="append")
+    assert info.value.getCondition() == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED" and "s.x" in str(info.value)
+    with pytest.raises(DeltaInvariantViolationException) as info:
+        dvlake.write(spark.createDataFrame([(4, None, None)], schema), path, mode="append")
+    assert "odd.name x" in str(info.value)
+    assert Snapshot.load(path).version == 1
+    assert sorted(r["id"] for r in dvlake.read(spark, path).collect()) == [1, 2]
