@@ -20,9 +20,15 @@ class SparkSQL(Spark):
         STRING_ESCAPES: ClassVar[list[str]] = [*Spark.Tokenizer.STRING_ESCAPES, "'"]
 
 
+def backquoted(name: str) -> str:
+    """``name`` as one Spark SQL identifier, always back-quoted (``` doubled): safe in any position of generated SQL
+    text, also where a plain word would read as a keyword (a column named ``end`` in ``ELSE end END``)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def quote_identifier(name: str) -> str:
     """``name`` as one Spark SQL identifier: plain when it is a simple word, else back-quoted with ``` doubled
     (a dot, space or back-quote inside a column name must not split or end it)."""
     if name.replace("_", "a").isalnum() and name.isascii() and not name[:1].isdigit():
         return name
-    return "`" + name.replace("`", "``") + "`"
+    return backquoted(name)

@@ -21,13 +21,10 @@ from pyspark.sql.types import StructType
 from dvlake.errors import CheckConstraintViolationError, DeltaInvariantViolationException
 from dvlake.log import constraints, generated
 from dvlake.log.actions import Metadata, Protocol
+from dvlake.log.sql_dialect import backquoted
 from dvlake.spark.task_errors import framed
 
 NOT_NULL_MARKER = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _text(value: str) -> str:
@@ -42,7 +39,7 @@ def not_null_violations(schema: StructType) -> list[tuple[str, str]]:
 
     def visit(struct: StructType, parent: str | None, prefix: str, parent_present: str | None) -> None:
         for f in struct.fields:
-            col = _quoted(f.name) if parent is None else f"{parent}.{_quoted(f.name)}"
+            col = backquoted(f.name) if parent is None else f"{parent}.{backquoted(f.name)}"
             name = prefix + f.name
             if not f.nullable:
                 out.append((name, f"{col} IS NULL" if parent_present is None else f"({parent_present} AND {col} IS NULL)"))
@@ -111,7 +108,7 @@ def enforce(df: DataFrame, schema: StructType, metadata: Metadata, protocol: Pro
     # the name ends at a closing marker: column names may hold spaces, dots and quotes (raise_typed reads it back)
     arms = "".join(f"WHEN {bad} THEN raise_error({_text(f'{message}{name}[/{NOT_NULL_MARKER}]')})\n"
                    for name, bad in nulls)
-    guard = F.expr(f"CASE\n{arms}ELSE {_quoted(first.name)} END") if nulls else F.col(_quoted(first.name))
+    guard = F.expr(f"CASE\n{arms}ELSE {backquoted(first.name)} END") if nulls else F.col(backquoted(first.name))
     if rules:
         checks = [_check_violation(c) for c in rules]
         chain = F.when(checks[0][0], F.raise_error(checks[0][1]))
@@ -119,8 +116,8 @@ def enforce(df: DataFrame, schema: StructType, metadata: Metadata, protocol: Pro
             chain = chain.when(bad, F.raise_error(text))
         guard = chain.otherwise(guard)
     names = set(schema.fieldNames())
-    return df.select(guard.cast(first.dataType).alias(first.name), *[_quoted(f.name) for f in schema.fields[1:]],
-                     *[_quoted(c) for c in df.columns if c not in names])  # hidden columns pass through
+    return df.select(guard.cast(first.dataType).alias(first.name), *[backquoted(f.name) for f in schema.fields[1:]],
+                     *[backquoted(c) for c in df.columns if c not in names])  # hidden columns pass through
 
 
 def raise_typed(exc: BaseException, table_root: str) -> None:
