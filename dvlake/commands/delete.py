@@ -83,12 +83,10 @@ def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Colum
     root = snapshot.table_root
     txn = OptimisticTransaction(root, snapshot)
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
-    check_condition(spark, snapshot, condition, "DELETE")
-    if condition is not None and not condition.plainly_deterministic:  # check_condition resolved it
-        logical = logical_struct(snapshot.schema)
-        probe = spark.createDataFrame([], logical)
-        require_deterministic(probe.alias(condition.alias) if condition.alias else probe,
-                              condition_column(condition, logical.fieldNames()), "DELETE", condition.display(), condition)
+    probe = check_condition(spark, snapshot, condition, "DELETE")
+    if condition is not None and probe is not None:
+        require_deterministic(probe, condition_column(condition, logical_struct(snapshot.schema).fieldNames()), "DELETE",
+                              condition.display(), condition)
     plan = plan_scan(spark, snapshot, condition)
     adds = snapshot.add_files()
     candidates = [adds[i] for i in plan.rows_indexes]

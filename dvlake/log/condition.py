@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import sqlglot
@@ -168,7 +169,7 @@ class Condition:
                 return False
         return tree is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in tree.walk())
 
-    @property
+    @cached_property
     def plainly_deterministic(self) -> bool:
         """Whether the text is provably deterministic and free of subqueries, aggregates and windows
         (``plain_row_expression``): DML then needs no analyzer probe to tell (a Column: never known here)."""

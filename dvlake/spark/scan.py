@@ -113,15 +113,17 @@ def prune_plan(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, conditio
 
 
 def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None,
-                    command: str) -> None:
-    """Resolve ``condition`` against the table's own columns before any internal column exists.
+                    command: str) -> DataFrame | None:
+    """Resolve ``condition`` against the table's own columns before any internal column exists; returns the empty
+    frame of those columns (under the condition's alias) it was resolved over, for further checks of the same
+    expression (None without a condition).
 
     Spark's "did you mean" list would otherwise offer dvlake's ``__dvlake_*`` helper columns;
     here it offers the table's columns only, and the error is an ``InvalidArgumentError``.
     """
     cond = Condition.of(condition)
     if cond is None:
-        return
+        return None
     from pyspark.errors import AnalysisException, ParseException
 
     from dvlake.errors import InvalidArgumentError
@@ -138,6 +140,7 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
                                    f"resolved: {str(exc).splitlines()[0]}", error_class=exc.getCondition())
         err.sql_state = exc.getSqlState() or err.sql_state
         raise err from exc
+    return probe
 
 
 def all_column_names(snapshot: Snapshot) -> set[str]:

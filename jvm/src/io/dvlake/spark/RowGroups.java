@@ -221,9 +221,13 @@ public final class RowGroups {
           indexes[i] = groupStart + skipped.nextLong();
         }
         if (index != null) for (int i = 0; i < n; i++) index.putLong(i, indexes[i]);
-        kept = 0;
-        if (deleted != null) for (int i = 0; i < n; i++) if (!deleted.contains(indexes[i])) out[kept++] = i;
-        if (deleted == null || kept == n) kept = -1;
+        if (deleted == null) {
+          kept = -1;
+        } else {
+          kept = 0;
+          for (int i = 0; i < n; i++) if (!deleted.contains(indexes[i])) out[kept++] = i;
+          if (kept == n) kept = -1;
+        }
       }
       inGroup += n;
       returned += n;
