@@ -30,9 +30,9 @@ from typing import IO, Any, cast
 from urllib.parse import urlparse
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, GenericError, NotSupportedError
+from obstore.exceptions import AlreadyExistsError, BaseError, GenericError, NotSupportedError
 
-from dvlake.errors import CommitPrimitiveUnavailableError, InvalidArgumentError
+from dvlake.errors import CommitPrimitiveUnavailableError, InvalidArgumentError, ObjectStoreConfigurationError
 from dvlake.storage.base import FileInfo, LogStore, RandomAccessFile, Storage
 
 #: URI schemes this module serves, by store kind.
@@ -200,16 +200,21 @@ def _client(loc: Location) -> Any:
     from obstore.store import AzureStore, GCSStore, S3Store
 
     store: Any
-    if loc.kind == "s3":
-        store = S3Store(loc.bucket, config=config, client_options=client_options)  # type: ignore[arg-type]
-    elif loc.kind == "gcs":
-        store = GCSStore(loc.bucket, config=config, client_options=client_options)  # type: ignore[arg-type]
-    else:
-        if loc.account:
-            config.setdefault("account_name", loc.account)
-        if key:
-            config.setdefault("account_key", key)
-        store = AzureStore(loc.bucket, config=config, client_options=client_options)  # type: ignore[arg-type]
+    try:
+        if loc.kind == "s3":
+            store = S3Store(loc.bucket, config=config, client_options=client_options)  # type: ignore[arg-type]
+        elif loc.kind == "gcs":
+            store = GCSStore(loc.bucket, config=config, client_options=client_options)  # type: ignore[arg-type]
+        else:
+            if loc.account:
+                config.setdefault("account_name", loc.account)
+            if key:
+                config.setdefault("account_key", key)
+            store = AzureStore(loc.bucket, config=config, client_options=client_options)  # type: ignore[arg-type]
+    except BaseError as exc:
+        raise ObjectStoreConfigurationError(
+            f"cannot open {loc.base}: {str(exc).splitlines()[0]}. Set the store's environment variables on every node "
+            f"({_ENV_PREFIX[loc.kind]}_*) or call dvlake.storage.objectstore.configure({loc.kind!r}, ...)") from None
     _STORES[loc.base] = store
     return store
 
