@@ -53,6 +53,7 @@ from dvlake.spark.catalog import (
     register_table,
     registered_location,
 )
+from dvlake.spark.object_stores import configure_object_stores
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.sql import sql as dvlake_sql
 
@@ -134,6 +135,8 @@ def enabled(spark: Any) -> bool:
         value = str(spark.conf.get(ENABLED_CONF, "false")).strip().lower() == "true"
     except Exception:  # a stopped session or a server that refuses the lookup: the faces stay off
         value = False
+    if value:
+        configure_object_stores(spark)  # once per session: spark.hadoop.fs.* for dvlake's own reads and commits
     with contextlib.suppress(AttributeError, TypeError):
         spark._dvlake_faces = (_generation[0], value)
     return value

@@ -191,3 +191,25 @@ def test_an_s3_store_honouring_the_condition_passes_the_probe_once() -> None:
     with pytest.raises(FileExistsError):
         s.write_if_absent(f"{root}/_delta_log/00000000000000000000.json", b"{other}")
     assert [i.path for i in s.walk(root)] == [f"{root}/_delta_log/00000000000000000000.json"]
+
+
+def test_a_sessions_hadoop_settings_reach_the_stores_once() -> None:
+    from dvlake.spark.object_stores import configure_object_stores
+
+    class Conf:
+        reads = 0
+
+        @property
+        def getAll(self) -> dict[str, str]:  # noqa: N802 - PySpark's name
+            Conf.reads += 1
+            return {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9", "spark.app.name": "x"}
+
+    class Session:
+        conf = Conf()
+
+    session = Session()
+    configure_object_stores(session)
+    configure_object_stores(session)
+    assert Conf.reads == 1
+    assert objectstore._OPTIONS["s3"].config == {"endpoint": "http://127.0.0.1:9"}
+    assert objectstore._OPTIONS["s3"].client_options == {"allow_http": True}
