@@ -1,9 +1,10 @@
 """Local object-store emulators for tests/objectstore: started on 127.0.0.1 on free ports, stopped by process id.
 
 S3 is moto in server mode (a PyPI package of the test extra; it answers a PutObject with ``If-None-Match: *`` on an
-existing key with 412). Azure Blob / ADLS is Azurite from npm, installed by the Makefile into ``.venv/node``
-(``make emulators``). No installable GCS emulator serves the XML API PUT that obstore's GCS client commits with
-(gcp-storage-emulator answers 501, fake-gcs-server 1.54 only takes JSON-API uploads there), so GCS is covered by
+existing key with 412; ``moto_serial`` serves its requests one at a time so that check and store cannot
+interleave). Azure Blob / ADLS is Azurite from npm, installed by the Makefile into ``.venv/node`` (``make
+emulators``). No installable GCS emulator serves the XML-API PUT that obstore's GCS client commits with
+(gcp-storage-emulator answers 501, fake-gcs-server 1.54 takes only JSON-API uploads there), so GCS is covered by
 tests/unit/test_objectstore.py's fake.
 
 A missing emulator skips its tests with the reason, except under CI (CI=true), where it fails them: CI installs both.
@@ -86,10 +87,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def _running(name: str, cmd: list[str], port: int, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _running(name: str, cmd: list[str], port: int, workdir: Path, cwd: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
     log = workdir / f"{name}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd or workdir)
     try:
         _wait_listening(proc, port, name, log)
         yield proc
@@ -99,14 +100,14 @@ def _running(name: str, cmd: list[str], port: int, workdir: Path) -> Iterator[su
 
 @contextmanager
 def moto_s3(workdir: Path) -> Iterator[Emulator]:
-    """moto's S3 server (``python -m moto.server``), in memory."""
+    """moto's S3 server, in memory, serving one request at a time (see ``moto_serial``)."""
     try:
         import moto.server  # noqa: F401
     except ImportError:
         unavailable("moto[server] is not installed")
     port = free_port()
-    cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    with _running("moto", cmd, port, workdir) as proc:
+    cmd = [sys.executable, "-m", "tests.objectstore.moto_serial", "127.0.0.1", str(port)]
+    with _running("moto", cmd, port, workdir, cwd=REPO_ROOT) as proc:
         env = {"AWS_ENDPOINT": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "dvlake", "AWS_SECRET_ACCESS_KEY": "dvlake",
                "AWS_REGION": "us-east-1"}
         yield Emulator("moto", proc, port, env)
