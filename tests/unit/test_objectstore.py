@@ -213,3 +213,14 @@ def test_a_sessions_hadoop_settings_reach_the_stores_once() -> None:
     assert Conf.reads == 1
     assert objectstore._OPTIONS["s3"].config == {"endpoint": "http://127.0.0.1:9"}
     assert objectstore._OPTIONS["s3"].client_options == {"allow_http": True}
+
+
+def test_ranged_reads_at_and_past_the_end() -> None:
+    root, s = fake()
+    s.write(f"{root}/a.bin", b"0123456789")
+    assert s.read_range(f"{root}/a.bin", 0, 10) == b"0123456789"
+    assert s.read_range(f"{root}/a.bin", 9, 5) == b"9"
+    assert s.read_range(f"{root}/a.bin", 10, 5) == b""
+    assert s.read_range(f"{root}/a.bin", 3, 0) == b""
+    with pytest.raises(FileNotFoundError):
+        s.read_range(f"{root}/missing.bin", 0, 4)
