@@ -1,13 +1,13 @@
 """The object-store storage without a server: URI parsing, Spark/Hadoop settings, and the commit primitive's rules
 on obstore's in-memory store (which honours ``mode="create"`` like S3, GCS and Azure do).
 
-The GCS store is tested here only: no installable GCS emulator serves the XML-API PUT that obstore's GCS client
-commits with (see tests/objectstore/servers.py), so its create-only commit runs against this fake.
+The GCS store is tested here only (and in test_storage.py's race of 16 writers): no installable GCS emulator serves
+the XML-API PUT that obstore's GCS client commits with (see tests/objectstore/servers.py), so its create-only commit
+runs against this fake.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -111,30 +111,6 @@ def test_same_behaviour_as_the_other_storages() -> None:
     assert list(s.walk(root)) == []
     with pytest.raises(FileNotFoundError):
         s.read_bytes(f"{root}/d/a.bin")
-
-
-def test_exactly_one_of_racing_writers_wins() -> None:
-    root, s = fake()
-    path = f"{root}/_delta_log/00000000000000000001.json"
-    wins: list[int] = []
-    losses: list[int] = []
-    barrier = threading.Barrier(16)
-
-    def attempt(i: int) -> None:
-        barrier.wait()
-        try:
-            s.write_if_absent(path, f"writer {i}".encode())
-            wins.append(i)
-        except FileExistsError:
-            losses.append(i)
-
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(wins) == 1 and len(losses) == 15
-    assert s.read_bytes(path) == f"writer {wins[0]}".encode()
 
 
 def test_a_retry_that_finds_its_own_commit_is_a_win_and_another_is_a_loss() -> None:
