@@ -200,3 +200,15 @@ def test_ranged_reads_at_and_past_the_end() -> None:
     assert s.read_range(f"{root}/a.bin", 3, 0) == b""
     with pytest.raises(FileNotFoundError):
         s.read_range(f"{root}/missing.bin", 0, 4)
+
+
+def test_only_a_not_implemented_answer_means_the_condition_is_refused() -> None:
+    from obstore.exceptions import GenericError
+
+    from dvlake.storage.objectstore import _refuses_condition
+
+    assert _refuses_condition(NotSupportedError("no"))
+    assert _refuses_condition(GenericError("Server returned non-2xx status code: 501 Not Implemented: "))
+    assert _refuses_condition(GenericError("<Code>NotImplemented</Code>"))
+    assert not _refuses_condition(GenericError("Server returned non-2xx status code: 503 Slow Down, request 5012"))
+    assert not _refuses_condition(ValueError("501 Not Implemented"))
