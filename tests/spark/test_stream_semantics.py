@@ -248,6 +248,16 @@ def test_max_files_per_trigger_on_the_snapshot_and_after_a_restart_with_a_new_li
     for i in range(5, 10):
         dvlake.write(dspark.range(i, i + 1).coalesce(1), path, "append")
     assert _batches(dvlake.read_stream(dspark, path, maxFilesPerTrigger=2), chk) == [[5, 6], [7, 8], [9]]
+    # the default trigger (delta-spark's processAllAvailable shape): no empty batch between the files either
+    got: list[list[int]] = []
+    q = (dvlake.read_stream(dspark, path, maxFilesPerTrigger=3).writeStream
+         .foreachBatch(lambda df, _: got.append(sorted(r[0] for r in df.collect())))
+         .option("checkpointLocation", str(tmp_path / "c2")).start())
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert got == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
 
 
 def test_starting_version_after_log_cleanup_streams_the_commits_left(dspark: SparkSession, tmp_path: Path,
@@ -349,3 +359,17 @@ def test_change_feed_batch_read_timestamps_in_the_session_time_zone(dspark: Spar
     finally:
         dspark.conf.set("spark.sql.session.timeZone", "UTC")
         dspark.conf.unset(TIMESTAMP_OUT_OF_RANGE)
+
+
+def test_sink_creates_every_column_nullable(dspark: SparkSession, tmp_path: Path) -> None:
+    """DeltaSinkSuite's nullability case: a NOT NULL column of the streaming DataFrame is nullable in the table the
+    sink creates (delta-spark writes the data's schema as nullable)."""
+    from dvlake.log.snapshot import Snapshot
+
+    out = str(tmp_path / "out")
+    stream = _parquet_source(dspark, tmp_path / "in", (0, 2)).selectExpr("coalesce(id, 0) AS id")
+    assert stream.schema["id"].nullable is False
+    (stream.writeStream.format("delta").option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True)
+     .start(out).awaitTermination())
+    assert [(f["name"], f["nullable"]) for f in Snapshot.load(out).schema["fields"]] == [("id", True)]
+    assert sorted(r[0] for r in dvlake.read(dspark, out).collect()) == [0, 1]
