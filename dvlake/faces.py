@@ -220,6 +220,13 @@ def _set(key: str) -> Callable[..., None]:
     return record
 
 
+def _set_sink(name: str) -> Callable[..., None]:
+    def record(state: dict[str, Any], *_: Any, **__: Any) -> None:
+        if not hooks.is_inside_dvlake():  # the Delta sink's own foreachBatch call keeps the format it runs for
+            state["format"] = name
+    return record
+
+
 def _record_option(state: dict[str, Any], key: str, value: Any = None) -> None:
     if value is not None:
         state["options"][str(key)] = value
@@ -482,6 +489,10 @@ def read_delta_stream(spark: Any, path: Any, options: dict[str, Any], schema: An
 def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
     """``df.writeStream.format("delta")…start(path)`` / ``.toTable(name)``: dvlake's sink under ``foreachBatch``."""
     _recording(cls, "format", _set("format"))
+    # foreachBatch/foreach make the query a function sink whatever format() said before (Spark keeps the last of the
+    # three), so start() hands it to Spark instead of opening a Delta sink
+    _recording(cls, "foreachBatch", _set_sink("foreachBatch"))
+    _recording(cls, "foreach", _set_sink("foreach"))
     _recording(cls, "outputMode", _set("mode"))
     _recording(cls, "queryName", _set("query_name"))
     _recording(cls, "option", _record_option)

@@ -22,7 +22,8 @@ from pyspark.sql import DataFrame
 
 from dvlake.commands import write as write_cmd
 from dvlake.commands.write_options import WriteOptions
-from dvlake.errors import InvalidArgumentError, UnsupportedOutputModeError
+from dvlake.errors import DvlakeError, InvalidArgumentError, UnsupportedOutputModeError
+from dvlake.spark.task_errors import encode
 
 #: How long a micro-batch waits for ``start()`` to hand over the query id (the first batch may begin first).
 QUERY_ID_WAIT_SECONDS = 300.0
@@ -133,14 +134,21 @@ def batch_writer(path: str, output_mode: str, partition_by: Sequence[str], optio
     """The ``foreachBatch`` function of a Delta sink at ``path`` (``output_mode`` from ``check_output_mode``)."""
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        qid = query_id()
-        opts = dataclasses.replace(options, txn_app_id=qid, txn_version=int(batch_id),
-                                   streaming=(output_mode, qid, int(batch_id)))
-        mode = "overwrite" if output_mode == "Complete" else "append"
-        write_cmd.write(batch, path, mode, list(partition_by) or None, None, session_defaults=session_defaults,
-                        options=opts)
-        if on_commit is not None:
-            on_commit(batch)
+        try:
+            qid = query_id()
+            opts = dataclasses.replace(options, txn_app_id=qid, txn_version=int(batch_id),
+                                       streaming=(output_mode, qid, int(batch_id)))
+            mode = "overwrite" if output_mode == "Complete" else "append"
+            write_cmd.write(batch, path, mode, list(partition_by) or None, None, session_defaults=session_defaults,
+                            options=opts)
+            if on_commit is not None:
+                on_commit(batch)
+        except DvlakeError as exc:
+            # Spark fails the query with the batch function's traceback as text (STREAM_FAILED); the marker lets
+            # awaitTermination() raise the dvlake class again, with its Delta error class (task_errors.install)
+            if "[DVLAKE_TASK_ERROR " in str(exc):
+                raise
+            raise DvlakeError(encode(exc)) from exc
 
     return write_batch
 
