@@ -42,9 +42,9 @@ from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
+from dvlake.spark.bound import BoundCondition, bind
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.layout import logical_struct
-from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, check_condition, logical_frame, match_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
@@ -82,18 +82,18 @@ class DeleteCommand:
     deterministic_only: bool = True
     reports_elided = False
 
-    def prepare(self, snapshot: Snapshot) -> Prepared[Condition | None]:
+    def prepare(self, snapshot: Snapshot) -> Prepared[BoundCondition | None]:
         spark, condition = self.spark, self.condition
         probe = check_condition(spark, snapshot, condition, self.operation)
-        if self.deterministic_only and condition is not None and probe is not None:
-            require_deterministic(probe, condition_column(condition, logical_struct(snapshot.schema).fieldNames()),
-                                  "DELETE", condition.display(), condition)
+        bound = bind(spark, condition, logical_struct(snapshot.schema)) if condition is not None else None
+        if self.deterministic_only and bound is not None and probe is not None:
+            require_deterministic(probe, bound.column, "DELETE", bound.display(), bound.condition)
         plan = plan_scan(spark, snapshot, condition)
         path = row_level.choose_path(spark, snapshot, plan, condition, DELETE_DVS_PERSISTENT)
-        return Prepared(snapshot, plan, row_level.candidates_of(snapshot, plan), path, condition,
+        return Prepared(snapshot, plan, row_level.candidates_of(snapshot, plan), path, bound,
                         parameters={"predicate": _predicate_param(condition)})
 
-    def execute(self, prepared: Prepared[Condition | None], txn: OptimisticTransaction) -> Outcome:
+    def execute(self, prepared: Prepared[BoundCondition | None], txn: OptimisticTransaction) -> Outcome:
         snapshot, plan, candidates, condition = prepared.snapshot, prepared.plan, prepared.candidates, prepared.detail
         scan_ms = 0
         if prepared.path == row_level.NOTHING:
@@ -138,7 +138,7 @@ def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: st
     return outcome.metrics, list(outcome.actions)
 
 
-def _aliased(df: DataFrame, condition: Condition) -> DataFrame:
+def _aliased(df: DataFrame, condition: BoundCondition) -> DataFrame:
     """The frame under the table alias the condition uses, if any."""
     return df.alias(condition.alias) if condition.alias else df
 
@@ -157,11 +157,10 @@ def _remove_whole_files(files: list[AddFile]) -> tuple[dict[str, Any], list[Remo
 
 
 def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                     condition: Condition) -> tuple[dict[str, Any], list[Any]]:
+                     condition: BoundCondition) -> tuple[dict[str, Any], list[Any]]:
     if not plan.files:
         return {}, []
-    matches = _aliased(match_frame(spark, snapshot, plan), condition).filter(
-        condition_column(condition, plan.logical_schema.fieldNames()))
+    matches = _aliased(match_frame(spark, snapshot, plan), condition).filter(condition.column)
     outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matches, FILE_PATH_COL, ROW_INDEX_COL)
     metrics = {"numRemovedFiles": outcome.removed_files, "numAddedFiles": 0, "numAddedChangeFiles": 0,
                **outcome.dv_metrics(), "numDeletedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
@@ -170,13 +169,13 @@ def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
 
 
 def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                          condition: Condition) -> tuple[dict[str, Any], list[Any]]:
+                          condition: BoundCondition) -> tuple[dict[str, Any], list[Any]]:
     """Rewrite every file that has a matching row, keeping the rows that do not match."""
     if not plan.files:
         return {}, []
     t0 = time.monotonic()
     df = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), condition)
-    cond = condition_column(condition, plan.logical_schema.fieldNames())
+    cond = condition.column
     touched_idx = sorted(r[0] for r in df.filter(cond).select(FILE_INDEX_COL).distinct().collect())
     scan_ms = int((time.monotonic() - t0) * 1000)
     if not touched_idx:

@@ -24,9 +24,8 @@ from dvlake.errors import (
     AggregationNotSupportedError,
     InvalidNonDeterministicExpressionsError,
     NonDeterministicConditionError,
-    UnsupportedSubqueryError,
 )
-from dvlake.log.condition import Condition, plain_row_expression
+from dvlake.log.condition import Condition, plain_row_expression, refuse_subquery, render
 
 PROBE_COLUMN = "expression"
 
@@ -77,12 +76,7 @@ def expression_kind(probe: DataFrame, value: Column, text: str | None = None) ->
                           (in_lambda or "").startswith("UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY"))
 
 
-def display(value: Any) -> str:
-    """An expression as the user wrote it: the SQL text, or a Column's own rendering."""
-    if isinstance(value, str):
-        return value
-    text = str(value)
-    return text[len("Column<'"):-2] if text.startswith("Column<'") and text.endswith("'>") else text
+display = render
 
 
 #: Spark's class for an aggregate or window function where an operator cannot evaluate one; delta-spark lets it
@@ -114,14 +108,10 @@ def refuse_non_deterministic(kind: ExpressionKind, operation: str, value: Any, e
             "a row could be chosen differently each time the condition is evaluated.", error_class)
 
 
-def refuse_subquery(kind: ExpressionKind, operation: str, value: Any) -> None:
-    """delta-spark's DELTA_UNSUPPORTED_SUBQUERY for a subquery in a DELETE, UPDATE or MERGE condition, found by
-    Spark's analyzer (text conditions are also checked earlier from their parsed form)."""
-    if kind.subquery:
-        raise UnsupportedSubqueryError(
-            f"Subqueries are not supported in the {operation} (condition = "
-            f"{display(value)!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
-            "collect the values first and list them (IN (1, 2, 3)).")
+def refuse_subquery_kind(kind: ExpressionKind, command: str, value: Any, operation: str | None = None) -> None:
+    """``log.condition.refuse_subquery`` for a subquery Spark's analyzer found (a Column's, which its text cannot
+    show; text conditions are checked earlier from their parsed form)."""
+    refuse_subquery(command, kind.subquery, render(value), operation)
 
 
 def require_deterministic(probe: DataFrame, value: Column, command: str, shown: str,
@@ -133,7 +123,7 @@ def require_deterministic(probe: DataFrame, value: Column, command: str, shown: 
     if condition is not None and condition.plainly_deterministic:
         return
     kind = expression_kind(probe, value)
-    refuse_subquery(kind, command, shown)
+    refuse_subquery_kind(kind, command, shown)
     if not kind.deterministic:
         raise InvalidNonDeterministicExpressionsError(
             f"The operator expects a deterministic expression: the {command} condition {shown!r} holds a "

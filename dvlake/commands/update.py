@@ -47,8 +47,8 @@ from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import constraints, row_tracking
+from dvlake.spark.bound import bind
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
-from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -103,7 +103,8 @@ class UpdateCommand:
         plan = plan_scan(spark, snapshot, parsed)
         schema = plan.logical_schema
         # from here on the condition is the Column Spark evaluates: the user's text, ``*`` spelled as the table's columns
-        condition = condition_column(parsed, schema.fieldNames()) if parsed is not None else None
+        bound = bind(spark, parsed, schema) if parsed is not None else None
+        condition = bound.column if bound is not None else None
         paths = resolve_assignments(schema, self.assignments, f"UPDATE {root}", strip_qualifier=alias)
         empty = _aliased(spark.createDataFrame([], schema), alias)
         if condition is not None:

@@ -84,9 +84,9 @@ class ViewTarget:
         """
         from pyspark.sql import functions as F
 
-        texts: list[object] = [getattr(spec, "condition", None)]
+        texts: list[object] = [getattr(getattr(spec, "condition", None), "text", None)]
         for clause in getattr(spec, "clauses", []):
-            texts.append(clause.condition)
+            texts.append(getattr(clause.condition, "text", None))  # a parsed Condition's text (None: a Column)
             if clause.action == "update":
                 texts += [*(clause.assignments or {}).values(), *(clause.assignments or {})]
         probe = self._probe(spark, alias).crossJoin(source)

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from dvlake.commands import row_level
 from dvlake.commands.cdc_write import check_no_reserved_columns
-from dvlake.commands.dml import Committed, as_column, use_dvs
+from dvlake.commands.dml import Committed, use_dvs
 from dvlake.commands.dv_marking import counted
 from dvlake.commands.dv_pairs import PairWatch
 from dvlake.commands.merge.copy_on_write import merge_copy_on_write
@@ -53,6 +53,7 @@ from dvlake.errors import (
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.layout import logical_struct
+from dvlake.spark.pruning import column_of
 from dvlake.spark.scan import ScanPlan, plan_scan, prune_plan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -82,7 +83,7 @@ def merge(spark: SparkSession, path: str, spec: MergeSpec) -> dict[str, Any]:
     for what, condition in [("search", spec.condition), *[(c.kind.upper(), c.condition) for c in spec.clauses]]:
         parsed = Condition.of(condition)
         if parsed is not None:
-            parsed.refuse_subqueries(f"{what} condition of MERGE operation")
+            parsed.refuse_subqueries("MERGE", f"{what} condition of MERGE operation")
     root = normalize_table_root(path)
     return row_level.run(MergeCommand(spark, spec), root)
 
@@ -130,7 +131,7 @@ class MergeCommand:
         plan = _files_to_read(spark, snapshot, plan, spec, sides, by_source)
         candidates = row_level.candidates_of(snapshot, plan)
         prep = PreparedMerge(spark, snapshot, spec, plan, candidates, sides, names, schema, md, evolving, rules,
-                             as_column(spec.condition), old_row, new_md is not None, generated_of(snapshot, md))
+                             column_of(spec.condition), old_row, new_md is not None, generated_of(snapshot, md))
         fast = str(spark.conf.get(MERGE_INSERT_ONLY_FAST_PATH, "true")).lower() == "true"
         if not prep.matched and not by_source and fast:
             path = row_level.INSERT_ONLY
