@@ -37,6 +37,7 @@ from dvlake.commands.read_changes import read_changes as run
 from dvlake.commands.restore import METRICS, RESULT_COLUMNS, restore
 from dvlake.commands.update import update
 from dvlake.commands.vacuum import vacuum
+from dvlake.config import SESSION_TABLE_DEFAULTS_PREFIX
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
@@ -71,7 +72,7 @@ DETAIL_SCHEMA = StructType([
 
 def session_defaults(spark: SparkSession) -> dict[str, str]:
     """Table property defaults from the session (delta-spark's ``…properties.defaults.*``)."""
-    prefix = "spark.databricks.delta.properties.defaults."
+    prefix = SESSION_TABLE_DEFAULTS_PREFIX
     out = {}
     for key in ("enableDeletionVectors", "enableChangeDataFeed", "checkpointInterval", "columnMapping.mode"):
         value = spark.conf.get(prefix + key, None)
