@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pyspark.sql import SparkSession
 
+from dvlake.commands import auto_compact
 from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import Committed, run_row_level, use_dvs
 from dvlake.log import features
@@ -103,12 +104,14 @@ def candidates_of(snapshot: Snapshot, plan: ScanPlan) -> list[AddFile]:
     return [adds[i] for i in plan.rows_indexes]
 
 
-def begin(prepared: Prepared[Any]) -> OptimisticTransaction:
+def begin(prepared: Prepared[Any], spark: SparkSession | None = None) -> OptimisticTransaction:
     """The transaction of one attempt, with what the command read registered: the candidate files (a concurrent
     remove or DV replacement of one conflicts) and the whole table (a concurrent append the condition could
-    match conflicts), and the evolved metadata if any."""
+    match conflicts), and the evolved metadata if any. ``spark`` goes to the post-commit hooks (auto-compaction)."""
     snapshot = prepared.snapshot
     txn = OptimisticTransaction(snapshot.table_root, snapshot)
+    if spark is not None:
+        txn.hook_context[auto_compact.SESSION] = spark
     txn.read_whole_table()
     txn.read_files(prepared.candidates)
     if prepared.new_metadata is not None:
@@ -121,7 +124,7 @@ def attempt(command: RowLevelCommand[Any], snapshot: Snapshot) -> Committed:
     started = time.monotonic()
     features.check_can_write(snapshot.protocol, snapshot.metadata, snapshot.table_root)
     prepared = command.prepare(snapshot)
-    txn = begin(prepared)
+    txn = begin(prepared, command.spark)
     outcome = command.execute(prepared, txn)
     metrics = outcome.metrics
     if not outcome.actions and prepared.new_metadata is None:
