@@ -42,6 +42,7 @@ from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import catalog, scan
+from dvlake.spark import row_tracking as row_tracking_reads
 from dvlake.spark.catalog import path_of_identifier, refresh_registration, register_table, table_location
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.storage.paths import normalize_table_root
@@ -623,7 +624,10 @@ def read(spark: SparkSession, path: str, version: int | None = None, timestamp: 
         >>> read(spark, "/data/events", version=3, condition="day = '2024-06-01'").count()
         >>> read(spark, "/data/events", row_tracking=True).select("id", "_metadata.row_id")
     """
-    return scan.read(spark, path, version=version, timestamp=timestamp, condition=condition, row_tracking=row_tracking)
+    if row_tracking:
+        return row_tracking_reads.read_with_metadata(spark, Snapshot.load(path, version=version, timestamp=timestamp),
+                                                     condition)
+    return scan.read(spark, path, version=version, timestamp=timestamp, condition=condition)
 
 
 def write(df: DataFrame, path: str, mode: str = "error", partitionBy: Sequence[str] | str | None = None,

@@ -137,7 +137,7 @@ def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:
 
 
 def _key(location: str) -> str:
-    from dvlake.spark.dv_scan import path_key
+    from dvlake.storage.paths import path_key
 
     return path_key(location)
 

@@ -69,3 +69,13 @@ def relativize(table_root: str, location: str) -> str:
     if not location.startswith(root):
         raise InvalidArgumentError(f"{location!r} is not inside the table root {table_root!r}")
     return location[len(root):]
+
+
+def path_key(location: str) -> str:
+    """One spelling for a file location, whether Spark's ``file:/…`` URI or dvlake's plain path."""
+    if location.startswith("file:"):
+        return unquote(urlparse(location).path)
+    if "://" in location:
+        parsed = urlparse(location)
+        return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
+    return location
