@@ -13,9 +13,8 @@ from pyspark.sql import functions as F
 from dvlake.commands.cdc_write import cdf_enabled
 from dvlake.commands.dml import sub_plan, write_rows
 from dvlake.commands.dv_marking import dv_counts
-from dvlake.commands.merge.clauses import clause_frame, no_value
-from dvlake.commands.merge.frames import flat_target, with_unqualified
-from dvlake.commands.merge.names import SOURCE_ONLY, TARGET_ONLY
+from dvlake.commands.merge.clauses import no_value
+from dvlake.commands.merge.frames import flat_target
 from dvlake.commands.merge.prepared import Matches, PreparedMerge
 from dvlake.commands.merge.spec import (
     M_DELETE,
@@ -29,7 +28,6 @@ from dvlake.commands.merge.spec import (
 from dvlake.commands.merge.steps import (
     change_files,
     row_metrics,
-    unmatched_target,
     without_duplicate_matches,
 )
 from dvlake.commands.row_level import Outcome
@@ -42,29 +40,21 @@ def merge_copy_on_write(prep: PreparedMerge, found: Matches) -> Outcome:
     """MERGE without deletion vectors: the clause outcomes are counted in one pass over the changes; a second pass
     writes the updated and inserted rows with the untouched rows of every file a clause took a row from, and those
     files are removed."""
-    spark, snapshot, plan, candidates, sides, names = prep.spark, prep.snapshot, prep.plan, prep.candidates, prep.sides, \
-        prep.names
-    schema, md, evolving, where, rules, old_value = prep.schema, prep.md, prep.evolving, prep.where, prep.rules, \
-        prep.old_value
-    src, target, matches, num_pairs = found.src, found.target, found.matches, found.num_pairs
-    root = snapshot.table_root
-    gen_exprs = prep.generated  # computed where a clause does not assign them
+    spark, snapshot, plan, candidates, sides, schema, md = prep.spark, prep.snapshot, prep.plan, prep.candidates, \
+        prep.sides, prep.schema, prep.md
+    matches, root = found.matches, snapshot.table_root
     matched, not_matched, by_source = prep.matched, prep.not_matched, prep.by_source
     if matched or by_source:
         matches = without_duplicate_matches(matches, sides, found.exempt, root)
 
     parts = []
     if matched:
-        parts.append(clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides, old_value,
-                                   evolving, where, rules, generated=gen_exprs))
+        parts.append(prep.outcomes(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}))
     if not_matched:
-        unmatched_src = with_unqualified(src.join(found.matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
-        parts.append(clause_frame(unmatched_src, not_matched, {"insert": N_INSERT}, schema, sides, no_value, evolving,
-                                   where, rules, generated=gen_exprs))
+        parts.append(prep.outcomes(prep.unmatched_sources(found), not_matched, {"insert": N_INSERT}, no_value))
     if by_source:
-        unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
-        parts.append(clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema, sides,
-                                   old_value, evolving, where, rules, generated=gen_exprs))
+        parts.append(prep.outcomes(prep.unmatched_targets(found, matches), by_source,
+                                   {"update": S_UPDATE, "delete": S_DELETE}))
     changes = functools.reduce(DataFrame.unionByName, parts)
     counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
     scan_ms = int((time.monotonic() - found.scan_started) * 1000)

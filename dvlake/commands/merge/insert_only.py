@@ -15,7 +15,7 @@ from dvlake.commands.dml import (
     write_rows,
 )
 from dvlake.commands.dv_marking import dv_counts
-from dvlake.commands.merge.clauses import clause_frame, no_value
+from dvlake.commands.merge.clauses import no_value
 from dvlake.commands.merge.frames import flat_target, with_unqualified, wrap_source, wrap_target
 from dvlake.commands.merge.names import SOURCE_ONLY
 from dvlake.commands.merge.prepared import PreparedMerge
@@ -34,8 +34,7 @@ def merge_insert_only(prep: PreparedMerge) -> Outcome:
     src = wrap_source(source, sides, with_id=False)
     target = wrap_target(flat_target(spark, snapshot, prep.plan, sides), sides)
     unmatched = with_unqualified(src.join(target, prep.on, "left_anti"), prep.names, SOURCE_ONLY)
-    changes = clause_frame(unmatched, prep.not_matched, {"insert": N_INSERT}, schema, sides, no_value, prep.evolving,
-                           prep.where, prep.rules, generated=prep.generated)
+    changes = prep.outcomes(unmatched, prep.not_matched, {"insert": N_INSERT}, no_value)
     new_rows = changes.select(*[F.col(f"`{f.name}`") for f in schema.fields])
     new_adds = write_rows(new_rows, snapshot.table_root, snapshot, md, snapshot.protocol)
     inserted = sum(num_records_of(a.stats) or 0 for a in new_adds)

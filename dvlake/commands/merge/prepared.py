@@ -7,16 +7,20 @@ wrong order and a new piece of the plan is added in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.dv_pairs import PairWatch
-from dvlake.commands.merge.frames import Sides
-from dvlake.commands.merge.names import MergeNames
+from dvlake.commands.merge.clauses import clause_frame
+from dvlake.commands.merge.frames import Sides, with_unqualified
+from dvlake.commands.merge.names import SOURCE_ONLY, TARGET_ONLY, MergeNames
 from dvlake.commands.merge.spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause, MergeSpec
+from dvlake.commands.merge.steps import unmatched_target
 from dvlake.commands.store_assign import Casting
 from dvlake.log import generated
 from dvlake.log.actions import AddFile, Metadata
@@ -80,6 +84,25 @@ class PreparedMerge:
             if c.lower() == name.lower():
                 return F.col(self.sides.tgt).getField(c)
         return F.lit(None).cast(self.schema[name].dataType)
+
+
+    def outcomes(self, frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int],
+                 current: Callable[[str], Column | None] | None = None, **options: Any) -> DataFrame:
+        """``clauses.clause_frame`` with this MERGE's schema, names, evolution, rules and generated columns: the one
+        call every path makes per kind of clause. ``current``: a column's value before the clause (the matched
+        target row's by default; ``no_value`` for inserts)."""
+        return clause_frame(frame, clauses, kinds, self.schema, self.sides, current or self.old_value, self.evolving,
+                            self.where, self.rules, generated=self.generated, **options)
+
+    def unmatched_sources(self, found: Matches) -> DataFrame:
+        """The source rows no target row matched, their columns also unqualified (what NOT MATCHED clauses see)."""
+        return with_unqualified(found.src.join(found.matched_sources, self.sides.sid, "left_anti"), self.names,
+                                SOURCE_ONLY)
+
+    def unmatched_targets(self, found: Matches, matches: DataFrame) -> DataFrame:
+        """The target rows no source row matched, unqualified too (what NOT MATCHED BY SOURCE clauses see)."""
+        return with_unqualified(unmatched_target(self.spark, found.target, matches, self.sides, found.num_pairs),
+                                self.names, TARGET_ONLY)
 
 
 def generated_of(snapshot: Snapshot, md: Metadata) -> dict[str, str]:

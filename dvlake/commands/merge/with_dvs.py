@@ -12,9 +12,7 @@ from dvlake.commands.dml import (
     write_rows,
 )
 from dvlake.commands.dv_marking import mark_rows
-from dvlake.commands.merge.clauses import clause_frame, no_value
-from dvlake.commands.merge.frames import with_unqualified
-from dvlake.commands.merge.names import SOURCE_ONLY, TARGET_ONLY
+from dvlake.commands.merge.clauses import no_value
 from dvlake.commands.merge.prepared import Matches, PreparedMerge
 from dvlake.commands.merge.spec import (
     M_DELETE,
@@ -25,7 +23,7 @@ from dvlake.commands.merge.spec import (
     S_DELETE,
     S_UPDATE,
 )
-from dvlake.commands.merge.steps import change_files, multiple_matches, row_metrics, unmatched_target
+from dvlake.commands.merge.steps import change_files, multiple_matches, row_metrics
 from dvlake.commands.row_level import Outcome
 from dvlake.log.actions import Action, AddCDCFile
 from dvlake.log.stats import num_records_of
@@ -42,18 +40,13 @@ def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
     matches (``dv_pairs``); otherwise one pass over the materialized matches (plus the unmatched target rows with
     NOT MATCHED BY SOURCE clauses) reads them.
     A second pass writes the updated and inserted rows; the inserted count is what it wrote less the updated."""
-    spark, snapshot, plan, candidates, sides, names = prep.spark, prep.snapshot, prep.plan, prep.candidates, prep.sides, \
-        prep.names
-    schema, md, evolving, where, rules, old_value = prep.schema, prep.md, prep.evolving, prep.where, prep.rules, \
-        prep.old_value
-    src, target, matches, num_pairs = found.src, found.target, found.matches, found.num_pairs
-    root = snapshot.table_root
-    gen_exprs = prep.generated  # computed where a clause does not assign them
+    spark, snapshot, plan, candidates, sides, schema, md = prep.spark, prep.snapshot, prep.plan, prep.candidates, \
+        prep.sides, prep.schema, prep.md
+    matches, num_pairs, root = found.matches, found.num_pairs, snapshot.table_root
     matched, not_matched, by_source = prep.matched, prep.not_matched, prep.by_source
     if matched:  # no-op rows kept: a target row matched twice fails even where no clause takes it
-        matched_frame = clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides,
-                                      old_value, evolving, where, rules, keep_noop=True, index_col=found.index_col,
-                                      generated=gen_exprs)
+        matched_frame = prep.outcomes(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, keep_noop=True,
+                                      index_col=found.index_col)
         taken = matched_frame.filter(F.col(sides.kind) != NOOP)
         marks = matched_frame.select(sides.fid, sides.rid, sides.kind)
     else:
@@ -61,9 +54,8 @@ def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
         marks = matches.select(sides.fid, sides.rid, F.lit(NOOP).alias(sides.kind))
     by_source_frame = None
     if by_source:
-        unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
-        by_source_frame = clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema,
-                                        sides, old_value, evolving, where, rules, generated=gen_exprs)
+        by_source_frame = prep.outcomes(prep.unmatched_targets(found, matches), by_source,
+                                        {"update": S_UPDATE, "delete": S_DELETE})
         marks = marks.unionByName(by_source_frame.select(sides.fid, sides.rid, sides.kind))
     checked_kinds: frozenset[int] = frozenset() if found.exempt else frozenset({NOOP, M_UPDATE, M_DELETE})
     # the pairs fed: one per match, and with BY SOURCE clauses at most one per target row besides
@@ -78,9 +70,7 @@ def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
         raise multiple_matches(root, None)
     insert_frame = None
     if not_matched:
-        unmatched_src = with_unqualified(src.join(found.matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
-        insert_frame = clause_frame(unmatched_src, not_matched, {"insert": N_INSERT}, schema, sides, no_value,
-                                     evolving, where, rules, generated=gen_exprs)
+        insert_frame = prep.outcomes(prep.unmatched_sources(found), not_matched, {"insert": N_INSERT}, no_value)
     counts = outcome.kind_counts
     scan_ms = int((time.monotonic() - found.scan_started) * 1000)
 
