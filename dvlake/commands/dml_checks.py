@@ -54,7 +54,7 @@ def _condition_of(frame: Callable[[], DataFrame]) -> str | None:
 PLAIN = ExpressionKind(aggregate=False, window=False, deterministic=True, subquery=False)
 
 
-def expression_kind(probe: DataFrame, value: Column, text: str | None = None) -> ExpressionKind:
+def expression_kind(probe: DataFrame, value: Column, text: str | Condition | None = None) -> ExpressionKind:
     """The kind of ``value`` evaluated over ``probe``'s columns (its resolution errors reach the caller).
 
     Asked through operators that refuse each kind, so it works on classic and Spark Connect sessions alike:
@@ -62,9 +62,11 @@ def expression_kind(probe: DataFrame, value: Column, text: str | None = None) ->
     lambda function every kind of subquery (scalar, IN, EXISTS, correlated or not). The last one is what decides
     for a Column, whose own rendering is not SQL that can be parsed. When ``text`` (the SQL ``value`` was made
     from) is a plain row expression, the one resolving analysis is all that runs: each probe costs a fifth of
-    a small UPDATE's driver time in round trips to the JVM."""
+    a small UPDATE's driver time in round trips to the JVM. A parsed ``Condition`` answers from its own cached
+    check (its text is not tokenized again)."""
     _ = probe.select(value.alias(PROBE_COLUMN)).schema  # resolution errors first
-    if text is not None and plain_row_expression(text):
+    plain = text.plainly_deterministic if isinstance(text, Condition) else text is not None and plain_row_expression(text)
+    if plain:
         return PLAIN
     anything = F.isnull(value) | F.lit(True)
     in_filter = _condition_of(lambda: probe.filter(anything))

@@ -113,7 +113,7 @@ class MergeNameCheck:
         None when Spark refuses it for another reason (the command then reports that error itself)."""
         try:
             if isinstance(value, Condition):
-                return expression_kind(self._probes[scope], column_of(value), value.text)
+                return expression_kind(self._probes[scope], column_of(value), value)
             return expression_kind(self._probes[scope], as_column(value), value if isinstance(value, str) else None)
         except AnalysisException as exc:
             self._translate(exc, value, scope, clause)
