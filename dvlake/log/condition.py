@@ -120,7 +120,9 @@ class Condition:
     def qualifiers(self) -> list[str]:
         """The qualifiers its column references use (``s`` of ``s.id``), in order of appearance: how MERGE learns
         the alias a source DataFrame was given. A Column's rendering is parsed for this only (never pruned with)."""
-        return qualifiers_of(self.tree if self.tree is not None or self.text is not None else _parsed(self.display()))
+        if self.tree is not None:
+            return qualifiers_of(self.tree)
+        return text_qualifiers(self.display())
 
     # --- what Spark evaluates ---------------------------------------------------------------
 
@@ -282,9 +284,29 @@ def qualifiers_of(tree: exp.Expr | None) -> list[str]:
     return seen
 
 
+def text_qualifiers(text: str) -> list[str]:
+    """The qualifiers of an expression's text: from its tree when sqlglot parses it, else from its tokens (a name
+    followed by a dot and not itself after one), as a Column's rendering of a subquery (``exists(…)``) needs."""
+    tree = _parsed(text)
+    if tree is not None:
+        return qualifiers_of(tree)
+    try:
+        tokens = list(SparkSQL().tokenize(text))
+    except TokenError:
+        return []
+    seen: list[str] = []
+    names = (TokenType.VAR, TokenType.IDENTIFIER)
+    for i, tok in enumerate(tokens[:-1]):
+        after_dot = i > 0 and tokens[i - 1].token_type == TokenType.DOT
+        if tok.token_type in names and tokens[i + 1].token_type == TokenType.DOT and not after_dot \
+                and tok.text not in seen:
+            seen.append(tok.text)
+    return seen
+
+
 def value_qualifiers(value: str | Any) -> list[str]:
-    """``qualifiers_of`` an expression given as text or a Column (an assignment's value)."""
-    return qualifiers_of(_parsed(value if isinstance(value, str) else render(value)))
+    """The qualifiers of an expression given as text or a Column (an assignment's value)."""
+    return text_qualifiers(value if isinstance(value, str) else render(value))
 
 
 def _parts(node: exp.Column, alias: str | None) -> list[str]:

@@ -37,6 +37,9 @@ def test_a_column_condition_and_assignment_values_give_their_qualifiers_from_the
     assert value_qualifiers("s.v + 1") == ["s"]
     assert value_qualifiers(_FakeColumn("(src.v + 1)")) == ["src"]
     assert value_qualifiers("'a.b'") == []
+    # a Column's rendering sqlglot cannot parse (Spark 4 shows a subquery as ``exists(unresolved…)``): its tokens
+    unparsed = Condition.of(_FakeColumn("((t.c = s.c) AND exists(unresolvedsubquery(), [plan#1]))"))
+    assert unparsed is not None and unparsed.qualifiers() == ["t", "s"]
 
 
 def test_conjuncts_look_through_parentheses_and_stop_at_or() -> None:
