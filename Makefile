@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: help test test-fast test-objectstore emulators lint format demo bench java-check jar clean
+.PHONY: help test test-quick test-fast test-objectstore emulators lint format demo bench java-check jar clean
 
 $(BASE_STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java-check
@@ -64,6 +64,13 @@ $(JAR): $(JAVA_SOURCES) $(BASE_STAMP)
 
 test: lint jar emulators  ## lint, build the jar, then the whole test suite (unit, Spark, interop, cluster, object stores): what CI runs
 	$(BIN)/python -m pytest --durations=25
+
+# The middle tier: what a change to commands, Spark or the log must pass before its commit, in minutes rather than
+# the whole suite's twenty: no cluster daemons, no delta-rs/DuckDB interop directory, no test marked slow.
+QUICK_TESTS = tests/unit tests/spark tests/reliability tests/cli
+
+test-quick: $(STAMP)  ## unit + Spark tests not marked slow/cluster (about 8 minutes on 2 free cores): before every commit
+	$(BIN)/python -m pytest $(QUICK_TESTS) -m "not slow and not cluster" -q --durations=15
 
 test-fast: $(STAMP)  ## the Spark-free tests (tests/unit: codec, log, predicates, txn, SQL tokens) in seconds, while you work
 	$(BIN)/python -m pytest tests/unit -q

@@ -37,10 +37,12 @@ from dvlake.commands.read_changes import read_changes as run
 from dvlake.commands.restore import METRICS, RESULT_COLUMNS, restore
 from dvlake.commands.update import update
 from dvlake.commands.vacuum import vacuum
+from dvlake.config import SESSION_TABLE_DEFAULTS_PREFIX
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import catalog, scan
+from dvlake.spark import row_tracking as row_tracking_reads
 from dvlake.spark.catalog import path_of_identifier, refresh_registration, register_table, table_location
 from dvlake.spark.object_stores import configure_object_stores
 from dvlake.spark.stream_support import open_delta_stream
@@ -72,7 +74,7 @@ DETAIL_SCHEMA = StructType([
 
 def session_defaults(spark: SparkSession) -> dict[str, str]:
     """Table property defaults from the session (delta-spark's ``…properties.defaults.*``)."""
-    prefix = "spark.databricks.delta.properties.defaults."
+    prefix = SESSION_TABLE_DEFAULTS_PREFIX
     out = {}
     for key in ("enableDeletionVectors", "enableChangeDataFeed", "checkpointInterval", "columnMapping.mode"):
         value = spark.conf.get(prefix + key, None)
@@ -624,7 +626,10 @@ def read(spark: SparkSession, path: str, version: int | None = None, timestamp: 
         >>> read(spark, "/data/events", version=3, condition="day = '2024-06-01'").count()
         >>> read(spark, "/data/events", row_tracking=True).select("id", "_metadata.row_id")
     """
-    return scan.read(spark, path, version=version, timestamp=timestamp, condition=condition, row_tracking=row_tracking)
+    if row_tracking:
+        return row_tracking_reads.read_with_metadata(spark, Snapshot.load(path, version=version, timestamp=timestamp),
+                                                     condition)
+    return scan.read(spark, path, version=version, timestamp=timestamp, condition=condition)
 
 
 def write(df: DataFrame, path: str, mode: str = "error", partitionBy: Sequence[str] | str | None = None,

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from dvlake._version import __version__
+from dvlake.config import DEBUG_CONF
 from dvlake.display import human_bytes, percent
-from dvlake.errors import DEBUG_CONF, DvlakeError, InvalidArgumentError
+from dvlake.errors import DvlakeError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -148,3 +148,52 @@ def confinement_enabled(session_value: str | None, table_conf: Mapping[str, str]
         raise InvalidArgumentError(
             f"{CONFINE_SESSION_KEY} / {CONFINE_TABLE_PROPERTY} must be true or false; got {value!r}")
     return text == "true"
+
+
+# --- every other session setting: defined here only (tests/unit/test_settings_home.py refuses a key spelled
+# anywhere else); the modules that read one import it from here ---------------------------------------------
+#: DROP CONSTRAINT of a missing constraint is no error (delta-spark) (log/constraints.py).
+ASSUME_DROP_IF_EXISTS = "spark.databricks.delta.constraints.assumesDropIfExists.enabled"
+#: dvlake's PySpark faces are on in this session (``configure_spark`` sets it) (faces.py).
+FACES_ENABLED = "spark.dvlake.faces.enabled"
+#: aggregates answered from the log (delta-spark; default on) (sqlfront/metadata_query.py).
+OPTIMIZE_METADATA_QUERY = "spark.databricks.delta.optimizeMetadataQuery.enabled"
+#: ``auto`` (the JVM source where it can run) or ``python`` (spark/stream_jvm.py).
+STREAM_ENGINE = "spark.dvlake.stream.engine"
+#: delta-spark's switch (default on) for eliding a commit that changes nothing (``commitIfNeeded``) (commands/common.py).
+SKIP_EMPTY_COMMITS_CONF = "spark.databricks.delta.skipRecordingEmptyCommits"
+#: RESTORE refuses a version whose files VACUUM may have removed (delta-spark) (commands/restore.py).
+RESTORE_ENFORCE_RETENTION = "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
+#: DROP FEATURE's fast path (delta-spark) (commands/drop_feature.py).
+FAST_DROP = "spark.databricks.delta.tableFeatures.fastDropFeature.enabled"
+#: the fast DROP FEATURE deletionVectors writes DV tombstones (delta-spark) (commands/drop_feature.py).
+GENERATE_DV_TOMBSTONES = "spark.databricks.delta.tableFeatures.fastDropFeature.generateDVTombstones.enabled"
+#: most DV tombstones the fast DROP FEATURE writes (delta-spark) (commands/drop_feature.py).
+DV_TOMBSTONE_COUNT_THRESHOLD = "spark.databricks.delta.tableFeatures.fastDropFeature.dvTombstoneCountThreshold"
+#: VACUUM ignores RETAIN (delta-spark) (commands/vacuum.py).
+VACUUM_RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
+#: VACUUM LITE by default (delta-spark) (commands/vacuum.py).
+VACUUM_LITE_DEFAULT = "spark.databricks.delta.vacuum.lite.enabled"
+#: VACUUM START/END commits (delta-spark) (commands/vacuum.py).
+VACUUM_LOGGING = "spark.databricks.delta.vacuum.logging.enabled"
+#: VACUUM's parallel deletes (delta-spark) (commands/vacuum.py).
+VACUUM_PARALLELISM = "spark.databricks.delta.vacuum.parallelDelete.parallelism"
+#: schema evolution on for writes and MERGE (delta-spark) (commands/write_options.py).
+AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+#: commitInfo.userMetadata of the session's commits (delta-spark) (commands/write_options.py).
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+#: replaceWhere checks the written rows match its condition (delta-spark) (commands/write_options.py).
+REPLACE_WHERE_CHECK_CONF = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
+#: the read path: ``auto`` (native when the jar for this Spark loads), ``true``, ``false`` (commands/health.py).
+NATIVE_SCAN = "spark.dvlake.scan.native"
+#: UPDATE/MERGE casts follow ``spark.sql.ansi.enabled`` (delta-spark) (commands/store_assign.py).
+FOLLOW_ANSI_CONF = "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag"
+#: UPDATE/MERGE resolve struct assignments by name (delta-spark) (commands/store_assign.py).
+BY_NAME_CONF = "spark.databricks.delta.resolveMergeUpdateStructsByName.enabled"
+#: Keeps Spark's full error text (plans, Java stacks, PySpark's JSON error records): ``errors.user_text``.
+DEBUG_CONF = "spark.dvlake.debug"
+#: Prefix of the session's table property defaults (delta-spark's ``…properties.defaults.<property>``).
+SESSION_TABLE_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+#: delta-spark's setting that lets a startingTimestamp after the last commit start the stream at the next version
+#: (a change-feed batch read: read no changes) instead of failing with DELTA_TIMESTAMP_GREATER_THAN_COMMIT.
+TIMESTAMP_OUT_OF_RANGE = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"

@@ -825,8 +825,6 @@ class UnsupportedOutputModeError(DeltaErrorClassMixin, InvalidArgumentError):
 
 #: Prefix of the names dvlake gives its internal columns; a message showing one shows dvlake's plan.
 INTERNAL_NAME_PREFIX = "__dvlake_"
-#: The session setting that keeps Spark's full error text (plans, Java stacks, PySpark's JSON error records).
-DEBUG_CONF = "spark.dvlake.debug"
 
 _debug: list[bool] = []
 _JVM_STACK = re.compile(r"\n+JVM stacktrace:\n.*\Z", re.S)

@@ -36,6 +36,7 @@ from dvlake import api
 from dvlake.commands import stream_sink, write_options
 from dvlake.commands import write as write_cmd
 from dvlake.compat import pyspark_hooks as hooks
+from dvlake.config import FACES_ENABLED as ENABLED_CONF
 from dvlake.errors import (
     DeltaOptionError,
     InvalidArgumentError,
@@ -56,9 +57,6 @@ from dvlake.spark.catalog import (
 from dvlake.spark.object_stores import configure_object_stores
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.sql import sql as dvlake_sql
-
-#: The session setting that turns the faces on for one session (``configure_spark`` sets it).
-ENABLED_CONF = "spark.dvlake.faces.enabled"
 
 #: delta-spark's set-up settings: their classes do not exist without delta-spark, so
 #: ``configure_spark`` drops them from a builder (the session would fail to start its catalog).

@@ -11,8 +11,10 @@ invalid-row threshold", as a separate OPTIMIZE commit with ``auto: true``.
 The DML has already committed when this runs: any failure here is logged and swallowed, so it
 can never fail or undo the DML (its commit stands; the next DML or an OPTIMIZE tries again).
 
-Every DML command calls ``maybe_auto_compact(spark, table_root, committed_version)`` right after
-its own commit returns the version.
+It is the last post-commit hook of ``txn/hooks.py``, registered here (the transaction layer cannot import
+Spark): after a commit of DELETE, UPDATE or MERGE whose transaction carries the command's Spark session
+(``row_level.begin`` puts it in ``hook_context``), ``maybe_auto_compact`` runs once. Its own OPTIMIZE
+commit carries no session, so it never compacts again after itself.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from dvlake.log.actions import AddFile
 from dvlake.log.replay import read_commit
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.paths import normalize_table_root
+from dvlake.txn import hooks
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,21 @@ def maybe_auto_compact(spark: SparkSession, path: str, version: int | None) -> O
     except Exception as exc:  # noqa: BLE001 - the DML committed; compaction is a best-effort follow-up
         log.warning("auto-compaction after version %s of %s failed (the DML's commit stands): %s", version, path, exc)
         return None
+
+
+#: The operations auto-compaction follows, and the ``hook_context`` key their transactions carry the session under.
+DML_OPERATIONS = frozenset({"DELETE", "UPDATE", "MERGE"})
+SESSION = "spark"
+
+
+def after_dml_commit(event: hooks.AfterCommit) -> None:
+    """The post-commit hook: auto-compaction after a DML commit made with a Spark session."""
+    spark = event.context.get(SESSION)
+    if spark is not None and event.operation in DML_OPERATIONS:
+        maybe_auto_compact(spark, event.table_root, event.version)
+
+
+hooks.register("auto-compact", after_dml_commit)
 
 
 def _auto_compact(spark: SparkSession, root: str, version: int) -> OptimizeOutcome | None:

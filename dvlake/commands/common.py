@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dvlake.config import DATA_SKIPPING_NUM_INDEXED_COLS
+from dvlake.config import SKIP_EMPTY_COMMITS_CONF as SKIP_EMPTY_COMMITS_CONF
 from dvlake.errors import TableNotFoundError
 from dvlake.log import features
 from dvlake.log.actions import Metadata, Protocol
@@ -19,10 +20,6 @@ def try_load(path: str) -> Snapshot | None:
         return Snapshot.load(normalize_table_root(path))
     except TableNotFoundError:
         return None
-
-
-#: delta-spark's switch (default on) for eliding a commit that changes nothing (``commitIfNeeded``).
-SKIP_EMPTY_COMMITS_CONF = "spark.databricks.delta.skipRecordingEmptyCommits"
 
 
 def records_empty_commits(conf_value: str | None) -> bool:

@@ -16,35 +16,35 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dvlake.commands import row_level
 from dvlake.commands.cdc_write import cdf_enabled, with_change_type, write_change_files
 from dvlake.commands.common import (
-    SKIP_EMPTY_COMMITS_CONF,
     mode_of,
     num_indexed_cols,
     physical_partition_columns,
-    records_empty_commits,
     stats_leaf_paths,
     tight_bounds_flag,
 )
-from dvlake.commands.dml import Committed, run_row_level
+from dvlake.commands.dml import Committed
 from dvlake.commands.dml_checks import require_deterministic
 from dvlake.commands.dv_marking import dv_counts, mark_rows
+from dvlake.commands.row_level import Outcome, Prepared
 from dvlake.config import DELETE_DVS_PERSISTENT
-from dvlake.log import features
 from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
 from dvlake.log.cdf_plan import DELETE
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
+from dvlake.spark.bound import BoundCondition, bind
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.layout import logical_struct
-from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, check_condition, logical_frame, match_frame, plan_scan
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
@@ -62,55 +62,60 @@ def delete(spark: SparkSession, path: str, condition: str | Column | Condition |
     cond = Condition.of(condition, alias)  # parsed once, before any Spark work
     if cond is not None:
         cond.refuse_subqueries("DELETE")
-    return run_row_level(spark, root, "DELETE", lambda snapshot: _delete_once(spark, snapshot, cond))
+    return row_level.run(DeleteCommand(spark, cond), root)
 
 
-def _use_dvs(spark: SparkSession, snapshot: Snapshot) -> bool:
-    persistent = str(spark.conf.get(DELETE_DVS_PERSISTENT, "true")).lower() == "true"
-    return persistent and features.dvs_enabled(snapshot.protocol, snapshot.metadata)
+def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None) -> Committed:
+    """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
+    return row_level.attempt(DeleteCommand(spark, Condition.of(condition)), snapshot)
+
+
+@dataclass
+class DeleteCommand:
+    """DELETE in the row-level template: the condition checked and pruned in ``prepare``, the path run in
+    ``execute``. ``operation`` names the command in messages and the log (``replaceWhere`` reuses the plan)."""
+
+    spark: SparkSession
+    condition: Condition | None
+    operation: str = "DELETE"
+    #: a DELETE refuses a non-deterministic condition; ``replaceWhere`` lets Spark decide, as before
+    deterministic_only: bool = True
+    reports_elided = False
+
+    def prepare(self, snapshot: Snapshot) -> Prepared[BoundCondition | None]:
+        spark, condition = self.spark, self.condition
+        probe = check_condition(spark, snapshot, condition, self.operation)
+        bound = bind(spark, condition, logical_struct(snapshot.schema)) if condition is not None else None
+        if self.deterministic_only and bound is not None and probe is not None:
+            require_deterministic(probe, bound.column, "DELETE", bound.display(), bound.condition)
+        plan = plan_scan(spark, snapshot, condition)
+        path = row_level.choose_path(spark, snapshot, plan, condition, DELETE_DVS_PERSISTENT)
+        return Prepared(snapshot, plan, row_level.candidates_of(snapshot, plan), path, bound,
+                        parameters={"predicate": _predicate_param(condition)})
+
+    def execute(self, prepared: Prepared[BoundCondition | None], txn: OptimisticTransaction) -> Outcome:
+        snapshot, plan, candidates, condition = prepared.snapshot, prepared.plan, prepared.candidates, prepared.detail
+        scan_ms = 0
+        if prepared.path == row_level.NOTHING:
+            return Outcome([], {})
+        if prepared.path == row_level.PARTITION_ONLY or condition is None:
+            metrics, actions = _remove_whole_files(candidates)
+        elif prepared.path == row_level.WITH_DVS:
+            t0 = time.monotonic()
+            metrics, actions = _delete_with_dvs(self.spark, snapshot, plan, candidates, condition)
+            scan_ms = int((time.monotonic() - t0) * 1000)
+        else:
+            metrics, actions = _delete_copy_on_write(self.spark, snapshot, plan, candidates, condition)
+        metrics.setdefault("scanTimeMs", scan_ms)
+        metrics.setdefault("rewriteTimeMs", 0)
+        return Outcome(actions, metrics)
+
+    def empty_metrics(self, outcome: Outcome) -> dict[str, Any]:
+        return {**_remove_whole_files([])[0], "scanTimeMs": 0, "rewriteTimeMs": 0}  # every count zero
 
 
 def _predicate_param(condition: Condition | None) -> str:
     return condition.predicate_param() if condition is not None else json.dumps(["true"])
-
-
-_dv_counts = dv_counts
-
-
-def _delete_once(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None) -> Committed:
-    started = time.monotonic()
-    condition = Condition.of(condition)
-    root = snapshot.table_root
-    txn = OptimisticTransaction(root, snapshot)
-    features.check_can_write(snapshot.protocol, snapshot.metadata, root)
-    probe = check_condition(spark, snapshot, condition, "DELETE")
-    if condition is not None and probe is not None:
-        require_deterministic(probe, condition_column(condition, logical_struct(snapshot.schema).fieldNames()), "DELETE",
-                              condition.display(), condition)
-    plan = plan_scan(spark, snapshot, condition)
-    adds = snapshot.add_files()
-    candidates = [adds[i] for i in plan.rows_indexes]
-    txn.read_files(candidates)
-    partition_only = condition is None or condition.references_only(set(snapshot.partition_columns))
-    txn.read_whole_table()  # any data-changing append the condition could match is a conflict
-    scan_ms = 0
-    metrics: dict[str, Any]
-    if partition_only or condition is None:
-        metrics, actions = _remove_whole_files(candidates, snapshot)
-    elif _use_dvs(spark, snapshot):
-        t0 = time.monotonic()
-        metrics, actions = _delete_with_dvs(spark, snapshot, plan, candidates, condition)
-        scan_ms = int((time.monotonic() - t0) * 1000)
-    else:
-        metrics, actions = _delete_copy_on_write(spark, snapshot, plan, candidates, condition)
-    if not actions:
-        if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
-            return Committed(None, {})  # delta-spark's commitIfNeeded elides a DELETE that matched nothing
-        metrics = _remove_whole_files([], snapshot)[0]  # every count zero
-    metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-    metrics.setdefault("scanTimeMs", scan_ms)
-    metrics.setdefault("rewriteTimeMs", 0)
-    return Committed(txn.commit(actions, "DELETE", {"predicate": _predicate_param(condition)}, metrics), metrics)
 
 
 def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition,
@@ -118,49 +123,44 @@ def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: st
     """The actions (removes, re-added files with DVs, rewritten files) that delete the rows matching ``condition``,
     without committing: a write with ``replaceWhere`` commits them together with its new files.
 
-    Chooses as DELETE does: whole files for a partition-only condition, DVs where the table and session allow
-    them, copy-on-write otherwise. Registers what it read on ``txn``.
+    Plans and chooses as DELETE does (the same ``DeleteCommand``): whole files for a partition-only condition, DVs
+    where the table and session allow them, copy-on-write otherwise. Registers what it read on ``txn``.
     """
     cond = Condition.of(condition)
     assert cond is not None
-    check_condition(spark, snapshot, cond, command)
-    plan = plan_scan(spark, snapshot, cond)
-    adds = snapshot.add_files()
-    candidates = [adds[i] for i in plan.rows_indexes]
-    txn.read_files(candidates)
+    deleting = DeleteCommand(spark, cond, operation=command, deterministic_only=False)
+    prepared = deleting.prepare(snapshot)
+    txn.read_files(prepared.candidates)
     txn.read_whole_table()
-    partition_only = cond.references_only(set(snapshot.partition_columns))
-    if partition_only:
-        return _remove_whole_files(candidates, snapshot)
-    if _use_dvs(spark, snapshot):
-        return _delete_with_dvs(spark, snapshot, plan, candidates, cond)
-    return _delete_copy_on_write(spark, snapshot, plan, candidates, cond)
+    if prepared.path == row_level.NOTHING:  # as before the template: a partition-only plan of no file is a no-op
+        return (_remove_whole_files([])[0] if cond.references_only(set(snapshot.partition_columns)) else {}), []
+    outcome = deleting.execute(prepared, txn)
+    return outcome.metrics, list(outcome.actions)
 
 
-def _aliased(df: DataFrame, condition: Condition) -> DataFrame:
+def _aliased(df: DataFrame, condition: BoundCondition) -> DataFrame:
     """The frame under the table alias the condition uses, if any."""
     return df.alias(condition.alias) if condition.alias else df
 
 
-def _remove_whole_files(files: list[AddFile], snapshot: Snapshot) -> tuple[dict[str, Any], list[RemoveFile]]:
+def _remove_whole_files(files: list[AddFile]) -> tuple[dict[str, Any], list[RemoveFile]]:
     ts = now_ms()
     removes = [a.remove(ts) for a in files]
     deleted = 0
     for a in files:
         deleted += (num_records_of(a.stats) or 0) - (a.deletion_vector.cardinality if a.deletion_vector else 0)
     metrics = {"numRemovedFiles": len(removes), "numAddedFiles": 0, "numAddedChangeFiles": 0,
-               **_dv_counts([(a.deletion_vector is not None, False) for a in files]),
+               **dv_counts([(a.deletion_vector is not None, False) for a in files]),
                "numDeletedRows": deleted, "numCopiedRows": 0, "numAddedBytes": 0,
                "numRemovedBytes": sum(a.size for a in files)}
     return metrics, removes
 
 
 def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                     condition: Condition) -> tuple[dict[str, Any], list[Any]]:
+                     condition: BoundCondition) -> tuple[dict[str, Any], list[Any]]:
     if not plan.files:
         return {}, []
-    matches = _aliased(match_frame(spark, snapshot, plan), condition).filter(
-        condition_column(condition, plan.logical_schema.fieldNames()))
+    matches = _aliased(match_frame(spark, snapshot, plan), condition).filter(condition.column)
     outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matches, FILE_PATH_COL, ROW_INDEX_COL)
     metrics = {"numRemovedFiles": outcome.removed_files, "numAddedFiles": 0, "numAddedChangeFiles": 0,
                **outcome.dv_metrics(), "numDeletedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
@@ -169,13 +169,13 @@ def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
 
 
 def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                          condition: Condition) -> tuple[dict[str, Any], list[Any]]:
+                          condition: BoundCondition) -> tuple[dict[str, Any], list[Any]]:
     """Rewrite every file that has a matching row, keeping the rows that do not match."""
     if not plan.files:
         return {}, []
     t0 = time.monotonic()
     df = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), condition)
-    cond = condition_column(condition, plan.logical_schema.fieldNames())
+    cond = condition.column
     touched_idx = sorted(r[0] for r in df.filter(cond).select(FILE_INDEX_COL).distinct().collect())
     scan_ms = int((time.monotonic() - t0) * 1000)
     if not touched_idx:
@@ -203,7 +203,7 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
                  for a in touched)
     copied = sum(num_records_of(a.stats) or 0 for a in new_adds)
     metrics = {"numRemovedFiles": len(touched), "numAddedFiles": len(new_adds), "numAddedChangeFiles": len(cdc),
-               **_dv_counts([(a.deletion_vector is not None, False) for a in touched]),
+               **dv_counts([(a.deletion_vector is not None, False) for a in touched]),
                "numDeletedRows": before - copied, "numCopiedRows": copied,
                "numAddedBytes": sum(a.size for a in new_adds), "numRemovedBytes": sum(a.size for a in touched),
                "scanTimeMs": scan_ms, "rewriteTimeMs": rewrite_ms}

@@ -21,7 +21,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
-from dvlake.commands.auto_compact import maybe_auto_compact
 from dvlake.commands.common import mode_of, num_indexed_cols, physical_partition_columns, stats_leaf_paths, tight_bounds_flag
 from dvlake.commands.store_assign import Casting, cast_if_needed
 from dvlake.compat.pyspark_hooks import without_call_sites
@@ -58,11 +57,10 @@ class Committed:
 
 def run_row_level(spark: SparkSession, root: str, command: str, attempt: Callable[[Snapshot], Committed]) -> dict[str, Any]:
     """The one shape of DELETE, UPDATE and MERGE: ``attempt`` prepares, executes and commits on the latest snapshot;
-    a conflict with a concurrent command re-runs it on the new one; after the commit, auto-compaction runs once
-    (off unless ``delta.autoOptimize.autoCompact``; it never fails the command). Returns the operationMetrics."""
-    committed = retry_on_conflict(lambda: attempt(Snapshot.load(root)), command)
-    maybe_auto_compact(spark, root, committed.version)
-    return committed.metrics
+    a conflict with a concurrent command re-runs it on the new one. Post-commit work, auto-compaction last (off
+    unless ``delta.autoOptimize.autoCompact``; it never fails the command), runs inside the commit as the
+    transaction's hooks (``txn/hooks.py``). Returns the operationMetrics."""
+    return retry_on_conflict(lambda: attempt(Snapshot.load(root)), command).metrics
 
 
 def retry_on_conflict(run_once: Callable[[], T], command: str) -> T:

@@ -24,9 +24,8 @@ from dvlake.errors import (
     AggregationNotSupportedError,
     InvalidNonDeterministicExpressionsError,
     NonDeterministicConditionError,
-    UnsupportedSubqueryError,
 )
-from dvlake.log.condition import Condition, plain_row_expression
+from dvlake.log.condition import Condition, plain_row_expression, refuse_subquery, render
 
 PROBE_COLUMN = "expression"
 
@@ -55,7 +54,7 @@ def _condition_of(frame: Callable[[], DataFrame]) -> str | None:
 PLAIN = ExpressionKind(aggregate=False, window=False, deterministic=True, subquery=False)
 
 
-def expression_kind(probe: DataFrame, value: Column, text: str | None = None) -> ExpressionKind:
+def expression_kind(probe: DataFrame, value: Column, text: str | Condition | None = None) -> ExpressionKind:
     """The kind of ``value`` evaluated over ``probe``'s columns (its resolution errors reach the caller).
 
     Asked through operators that refuse each kind, so it works on classic and Spark Connect sessions alike:
@@ -63,9 +62,11 @@ def expression_kind(probe: DataFrame, value: Column, text: str | None = None) ->
     lambda function every kind of subquery (scalar, IN, EXISTS, correlated or not). The last one is what decides
     for a Column, whose own rendering is not SQL that can be parsed. When ``text`` (the SQL ``value`` was made
     from) is a plain row expression, the one resolving analysis is all that runs: each probe costs a fifth of
-    a small UPDATE's driver time in round trips to the JVM."""
+    a small UPDATE's driver time in round trips to the JVM. A parsed ``Condition`` answers from its own cached
+    check (its text is not tokenized again)."""
     _ = probe.select(value.alias(PROBE_COLUMN)).schema  # resolution errors first
-    if text is not None and plain_row_expression(text):
+    plain = text.plainly_deterministic if isinstance(text, Condition) else text is not None and plain_row_expression(text)
+    if plain:
         return PLAIN
     anything = F.isnull(value) | F.lit(True)
     in_filter = _condition_of(lambda: probe.filter(anything))
@@ -77,12 +78,7 @@ def expression_kind(probe: DataFrame, value: Column, text: str | None = None) ->
                           (in_lambda or "").startswith("UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY"))
 
 
-def display(value: Any) -> str:
-    """An expression as the user wrote it: the SQL text, or a Column's own rendering."""
-    if isinstance(value, str):
-        return value
-    text = str(value)
-    return text[len("Column<'"):-2] if text.startswith("Column<'") and text.endswith("'>") else text
+display = render
 
 
 #: Spark's class for an aggregate or window function where an operator cannot evaluate one; delta-spark lets it
@@ -114,14 +110,10 @@ def refuse_non_deterministic(kind: ExpressionKind, operation: str, value: Any, e
             "a row could be chosen differently each time the condition is evaluated.", error_class)
 
 
-def refuse_subquery(kind: ExpressionKind, operation: str, value: Any) -> None:
-    """delta-spark's DELTA_UNSUPPORTED_SUBQUERY for a subquery in a DELETE, UPDATE or MERGE condition, found by
-    Spark's analyzer (text conditions are also checked earlier from their parsed form)."""
-    if kind.subquery:
-        raise UnsupportedSubqueryError(
-            f"Subqueries are not supported in the {operation} (condition = "
-            f"{display(value)!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
-            "collect the values first and list them (IN (1, 2, 3)).")
+def refuse_subquery_kind(kind: ExpressionKind, command: str, value: Any, operation: str | None = None) -> None:
+    """``log.condition.refuse_subquery`` for a subquery Spark's analyzer found (a Column's, which its text cannot
+    show; text conditions are checked earlier from their parsed form)."""
+    refuse_subquery(command, kind.subquery, render(value), operation)
 
 
 def require_deterministic(probe: DataFrame, value: Column, command: str, shown: str,
@@ -133,7 +125,7 @@ def require_deterministic(probe: DataFrame, value: Column, command: str, shown: 
     if condition is not None and condition.plainly_deterministic:
         return
     kind = expression_kind(probe, value)
-    refuse_subquery(kind, command, shown)
+    refuse_subquery_kind(kind, command, shown)
     if not kind.deterministic:
         raise InvalidNonDeterministicExpressionsError(
             f"The operator expects a deterministic expression: the {command} condition {shown!r} holds a "

@@ -49,7 +49,10 @@ from pyspark.sql import SparkSession
 from dvlake.commands.alter import unset_properties
 from dvlake.commands.protocol import KNOWN_FEATURES, READER_WRITER_FEATURES
 from dvlake.commands.reorg import purge
+from dvlake.config import DV_TOMBSTONE_COUNT_THRESHOLD as DV_TOMBSTONE_COUNT_THRESHOLD
 from dvlake.config import ENABLE_DVS, deleted_file_retention_ms, parse_interval_ms, table_bool
+from dvlake.config import FAST_DROP as FAST_DROP
+from dvlake.config import GENERATE_DV_TOMBSTONES as GENERATE_DV_TOMBSTONES
 from dvlake.errors import DeltaAnalysisException, DeltaConcurrentModificationException, DeltaTableFeatureException
 from dvlake.log import constraints, features
 from dvlake.log.actions import Protocol, RemoveFile, now_ms
@@ -63,9 +66,6 @@ from dvlake.txn.transaction import OptimisticTransaction, checkpoint
 
 log = logging.getLogger(__name__)
 
-FAST_DROP = "spark.databricks.delta.tableFeatures.fastDropFeature.enabled"
-GENERATE_DV_TOMBSTONES = "spark.databricks.delta.tableFeatures.fastDropFeature.generateDVTombstones.enabled"
-DV_TOMBSTONE_COUNT_THRESHOLD = "spark.databricks.delta.tableFeatures.fastDropFeature.dvTombstoneCountThreshold"
 TRUNCATE_HISTORY_RETENTION = "delta.dropFeatureTruncateHistory.retentionDuration"
 DEFAULT_TRUNCATE_HISTORY_RETENTION = "interval 24 hours"
 CHECKPOINT_PROTECTION_FEATURE = "checkpointProtection"

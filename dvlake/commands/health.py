@@ -41,6 +41,7 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from dvlake.commands.health_files import column, file_columns, plain
+from dvlake.config import NATIVE_SCAN as NATIVE_SETTING
 from dvlake.config import deleted_file_retention_ms
 from dvlake.display import count, human_bytes, percent
 from dvlake.dv.descriptor import DeletionVectorDescriptor, is_dv_file_name
@@ -57,8 +58,6 @@ DEFAULT_MAX_DELETED_RATIO = 0.05
 DEFAULT_MAX_READ_OVERHEAD = 0.25
 #: Bytes a packed DV takes in its file besides the bitmap: the u32 size before it and the u32 CRC after it.
 DV_RECORD_OVERHEAD = 8
-#: The session setting that picks the read path (``dvlake.spark.native.SETTING``; not imported: that needs PySpark).
-NATIVE_SETTING = "spark.dvlake.scan.native"
 
 
 @dataclass(frozen=True)

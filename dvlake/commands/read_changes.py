@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
+from dvlake.config import CONFINE_SESSION_KEY, TIMESTAMP_OUT_OF_RANGE, confinement_enabled
 from dvlake.errors import (
     CdcStartVersionAfterLatestError,
     ChangeDataFileNotFoundError,
@@ -32,7 +32,7 @@ from dvlake.log.cdf_plan import VersionChanges, check_enabled, check_range, plan
 from dvlake.log.replay import read_commit
 from dvlake.log.segment import commit_file_name, earliest_version
 from dvlake.log.snapshot import Snapshot
-from dvlake.log.stream_plan import TIMESTAMP_OUT_OF_RANGE, session_epoch_ms
+from dvlake.log.stream_plan import session_epoch_ms
 from dvlake.spark.cdf_read import changes_frame
 from dvlake.storage.confine import data_file_location
 from dvlake.storage.paths import normalize_table_root

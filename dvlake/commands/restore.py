@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvlake.commands.vacuum import spark_conf
+from dvlake.config import RESTORE_ENFORCE_RETENTION as ENFORCE_RETENTION
 from dvlake.config import deleted_file_retention_ms
 from dvlake.errors import RestoreError, RestoreMissingFilesError, TimeTravelBeyondRetentionError
 from dvlake.log.actions import Action, AddFile, DomainMetadata, now_ms
@@ -31,7 +32,6 @@ from dvlake.storage.base import Storage
 from dvlake.storage.paths import absolute_file_location, normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
-ENFORCE_RETENTION = "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
 IGNORE_MISSING = "spark.sql.files.ignoreMissingFiles"
 METRICS = ("tableSizeAfterRestore", "numOfFilesAfterRestore", "numRemovedFiles", "numRestoredFiles",
            "removedFilesSize", "restoredFilesSize")

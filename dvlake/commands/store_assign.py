@@ -50,13 +50,13 @@ from pyspark.sql.types import (
     YearMonthIntervalType,
 )
 
+from dvlake.config import BY_NAME_CONF as BY_NAME_CONF
+from dvlake.config import FOLLOW_ANSI_CONF as FOLLOW_ANSI_CONF
 from dvlake.errors import CastInvalidInputError, CastOverflowInTableWriteError, UnsafeAssignmentCastError
 from dvlake.spark.task_errors import encode
 
 POLICY_CONF = "spark.sql.storeAssignmentPolicy"
 ANSI_CONF = "spark.sql.ansi.enabled"
-FOLLOW_ANSI_CONF = "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag"
-BY_NAME_CONF = "spark.databricks.delta.resolveMergeUpdateStructsByName.enabled"
 
 
 @dataclass(frozen=True)

@@ -21,35 +21,34 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dvlake.commands import row_level
 from dvlake.commands.cdc_write import cdf_enabled, check_no_reserved_columns, with_change_type, write_change_files
-from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import (
     Committed,
     as_column,
     assigned_columns,
     predicate_param,
     resolve_assignments,
-    run_row_level,
     sub_plan,
     unique_name,
-    use_dvs,
     write_rows,
 )
 from dvlake.commands.dml_checks import require_deterministic
 from dvlake.commands.dv_marking import driver_room, dv_counts, mark_rows
 from dvlake.commands.dv_pairs import watch_pairs
+from dvlake.commands.row_level import Outcome, Prepared
 from dvlake.commands.store_assign import Casting, casting
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
-from dvlake.log import features, generated
+from dvlake.log import generated
 from dvlake.log.actions import Action, AddCDCFile, AddFile, now_ms
 from dvlake.log.cdf_plan import UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stats import num_records_of
 from dvlake.spark import constraints, row_tracking
+from dvlake.spark.bound import bind
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
-from dvlake.spark.pruning import condition_column
 from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -67,59 +66,87 @@ def update(spark: SparkSession, path: str, assignments: Assignments, condition: 
     if not assignments:
         raise InvalidArgumentError("UPDATE needs at least one assignment, e.g. set={'col': 'col + 1'}")
     root = normalize_table_root(path)
-    return run_row_level(spark, root, "UPDATE", lambda snapshot: update_once(spark, snapshot, assignments, condition, alias))
+    return row_level.run(UpdateCommand.of(spark, assignments, condition, alias), root)
 
 
 def update_once(spark: SparkSession, snapshot: Snapshot, assignments: Assignments,
                 condition: str | Column | Condition | None, alias: str | None = None) -> Committed:
     """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
-    parsed = Condition.of(condition, alias)
-    if parsed is not None:
-        parsed.refuse_subqueries("UPDATE")
-    started = time.monotonic()
-    root = snapshot.table_root
-    features.check_can_write(snapshot.protocol, snapshot.metadata, root)
-    check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
-    plan = plan_scan(spark, snapshot, parsed)
-    schema = plan.logical_schema
-    # from here on the condition is the Column Spark evaluates: the user's text, ``*`` spelled as the table's columns
-    condition = condition_column(parsed, schema.fieldNames()) if parsed is not None else None
-    paths = resolve_assignments(schema, assignments, f"UPDATE {root}", strip_qualifier=alias)
-    empty = _aliased(spark.createDataFrame([], schema), alias)
-    if condition is not None:
-        empty.filter(as_column(condition)).schema  # noqa: B018 - analysis only: a bad condition fails before any scan
-        require_deterministic(empty, as_column(condition), "UPDATE", parsed.display() if parsed else str(condition),
-                              parsed)
-    rules = casting(spark)
-    columns = assigned_columns(empty, schema, paths, _same_column, rules)  # validates types before any scan
-    assigned = {path[0] for path in paths}
-    resolved = Assigned(paths, rules, columns, {name: text for name, text in generated.expressions(snapshot.protocol,
-                                       snapshot.metadata).items() if name not in assigned})
+    return row_level.attempt(UpdateCommand.of(spark, assignments, condition, alias), snapshot)
 
-    txn = OptimisticTransaction(root, snapshot)
-    adds = snapshot.add_files()
-    candidates = [adds[i] for i in plan.rows_indexes]
-    txn.read_files(candidates)
-    txn.read_whole_table()  # a concurrent data-changing append the condition could match is a conflict
-    partition_only = parsed is None or parsed.references_only(set(snapshot.partition_columns))
-    metrics: dict[str, Any]
-    actions: list[Action]
-    if not plan.files:
-        metrics, actions = {}, []
-    elif partition_only:
-        metrics, actions = _rewrite_whole_files(spark, snapshot, plan, candidates, resolved, condition, alias)
-    elif use_dvs(spark, snapshot, UPDATE_DVS_PERSISTENT):
-        metrics, actions = _update_with_dvs(spark, snapshot, plan, candidates, resolved, condition, alias)
-    else:
-        metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
-    if not actions:
-        if not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
-            return Committed(None, {})  # delta-spark's commitIfNeeded elides an UPDATE that matched nothing
-        metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, **dv_counts([]), "numUpdatedRows": 0, "numCopiedRows": 0,
-                   "numAddedBytes": 0, "numRemovedBytes": 0, "scanTimeMs": 0, "rewriteTimeMs": 0}
-    metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
-    metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-    return Committed(txn.commit(actions, "UPDATE", {"predicate": predicate_param(parsed)}, metrics), metrics)
+
+@dataclass
+class UpdateCommand:
+    """UPDATE in the row-level template: condition and assignments resolved and checked in ``prepare`` (before
+    any data is read), the path run in ``execute``."""
+
+    spark: SparkSession
+    assignments: Assignments
+    condition: Condition | None
+    alias: str | None
+    operation = "UPDATE"
+    reports_elided = False
+
+    @classmethod
+    def of(cls, spark: SparkSession, assignments: Assignments, condition: str | Column | Condition | None,
+           alias: str | None) -> UpdateCommand:
+        """The command with its condition parsed once (and its subqueries refused) for every attempt."""
+        parsed = Condition.of(condition, alias)
+        if parsed is not None:
+            parsed.refuse_subqueries("UPDATE")
+        return cls(spark, assignments, parsed, alias)
+
+    def prepare(self, snapshot: Snapshot) -> Prepared[UpdatePlan]:
+        spark, parsed, alias = self.spark, self.condition, self.alias
+        root = snapshot.table_root
+        check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
+        plan = plan_scan(spark, snapshot, parsed)
+        schema = plan.logical_schema
+        # from here on the condition is the Column Spark evaluates: the user's text, ``*`` spelled as the table's columns
+        bound = bind(spark, parsed, schema) if parsed is not None else None
+        condition = bound.column if bound is not None else None
+        paths = resolve_assignments(schema, self.assignments, f"UPDATE {root}", strip_qualifier=alias)
+        empty = _aliased(spark.createDataFrame([], schema), alias)
+        if condition is not None:
+            empty.filter(condition).schema  # noqa: B018 - analysis only: a bad condition fails before any scan
+            require_deterministic(empty, condition, "UPDATE", parsed.display() if parsed else str(condition), parsed)
+        rules = casting(spark)
+        columns = assigned_columns(empty, schema, paths, _same_column, rules)  # validates types before any scan
+        assigned = {path[0] for path in paths}
+        resolved = Assigned(paths, rules, columns, {name: text for name, text in generated.expressions(
+            snapshot.protocol, snapshot.metadata).items() if name not in assigned})
+        path = row_level.choose_path(spark, snapshot, plan, parsed, UPDATE_DVS_PERSISTENT)
+        return Prepared(snapshot, plan, row_level.candidates_of(snapshot, plan), path,
+                        UpdatePlan(resolved, condition), parameters={"predicate": predicate_param(parsed)})
+
+    def execute(self, prepared: Prepared[UpdatePlan], txn: OptimisticTransaction) -> Outcome:
+        spark, alias = self.spark, self.alias
+        snapshot, plan, candidates = prepared.snapshot, prepared.plan, prepared.candidates
+        resolved, condition = prepared.detail.assigned, prepared.detail.condition
+        metrics: dict[str, Any]
+        actions: list[Action]
+        if prepared.path == row_level.NOTHING:
+            metrics, actions = {}, []
+        elif prepared.path == row_level.PARTITION_ONLY:
+            metrics, actions = _rewrite_whole_files(spark, snapshot, plan, candidates, resolved, condition, alias)
+        elif prepared.path == row_level.WITH_DVS:
+            metrics, actions = _update_with_dvs(spark, snapshot, plan, candidates, resolved, condition, alias)
+        else:
+            metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
+        metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
+        return Outcome(actions, metrics)
+
+    def empty_metrics(self, outcome: Outcome) -> dict[str, Any]:
+        return {"numRemovedFiles": 0, "numAddedFiles": 0, **dv_counts([]), "numUpdatedRows": 0, "numCopiedRows": 0,
+                "numAddedBytes": 0, "numRemovedBytes": 0, "scanTimeMs": 0, "rewriteTimeMs": 0, "numAddedChangeFiles": 0}
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """UPDATE's own part of the plan: the resolved assignments and the condition as the Column Spark evaluates."""
+
+    assigned: Assigned
+    condition: Column | None
 
 
 def _aliased(df: DataFrame, alias: str | None) -> DataFrame:

@@ -37,6 +37,10 @@ import pyarrow.compute as pc
 
 from dvlake.commands.common import mode_of, physical_partition_columns
 from dvlake.config import RETENTION_CHECK, deleted_file_retention_ms
+from dvlake.config import VACUUM_LITE_DEFAULT as LITE_DEFAULT
+from dvlake.config import VACUUM_LOGGING as LOGGING
+from dvlake.config import VACUUM_PARALLELISM as PARALLELISM
+from dvlake.config import VACUUM_RETENTION_WINDOW_IGNORE as RETENTION_WINDOW_IGNORE
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import InvalidArgumentError, VacuumLiteError, VacuumRetentionError
 from dvlake.log import features
@@ -51,10 +55,6 @@ from dvlake.txn.transaction import OptimisticTransaction
 
 log = logging.getLogger(__name__)
 
-RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
-LITE_DEFAULT = "spark.databricks.delta.vacuum.lite.enabled"
-LOGGING = "spark.databricks.delta.vacuum.logging.enabled"
-PARALLELISM = "spark.databricks.delta.vacuum.parallelDelete.parallelism"
 LAST_VACUUM_INFO = "_last_vacuum_info"
 #: Schemes for which delta-spark writes VACUUM START/END commits when vacuum.logging.enabled is unset.
 LOGGED_SCHEMES = {"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"}

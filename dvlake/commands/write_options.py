@@ -12,16 +12,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dvlake.config import AUTO_MERGE_CONF as AUTO_MERGE_CONF
+from dvlake.config import REPLACE_WHERE_CHECK_CONF as REPLACE_WHERE_CHECK_CONF
+from dvlake.config import USER_METADATA_CONF as USER_METADATA_CONF
 from dvlake.errors import DeltaOptionError
 
-#: delta-spark's session setting behind ``mergeSchema`` (the option wins when both are set).
-AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
-#: Spark's own setting behind ``partitionOverwriteMode`` (the option wins).
+#: Spark's own setting behind ``partitionOverwriteMode`` (the option wins). delta-spark's settings behind
+#: ``mergeSchema``, ``userMetadata`` and replaceWhere's check (each option wins when both are set): ``dvlake.config``.
 PARTITION_OVERWRITE_CONF = "spark.sql.sources.partitionOverwriteMode"
-#: delta-spark's session default for ``userMetadata`` (the option wins).
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-#: delta-spark's switch for checking that replaceWhere data matches the condition.
-REPLACE_WHERE_CHECK_CONF = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
 
 #: Session settings ``parse`` reads: a caller fetches exactly these (one round trip each over Connect).
 SESSION_KEYS = (AUTO_MERGE_CONF, PARTITION_OVERWRITE_CONF, USER_METADATA_CONF, REPLACE_WHERE_CHECK_CONF)

@@ -113,6 +113,17 @@ class Condition:
                 return False
         return self._columns <= allowed
 
+    def conjuncts(self) -> list[exp.Expr]:
+        """The parsed tree's top-level AND-ed parts (``a AND (b AND c)`` → a, b, c); none when not parsed."""
+        return _conjuncts(self.tree) if self.tree is not None else []
+
+    def qualifiers(self) -> list[str]:
+        """The qualifiers its column references use (``s`` of ``s.id``), in order of appearance: how MERGE learns
+        the alias a source DataFrame was given. A Column's rendering is parsed for this only (never pruned with)."""
+        if self.tree is not None:
+            return qualifiers_of(self.tree)
+        return text_qualifiers(self.display())
+
     # --- what Spark evaluates ---------------------------------------------------------------
 
     def spark_text(self, table_columns: list[str]) -> str:
@@ -175,13 +186,10 @@ class Condition:
         (``plain_row_expression``): DML then needs no analyzer probe to tell (a Column: never known here)."""
         return self.text is not None and plain_row_expression(self.text)
 
-    def refuse_subqueries(self, operation: str) -> None:
-        """delta-spark's rule for DELETE, UPDATE and MERGE conditions: no subqueries (DELTA_UNSUPPORTED_SUBQUERY)."""
-        if self.has_subquery:
-            raise UnsupportedSubqueryError(
-                f"Subqueries are not supported in the {operation} (condition = "
-                f"{self.display()!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
-                "collect the values first and list them (IN (1, 2, 3)).")
+    def refuse_subqueries(self, command: str, operation: str | None = None) -> None:
+        """``refuse_subquery`` for this condition, from its parsed text (a Column: from its rendering, a first look;
+        Spark's analyzer decides later, ``commands/dml_checks.py``)."""
+        refuse_subquery(command, self.has_subquery, self.display(), operation)
 
     def predicate_param(self) -> str:
         """``operationParameters.predicate`` as delta-spark records it: a JSON list of the condition's text."""
@@ -189,10 +197,25 @@ class Condition:
 
     def display(self) -> str:
         """The condition as the user wrote it (a Column's own rendering)."""
-        if self.text is not None:
-            return self.text
-        rendered = repr(self.column)
-        return rendered[len("Column<'"):-2] if rendered.startswith("Column<'") and rendered.endswith("'>") else rendered
+        return self.text if self.text is not None else render(self.column)
+
+
+#: The commands whose conditions may not hold a subquery: delta-spark's DELTA_UNSUPPORTED_SUBQUERY for DELETE, UPDATE
+#: and MERGE. Every refusal (parsed text at the command's entry, the SQL front end, Spark's analyzer for a Column)
+#: goes through ``refuse_subquery``, so lifting the rule for one command is removing its name here (and running
+#: its subquery: a DELETE with ``IN (SELECT …)`` then needs the subquery's rows joined, not filtered).
+SUBQUERIES_REFUSED = frozenset({"DELETE", "UPDATE", "MERGE"})
+
+
+def refuse_subquery(command: str, found: bool, shown: str, operation: str | None = None) -> None:
+    """Raise ``UnsupportedSubqueryError`` when ``found`` (a subquery in the condition ``shown``) and ``command``
+    (DELETE, UPDATE, MERGE) refuses subqueries. ``operation`` names where in the message (``search condition of
+    MERGE operation``; the command's name by default)."""
+    if found and command in SUBQUERIES_REFUSED:
+        raise UnsupportedSubqueryError(
+            f"Subqueries are not supported in the {operation or command} (condition = "
+            f"{shown!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), or "
+            "collect the values first and list them (IN (1, 2, 3)).")
 
 
 #: The nodes a plain row expression is built of: column references, literals, operators, CAST and CASE.
@@ -235,6 +258,57 @@ def plain_row_expression(text: str) -> bool:
         not any(isinstance(node, exp.In) and node.args.get("query") is not None for node in tree.walk())
 
 
+def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def _parsed(text: str) -> exp.Expr | None:
+    try:
+        return sqlglot.parse_one(text, read=SparkSQL)
+    except (ParseError, TokenError):
+        return None
+
+
+def qualifiers_of(tree: exp.Expr | None) -> list[str]:
+    """The first name of every qualified column reference in ``tree`` (``s`` of ``s.a.b``), once each, in order."""
+    seen: list[str] = []
+    for node in (tree.walk(bfs=False) if tree is not None else []):
+        if isinstance(node, exp.Column):
+            parts = [p.name for p in node.parts]
+            if len(parts) > 1 and parts[0] not in seen:
+                seen.append(parts[0])
+    return seen
+
+
+def text_qualifiers(text: str) -> list[str]:
+    """The qualifiers of an expression's text: from its tree when sqlglot parses it, else from its tokens (a name
+    followed by a dot and not itself after one), as a Column's rendering of a subquery (``exists(…)``) needs."""
+    tree = _parsed(text)
+    if tree is not None:
+        return qualifiers_of(tree)
+    try:
+        tokens = list(SparkSQL().tokenize(text))
+    except TokenError:
+        return []
+    seen: list[str] = []
+    names = (TokenType.VAR, TokenType.IDENTIFIER)
+    for i, tok in enumerate(tokens[:-1]):
+        after_dot = i > 0 and tokens[i - 1].token_type == TokenType.DOT
+        if tok.token_type in names and tokens[i + 1].token_type == TokenType.DOT and not after_dot \
+                and tok.text not in seen:
+            seen.append(tok.text)
+    return seen
+
+
+def value_qualifiers(value: str | Any) -> list[str]:
+    """The qualifiers of an expression given as text or a Column (an assignment's value)."""
+    return text_qualifiers(value if isinstance(value, str) else render(value))
+
+
 def _parts(node: exp.Column, alias: str | None) -> list[str]:
     parts = [p.name.lower() for p in node.parts]
     if alias and len(parts) > 1 and parts[0] == alias.lower():
@@ -253,15 +327,21 @@ def _referenced(tree: exp.Expr, alias: str | None) -> frozenset[str]:
     return frozenset(names)
 
 
+def render(value: str | Any) -> str:
+    """An expression as the user wrote it: SQL text as is, a Condition's display, a Column's own rendering
+    (``Column<'(id = 1)'>`` → ``(id = 1)``). The one place a Column is turned into text, for the log and messages
+    only: the rendering is not SQL in every Spark version, so it is never evaluated."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Condition):
+        return value.display()
+    rendered = repr(value)
+    return rendered[len("Column<'"):-2] if rendered.startswith("Column<'") and rendered.endswith("'>") else rendered
+
+
 def display_text(condition: str | Any | None) -> str | None:
-    """A condition's text for the log and messages: text as written, a Column's own rendering; never parsed
-    for pruning (a Column's rendering is not SQL in every Spark version)."""
-    if condition is None:
-        return None
-    if isinstance(condition, str):
-        return condition
-    c = condition if isinstance(condition, Condition) else Condition(text=None, column=condition)
-    return c.display()
+    """A condition's text for the log and messages (``render``), None for no condition."""
+    return None if condition is None else render(condition)
 
 
 def conjunction(texts: list[str]) -> str:

@@ -18,14 +18,13 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from dvlake.config import ASSUME_DROP_IF_EXISTS as ASSUME_DROP_IF_EXISTS
 from dvlake.log.actions import Metadata
 from dvlake.log.sql_dialect import SparkSQL, quote_identifier
 
 PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
 FEATURE = "checkConstraints"
-#: delta-spark's switch that makes DROP CONSTRAINT behave as DROP CONSTRAINT IF EXISTS.
-ASSUME_DROP_IF_EXISTS = "spark.databricks.delta.constraints.assumesDropIfExists.enabled"
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,6 @@ from dvlake.log.snapshot import Snapshot, to_epoch_ms
 from dvlake.log.stream_schema import TableSchema, check_readable
 from dvlake.storage.base import Storage
 
-#: delta-spark's setting that lets a startingTimestamp after the last commit start the stream at the next version
-#: (a change-feed batch read: read no changes) instead of failing with DELTA_TIMESTAMP_GREATER_THAN_COMMIT.
-TIMESTAMP_OUT_OF_RANGE = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
 #: delta-spark's default ``maxFilesPerTrigger`` when neither rate option is given.
 DEFAULT_MAX_FILES = 1000
 BASE_INDEX = -1

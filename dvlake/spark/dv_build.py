@@ -28,6 +28,7 @@ import pyroaring
 
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.spark.task_errors import MapInArrowFn, on_executor
+from dvlake.storage.paths import path_key
 
 RESULT_SCHEMA = ("file_index int, dv string, cardinality long, previous_cardinality long, all_deleted boolean, "
                  "changed boolean, duplicate boolean, kind_counts string")
@@ -168,8 +169,6 @@ def file_keys(column: pa.Array | pa.ChunkedArray, index_of_path: dict[str, int] 
     """The file column as int64 keys: as is, or locations (Spark's ``file:/…`` URIs) mapped by ``index_of_path``."""
     if index_of_path is None:
         return _numpy(column).astype(np.int64, copy=False)
-    from dvlake.spark.dv_scan import path_key
-
     distinct = pc.unique(column).to_pylist()
     lookup = pa.array([index_of_path[path_key(p)] for p in distinct], pa.int64())
     return np.asarray(pc.take(lookup, pc.index_in(column, value_set=pa.array(distinct, pa.string()))).to_numpy())

@@ -63,6 +63,7 @@ from dvlake.spark.native import enabled as native_enabled
 from dvlake.spark.native import read as native_read
 from dvlake.spark.task_errors import MapInArrowFn, on_executor
 from dvlake.storage.base import Storage, storage_for
+from dvlake.storage.paths import path_key as path_key
 
 FILE_INDEX_COL = "__dvlake_file_index"
 FILE_PATH_COL = "__dvlake_file_path"
@@ -444,15 +445,3 @@ def scan_for_matches(spark: SparkSession, files: Sequence[ScanFile], data_schema
     for p in parts[1:]:
         result = result.unionByName(p)
     return result
-
-
-def path_key(location: str) -> str:
-    """One spelling for a file location, whether Spark's ``file:/…`` URI or dvlake's plain path."""
-    from urllib.parse import unquote, urlparse
-
-    if location.startswith("file:"):
-        return unquote(urlparse(location).path)
-    if "://" in location:
-        parsed = urlparse(location)
-        return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
-    return location

@@ -27,7 +27,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from dvlake.errors import DEBUG_CONF, INTERNAL_NAME_PREFIX, debug_enabled, user_text
+from dvlake.config import DEBUG_CONF
+from dvlake.errors import INTERNAL_NAME_PREFIX, debug_enabled, user_text
 
 #: PySpark's loggers for converted errors (``pyspark.errors.exceptions.base.PySparkException._log_exception``).
 PYSPARK_ERROR_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")

@@ -22,12 +22,12 @@ from urllib.parse import quote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from dvlake.config import NATIVE_SCAN as SETTING
 from dvlake.errors import UnsupportedEnvironmentError
 from dvlake.storage.confine import dv_file_location
 
 log = logging.getLogger(__name__)
 
-SETTING = "spark.dvlake.scan.native"
 FORMAT = "io.dvlake.spark.DvlakeParquetFileFormat"
 FILES_OPTION = "dvlake.scan.files"
 JAR_DIR = Path(__file__).resolve().parent.parent / "jars"
@@ -137,7 +137,7 @@ def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:
 
 
 def _key(location: str) -> str:
-    from dvlake.spark.dv_scan import path_key
+    from dvlake.storage.paths import path_key
 
     return path_key(location)
 

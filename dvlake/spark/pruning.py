@@ -39,6 +39,12 @@ def partition_only_mask(spark: SparkSession, condition: Condition, partition_sch
     return np.array([r in surviving for r in partition_rows], dtype=bool)
 
 
+def column_of(condition: Condition) -> Column:
+    """The Column Spark evaluates for a condition over frames that hold nothing but the user's names (MERGE's joined
+    sides): the text as written, or the user's Column."""
+    return F.expr(condition.text) if condition.text is not None else condition.column
+
+
 def condition_column(condition: Condition, table_columns: list[str]) -> Column:
     """The Column Spark evaluates: the user's text (``*`` spelled as the table's columns) or their Column."""
     if condition.text is None:

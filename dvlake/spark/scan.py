@@ -216,15 +216,7 @@ def metadata_row_count(snapshot: Snapshot) -> int | None:
 
 
 def read(spark: SparkSession, path: str, version: int | None = None, timestamp: Any = None,
-         condition: str | Column | None = None, *, row_tracking: bool = False) -> DataFrame:
-    """Read a Delta table (optionally at a version or timestamp) as a DataFrame.
-
-    ``row_tracking``: add the ``_metadata`` struct with each row's ``row_id`` and ``row_commit_version``
-    (``spark/row_tracking.py``); the table must have row tracking enabled.
-    """
-    snapshot = Snapshot.load(path, version=version, timestamp=timestamp)
-    if row_tracking:
-        from dvlake.spark.row_tracking import read_with_metadata
-
-        return read_with_metadata(spark, snapshot, condition)
-    return scan_snapshot(spark, snapshot, condition)
+         condition: str | Column | None = None) -> DataFrame:
+    """Read a Delta table (optionally at a version or timestamp) as a DataFrame (with row tracking's ``_metadata``:
+    ``row_tracking.read_with_metadata``, which builds on this module)."""
+    return scan_snapshot(spark, Snapshot.load(path, version=version, timestamp=timestamp), condition)

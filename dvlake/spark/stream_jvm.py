@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from dvlake.config import STREAM_ENGINE as ENGINE_SETTING
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.log.cdf_plan import VersionChanges, data_file
 from dvlake.log.stream_plan import IndexedFile, SourceOffset
@@ -39,9 +40,6 @@ from dvlake.storage.confine import check_local_files, data_file_location
 #: The JVM provider ``readStream`` is pointed at, and the option naming the planner factory it calls back.
 PROVIDER = "io.dvlake.spark.DeltaStreamProvider"
 PLANNER_OPTION = "dvlake.stream.planner"
-#: ``auto``: the JVM source where it can run (classic session, the jar loaded), else the Python source; ``python``:
-#: the Python source always.
-ENGINE_SETTING = "spark.dvlake.stream.engine"
 
 _callback_lock = threading.Lock()
 

@@ -36,10 +36,11 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from dvlake.config import TIMESTAMP_OUT_OF_RANGE
 from dvlake.errors import DeletionVectorIntegrityError, DvlakeError
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL
 from dvlake.log.partitions import parse_partition_value
-from dvlake.log.stream_plan import TIMESTAMP_OUT_OF_RANGE, IndexedFile, SourceOffset, parse_options
+from dvlake.log.stream_plan import IndexedFile, SourceOffset, parse_options
 from dvlake.spark.stream_driver import StreamDriver, marked
 from dvlake.spark.stream_tasks import plan_tasks, slice_row_groups
 from dvlake.spark.task_errors import encode

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dvlake.errors import DvlakeError, UnsupportedDmlTargetError
 from dvlake.storage.base import storage_for
+from dvlake.storage.paths import path_key
 
 #: How many versions back a view may have been read and still be recognised as a plain scan of the table.
 _VERSIONS_BACK = 10
@@ -84,9 +85,9 @@ class ViewTarget:
         """
         from pyspark.sql import functions as F
 
-        texts: list[object] = [getattr(spec, "condition", None)]
+        texts: list[object] = [getattr(getattr(spec, "condition", None), "text", None)]
         for clause in getattr(spec, "clauses", []):
-            texts.append(clause.condition)
+            texts.append(getattr(clause.condition, "text", None))  # a parsed Condition's text (None: a Column)
             if clause.action == "update":
                 texts += [*(clause.assignments or {}).values(), *(clause.assignments or {})]
         probe = self._probe(spark, alias).crossJoin(source)
@@ -198,8 +199,6 @@ def _optimized(frame: DataFrame) -> str:
 
 
 def _key(location: str) -> str:
-    from dvlake.spark.dv_scan import path_key
-
     return path_key(location)
 
 

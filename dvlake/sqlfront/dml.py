@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dvlake.errors import UnsupportedSubqueryError
+from dvlake.log.condition import Condition, refuse_subquery
 from dvlake.spark.view_target import ViewTarget, view_target
 from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written
 from dvlake.sqlfront.passthrough import passthrough
@@ -60,14 +60,12 @@ def _alias(node: exp.Expr) -> str | None:
     return alias.name if alias is not None and alias.name else None
 
 
-def _no_subqueries(node: exp.Expr | None, text: str, operation: str) -> None:
-    """delta-spark's DELTA_UNSUPPORTED_SUBQUERY for a subquery in a DELETE/UPDATE condition or any MERGE condition,
-    raised here before a subquery reading a Delta table is resolved (the commands refuse the others too)."""
-    if node is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in node.walk()):
-        raise UnsupportedSubqueryError(
-            f"Subqueries are not supported in the {operation} (condition = "
-            f"{written(text, node)!r}). Join the other table in a MERGE instead (MERGE INTO … USING (subquery) ON …), "
-            "or collect the values first and list them (IN (1, 2, 3)).")
+def _no_subqueries(node: exp.Expr | None, text: str, command: str, operation: str | None = None) -> None:
+    """``log.condition.refuse_subquery`` from the statement's own tree, before a subquery reading a Delta table is
+    resolved (the commands refuse the others too)."""
+    if node is not None:
+        refuse_subquery(command, any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in node.walk()),
+                        written(text, node), operation)
 
 
 def _sql(node: exp.Expr) -> str:
@@ -203,25 +201,25 @@ def _clause(when: exp.When, text: str) -> Any:
     kind = MATCHED if when.args.get("matched") else (NOT_MATCHED_BY_SOURCE if when.args.get("source") else NOT_MATCHED)
     cond = when.args.get("condition")
     action = next((name for kind, name in _ACTION_OF.items() if isinstance(when.args.get("then"), kind)), "DELETE")
-    _no_subqueries(cond, text, f"{action} condition of MERGE operation")
+    _no_subqueries(cond, text, "MERGE", f"{action} condition of MERGE operation")
     condition = written(text, cond) if cond is not None else None
     then = when.args.get("then")
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
-        return MergeClause(kind, "delete", condition)
+        return MergeClause.of(kind, "delete", condition)
     if isinstance(then, exp.Update):
         if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
-            return MergeClause(kind, "update", condition, None)
-        return MergeClause(kind, "update", condition, assignments(then.expressions, text))
+            return MergeClause.of(kind, "update", condition, None)
+        return MergeClause.of(kind, "update", condition, assignments(then.expressions, text))
     if isinstance(then, exp.Insert):
         if isinstance(then.this, exp.Star):
-            return MergeClause(kind, "insert", condition, None)
+            return MergeClause.of(kind, "insert", condition, None)
         cols, vals = then.this, then.expression
         if not isinstance(cols, exp.Tuple) or not isinstance(vals, exp.Tuple):
             raise sql_error(text, offset_of(then), "write INSERT * or INSERT (columns) VALUES (values)", parse=True)
         if len(cols.expressions) != len(vals.expressions):
             raise sql_error(text, offset_of(then), f"INSERT names {len(cols.expressions)} columns but gives "
                                                    f"{len(vals.expressions)} values")
-        return MergeClause(kind, "insert", condition,
+        return MergeClause.of(kind, "insert", condition,
                            {_sql(c): written(text, v) for c, v in zip(cols.expressions, vals.expressions, strict=True)})
     raise sql_error(text, offset_of(when), f"cannot read the MERGE action {then.sql(DIALECT) if then else ''!r}")
 
@@ -241,13 +239,13 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     on = node.args.get("on")
     if on is None:
         raise sql_error(text, offset_of(node), "MERGE needs ON <condition>", parse=True)
-    _no_subqueries(on, text, "search condition of MERGE operation")
+    _no_subqueries(on, text, "MERGE", "search condition of MERGE operation")
     whens = node.args.get("whens")
     clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
     if not clauses:  # Spark's parser refuses it before delta-spark sees it
         raise sql_error(text, offset_of(node), "There must be at least one WHEN clause in a MERGE statement.",
                         parse=True, error_class="MERGE_WITHOUT_WHEN")
-    spec = MergeSpec(source, written(text, on), clauses, target_alias, source_alias, schema_evolution)
+    spec = MergeSpec(source, Condition.parse(written(text, on)), clauses, target_alias, source_alias, schema_evolution)
     if view is not None and view.is_projection:
         view.refuse_merge(spark, target_alias, source, spec)
     metrics = run_merge(spark, path, spec)

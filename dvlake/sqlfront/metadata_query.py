@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from dvlake.config import OPTIMIZE_METADATA_QUERY as OPTIMIZE_METADATA_QUERY
 from dvlake.sqlfront.refs import TableRef, _time_travel, resolve, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-OPTIMIZE_METADATA_QUERY = "spark.databricks.delta.optimizeMetadataQuery.enabled"
 _CLAUSES_THAT_NEED_ROWS = ("joins", "laterals", "where", "group", "having", "qualify", "distinct", "limit", "offset",
                            "windows", "sort", "cluster", "distribute", "order", "with")
 

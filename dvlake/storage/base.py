@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Protocol
 
+from dvlake.storage.paths import has_scheme
+
 
 @dataclass(frozen=True)
 class FileInfo:
@@ -162,7 +164,12 @@ class Storage(abc.ABC):
 
 
 StorageFactory = Callable[[str], Storage]
+#: Stores registered by users (``register_storage``): they take precedence over the built-in ones.
 _FACTORIES: dict[str, StorageFactory] = {}
+#: The package's own backends, by scheme: ``""`` for plain paths, ``memory``, and ``*`` for any other scheme.
+#: ``dvlake/storage/__init__.py`` fills it (it runs before any module of the package is imported), so this module
+#: never imports its own implementations, which import it.
+_BUILT_IN: dict[str, StorageFactory] = {}
 
 
 def register_storage(scheme: str, factory: StorageFactory) -> None:
@@ -174,6 +181,11 @@ def register_storage(scheme: str, factory: StorageFactory) -> None:
     _FACTORIES[scheme.lower()] = factory
 
 
+def register_built_in(scheme: str, factory: StorageFactory) -> None:
+    """One of the package's own backends (``""``: plain paths, ``*``: any scheme without another)."""
+    _BUILT_IN[scheme] = factory
+
+
 def storage_for(table_root: str) -> Storage:
     """The storage for a normalized table root (see ``paths.normalize_table_root``).
 
@@ -182,23 +194,9 @@ def storage_for(table_root: str) -> Storage:
     create-only write (``storage.objectstore``); any other scheme goes through ``pyarrow.fs``. Executors
     call this too, with the same root, so they reach the same store the driver planned against.
     """
-    from dvlake.storage.paths import has_scheme
-
     if not has_scheme(table_root):
-        from dvlake.storage.local import LocalStorage
-
-        return LocalStorage()
+        return _BUILT_IN[""](table_root)
     scheme = table_root.split(":", 1)[0].lower()
     if scheme in _FACTORIES:
         return _FACTORIES[scheme](table_root)
-    if scheme == "memory":
-        from dvlake.storage.memory import MemoryStorage
-
-        return MemoryStorage.named(table_root)
-    from dvlake.storage.objectstore import SCHEMES, ObjectStoreStorage
-
-    if scheme in SCHEMES:
-        return ObjectStoreStorage.from_uri(table_root)
-    from dvlake.storage.arrowfs import ArrowFileSystemStorage
-
-    return ArrowFileSystemStorage.from_uri(table_root)
+    return _BUILT_IN[scheme if scheme in _BUILT_IN else "*"](table_root)

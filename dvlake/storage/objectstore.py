@@ -35,10 +35,11 @@ from obstore.exceptions import AlreadyExistsError, BaseError, GenericError, NotS
 
 from dvlake.errors import CommitPrimitiveUnavailableError, InvalidArgumentError, ObjectStoreConfigurationError
 from dvlake.storage.base import FileInfo, LogStore, RandomAccessFile, Storage
+from dvlake.storage.paths import OBJECT_STORE_SCHEMES
 
 log = logging.getLogger(__name__)
 #: URI schemes this module serves, by store kind.
-SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "abfs": "azure", "abfss": "azure", "az": "azure"}
+SCHEMES = OBJECT_STORE_SCHEMES
 SINGLE_WRITER_ENV = "DVLAKE_SINGLE_WRITER"
 #: deletes sent per batch request (S3's DeleteObjects takes at most 1000 keys).
 DELETE_BATCH = 1000

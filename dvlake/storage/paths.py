@@ -15,6 +15,10 @@ from dvlake.errors import InvalidArgumentError
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
+#: URI schemes of the object stores dvlake commits to with their create-only write (``storage.objectstore``),
+#: and the store each is.
+OBJECT_STORE_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "abfs": "azure", "abfss": "azure", "az": "azure"}
+
 
 def has_scheme(location: str) -> bool:
     """True for ``s3://…``, ``file:/…``; false for plain paths (a Windows drive is not a scheme)."""
@@ -69,3 +73,13 @@ def relativize(table_root: str, location: str) -> str:
     if not location.startswith(root):
         raise InvalidArgumentError(f"{location!r} is not inside the table root {table_root!r}")
     return location[len(root):]
+
+
+def path_key(location: str) -> str:
+    """One spelling for a file location, whether Spark's ``file:/…`` URI or dvlake's plain path."""
+    if location.startswith("file:"):
+        return unquote(urlparse(location).path)
+    if "://" in location:
+        parsed = urlparse(location)
+        return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
+    return location

@@ -18,8 +18,6 @@ from typing import Any
 from dvlake._version import __version__
 from dvlake.config import (
     APPEND_ONLY,
-    checkpoint_interval,
-    deleted_file_retention_ms,
     table_bool,
     table_isolation_level,
 )
@@ -44,14 +42,15 @@ from dvlake.log.actions import (
     now_ms,
     serialize_actions,
 )
-from dvlake.log.checkpoint import build_checkpoint_table, write_checkpoint
 from dvlake.log.replay import file_key, normalize_path, read_commit
 from dvlake.log.segment import commit_file_name, list_log, log_path
 from dvlake.log.snapshot import ICT_ENABLED, Snapshot
 from dvlake.log.stats import parse_stats
 from dvlake.storage.base import Storage, storage_for
 from dvlake.storage.paths import join, normalize_table_root
+from dvlake.txn import hooks
 from dvlake.txn.conflicts import FilePredicate, ReadSet, WinningCommit, check_conflicts
+from dvlake.txn.hooks import checkpoint as checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +81,10 @@ class OptimisticTransaction:
         self._row_id_mark = row_tracking.MISSING_HIGH_WATER_MARK
         #: path -> (baseRowId, defaultRowCommitVersion) a winning backfill gave a file this transaction re-commits
         self._backfilled: dict[str, tuple[int | None, int | None]] = {}
+        #: what the committing command hands the post-commit hooks (``txn/hooks.py``): e.g. a DML command's Spark
+        #: session, which auto-compaction needs; the transaction itself never reads it
+        self.hook_context: dict[str, Any] = {}
+        self._operation = ""
 
     # -- what the transaction read ---------------------------------------------------------------
     @property
@@ -197,6 +200,7 @@ class OptimisticTransaction:
                 attempt = self._rebase(attempt, our_removed, our_domains)
                 continue
             self.committed_version = attempt
+            self._operation = operation
             self._post_commit(attempt)
             return attempt
         raise DeltaProtocolError(f"gave up committing to {self.table_root} after {MAX_ATTEMPTS} attempts")
@@ -328,60 +332,9 @@ class OptimisticTransaction:
             raise DeltaProtocolError(f"{add.path} gets a deletion vector but its stats do not say tightBounds: false")
 
     def _post_commit(self, version: int) -> None:
-        """Write a checkpoint every ``delta.checkpointInterval`` commits; never fail the commit over it."""
-        self._auto_manifest(version)
-        self._uniform(version)
-        interval = checkpoint_interval(self.metadata.configuration)
-        if interval <= 0 or version == 0 or version % interval != 0:
-            return
-        try:
-            checkpoint(self.table_root, version, self.storage)
-        except Exception as exc:  # noqa: BLE001 - a checkpoint is an optimisation; the commit stands
-            log.warning("commit %s succeeded but writing its checkpoint failed: %s", version, exc)
-            return
-        self._cleanup_logs()
-
-    def _cleanup_logs(self) -> None:
-        """After a checkpoint: remove log files older than delta.logRetentionDuration (never needed ones)."""
-        from dvlake.log.cleanup import ENABLE_CLEANUP, cleanup_expired_logs
-
-        if not table_bool(self.metadata.configuration, ENABLE_CLEANUP, True):
-            return
-        try:
-            cleanup_expired_logs(self.storage, self.table_root, self.metadata.configuration)
-        except Exception as exc:  # noqa: BLE001 - cleanup is housekeeping; the commit stands
-            log.warning("log cleanup of %s failed: %s", self.table_root, exc)
-
-    def _uniform(self, version: int) -> None:
-        """UniForm (``delta.universalFormat.enabledFormats`` has iceberg): Iceberg metadata for this version.
-
-        Conversion failures are logged inside ``after_commit``: the Delta commit has landed and stands.
-        """
-        from dvlake.uniform.convert import after_commit, iceberg_enabled
-
-        if iceberg_enabled(self.metadata.configuration):
-            after_commit(self.table_root, version, self.storage, self.metadata)
-
-    def _auto_manifest(self, version: int) -> None:
-        """Auto manifests (``delta.compatibility.symlinkFormatManifest.enabled``): rewritten after every commit."""
-        from dvlake.log.symlink_manifest import AUTO_MANIFEST, write_manifests
-
-        if table_bool(self.metadata.configuration, AUTO_MANIFEST):
-            write_manifests(Snapshot.load(self.table_root, version=version, storage=self.storage))
-
-
-def checkpoint(table_root: str, version: int | None = None, storage: Storage | None = None) -> str:
-    """Write a classic checkpoint of ``version`` (default: latest) with unexpired tombstones."""
-    snap = Snapshot.load(table_root, version=version, storage=storage)
-    import pyarrow.compute as pc
-
-    tombstones = snap.tombstones
-    if tombstones.num_rows:
-        horizon = now_ms() - deleted_file_retention_ms(snap.configuration)
-        tombstones = tombstones.filter(pc.fill_null(pc.greater(tombstones.column("deletionTimestamp"), horizon), True))
-    table = build_checkpoint_table(snap.protocol, snap.metadata, snap.files, tombstones, list(snap.txns.values()),
-                                   list(snap.domains.values()))
-    return write_checkpoint(snap.storage, snap.table_root, snap.version, table, snap.num_files)
+        """The post-commit hooks (``txn/hooks.py``), in their order; none can fail the commit."""
+        hooks.run(hooks.AfterCommit(self.table_root, version, self.storage, self.metadata, self._operation,
+                                    dict(self.hook_context)))
 
 
 def _param(value: Any) -> str:

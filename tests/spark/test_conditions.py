@@ -315,6 +315,7 @@ def conditions(draw: st.DrawFn, leaf: st.SearchStrategy[str] = _LEAF, depth: int
     return f"({text})" if draw(st.booleans()) else text
 
 
+@pytest.mark.slow  # the longest of the random-condition searches (make test-quick keeps the other three)
 @PROPERTY
 @given(condition=conditions())
 def test_random_conditions_read_the_rows_spark_selects(spark: SparkSession, source: str, condition: str) -> None:
@@ -465,6 +466,7 @@ def _normal(rows: list) -> list[tuple]:
     return sorted((tuple(key(x) for x in r) for r in rows), key=repr)
 
 
+@pytest.mark.slow  # the longest of the random-condition searches (make test-quick keeps the other three)
 @PROPERTY
 @given(condition=conditions(_RICH_LEAF), zone=st.sampled_from(ZONES))
 def test_random_conditions_over_nulls_dates_doubles_and_dvs_in_each_zone(spark: SparkSession, rich: str, condition: str,

@@ -164,6 +164,7 @@ def test_column_mapped_table(spark, tmp_path):
     _check_dvs_decode(path)
 
 
+@pytest.mark.slow  # three tables, two conditions and both peers: copy-on-write stays in make test-quick elsewhere
 @pytest.mark.interop
 def test_copy_on_write_gives_the_same_rows(spark, tmp_path):
     dv_path, cow_path, off_path = str(tmp_path / "dv"), str(tmp_path / "cow"), str(tmp_path / "off")

@@ -16,7 +16,8 @@ from pyspark.sql import SparkSession
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.errors import DEBUG_CONF, DvlakeError, SchemaMismatchError
+from dvlake.config import DEBUG_CONF
+from dvlake.errors import DvlakeError, SchemaMismatchError
 from dvlake.faces import configure_spark, disable
 
 INTERNALS = ("__dvlake_", "LeftAnti", "getbit(")

@@ -12,14 +12,21 @@ import pyarrow as pa
 import pytest
 
 from dvlake.commands.merge.pruning import target_only
+from dvlake.log.condition import Condition
 from dvlake.log.predicates import FileFacts, prune
 
 TARGET = ["id", "p", "v", "addr"]
 UNQUALIFIED = ["p", "addr"]  # the source has id and v; its alias is s, the target's t
 
 
+def _parsed(text: object) -> Condition:
+    cond = Condition.of(text)  # MERGE parses its conditions once, at its entry; pruning reads that tree
+    assert cond is not None
+    return cond
+
+
 def kept(text: object, unqualified: list[str] = UNQUALIFIED, alias: str | None = "t") -> str | None:
-    cond = target_only(text, alias, TARGET, unqualified)
+    cond = target_only(_parsed(text), alias, TARGET, unqualified)
     return None if cond is None else cond.tree.sql(dialect="spark")
 
 
@@ -46,7 +53,7 @@ def test_a_column_condition_or_no_alias_is_handled_conservatively() -> None:
 
 
 def test_the_kept_part_prunes_only_files_it_proves_empty() -> None:
-    cond = target_only("t.id = s.id AND t.v BETWEEN 10 AND 20", "t", TARGET, UNQUALIFIED)
+    cond = target_only(_parsed("t.id = s.id AND t.v BETWEEN 10 AND 20"), "t", TARGET, UNQUALIFIED)
     assert cond is not None
     stats = pa.array([json.dumps({"numRecords": 5, "minValues": {"v": lo}, "maxValues": {"v": hi},
                                   "nullCount": {"v": 0}}) for lo, hi in [(0, 9), (5, 15), (21, 30), (20, 20)]])

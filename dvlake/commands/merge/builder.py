@@ -11,6 +11,7 @@ from dvlake.commands.api_args import check_condition, check_mapping
 from dvlake.commands.merge.command import merge
 from dvlake.commands.merge.evolution import evolves
 from dvlake.commands.merge.spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, RESULT_SCHEMA, MergeClause, MergeSpec
+from dvlake.log.condition import Condition
 
 
 class DeltaMergeBuilder:
@@ -22,7 +23,9 @@ class DeltaMergeBuilder:
         self._spark = spark
         self._path = path
         self._on_schema_evolution = on_schema_evolution  # after an evolving MERGE (a name's catalog columns follow)
-        self._spec = MergeSpec(source, condition, [], target_alias, source_alias)
+        on = Condition.of(condition)
+        assert on is not None  # ``check_condition`` of the face refused None
+        self._spec = MergeSpec(source, on, [], target_alias, source_alias)
 
     def _add(self, clause: MergeClause) -> DeltaMergeBuilder:
         self._spec.clauses.append(clause)
@@ -32,35 +35,35 @@ class DeltaMergeBuilder:
                           set: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:  # noqa: A002
         mapping = check_mapping(set, "'set' in whenMatchedUpdate")
         check_condition(condition)
-        return self._add(MergeClause(MATCHED, "update", condition, dict(mapping)))
+        return self._add(MergeClause.of(MATCHED, "update", condition, dict(mapping)))
 
     def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         check_condition(condition)
-        return self._add(MergeClause(MATCHED, "update", condition, None))
+        return self._add(MergeClause.of(MATCHED, "update", condition, None))
 
     def whenMatchedDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         check_condition(condition)
-        return self._add(MergeClause(MATCHED, "delete", condition))
+        return self._add(MergeClause.of(MATCHED, "delete", condition))
 
     def whenNotMatchedInsert(self, condition: str | Column | None = None,
                              values: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:
         mapping = check_mapping(values, "'values' in whenNotMatchedInsert")
         check_condition(condition)
-        return self._add(MergeClause(NOT_MATCHED, "insert", condition, dict(mapping)))
+        return self._add(MergeClause.of(NOT_MATCHED, "insert", condition, dict(mapping)))
 
     def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         check_condition(condition)
-        return self._add(MergeClause(NOT_MATCHED, "insert", condition, None))
+        return self._add(MergeClause.of(NOT_MATCHED, "insert", condition, None))
 
     def whenNotMatchedBySourceUpdate(self, condition: str | Column | None = None,
                                      set: dict[str, str | Column] | None = None) -> DeltaMergeBuilder:  # noqa: A002
         mapping = check_mapping(set, "'set' in whenNotMatchedBySourceUpdate")
         check_condition(condition)
-        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", condition, dict(mapping)))
+        return self._add(MergeClause.of(NOT_MATCHED_BY_SOURCE, "update", condition, dict(mapping)))
 
     def whenNotMatchedBySourceDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         check_condition(condition)
-        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", condition))
+        return self._add(MergeClause.of(NOT_MATCHED_BY_SOURCE, "delete", condition))
 
     def withSchemaEvolution(self) -> DeltaMergeBuilder:
         """With ``*`` clauses, the source's new columns and new nested struct fields are added to the table (as does

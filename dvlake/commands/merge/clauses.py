@@ -9,7 +9,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.dml import (
-    as_column,
     assigned_columns,
     resolve_assignments,
     unique_name,
@@ -22,13 +21,14 @@ from dvlake.errors import (
     NestedFieldUpdateError,
 )
 from dvlake.spark import constraints
+from dvlake.spark.pruning import column_of
 
 
 def clause_index(clauses: list[MergeClause]) -> Column:
     """The position of the first clause whose condition holds (-1: none)."""
     index: Column | None = None
     for i, c in enumerate(clauses):
-        cond = as_column(c.condition) if c.condition is not None else F.lit(True)
+        cond = column_of(c.condition) if c.condition is not None else F.lit(True)
         index = F.when(cond, F.lit(i)) if index is None else index.when(cond, F.lit(i))
     assert index is not None
     return index.otherwise(F.lit(-1))

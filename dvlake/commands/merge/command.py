@@ -5,21 +5,17 @@ copy-on-write).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dvlake.commands import row_level
 from dvlake.commands.cdc_write import check_no_reserved_columns
-from dvlake.commands.dml import (
-    Committed,
-    as_column,
-    run_row_level,
-    use_dvs,
-)
+from dvlake.commands.dml import Committed, use_dvs
 from dvlake.commands.dv_marking import counted
 from dvlake.commands.dv_pairs import PairWatch
-from dvlake.commands.merge.clauses import no_value
 from dvlake.commands.merge.copy_on_write import merge_copy_on_write
 from dvlake.commands.merge.evolution import evolved_metadata, evolves
 from dvlake.commands.merge.frames import (
@@ -32,6 +28,7 @@ from dvlake.commands.merge.frames import (
     wrap_target,
 )
 from dvlake.commands.merge.insert_only import merge_insert_only
+from dvlake.commands.merge.prepared import Matches, PreparedMerge, generated_of
 from dvlake.commands.merge.pruning import target_only
 from dvlake.commands.merge.source import materializes
 from dvlake.commands.merge.spec import (
@@ -41,12 +38,9 @@ from dvlake.commands.merge.spec import (
     MergeClause,
     MergeSpec,
 )
-from dvlake.commands.merge.steps import (
-    Gathered,
-    broadcastable,
-    gathering_marks,
-)
+from dvlake.commands.merge.steps import broadcastable, gathering_marks, merge_parameters
 from dvlake.commands.merge.with_dvs import merge_with_dvs
+from dvlake.commands.row_level import Outcome, Prepared
 from dvlake.commands.store_assign import casting
 from dvlake.config import (
     MERGE_DVS_PERSISTENT,
@@ -56,10 +50,10 @@ from dvlake.errors import (
     DeltaAnalysisException,
     NonLastClauseOmitConditionError,
 )
-from dvlake.log import features
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.layout import logical_struct
+from dvlake.spark.pruning import column_of
 from dvlake.spark.scan import ScanPlan, plan_scan, prune_plan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -89,9 +83,14 @@ def merge(spark: SparkSession, path: str, spec: MergeSpec) -> dict[str, Any]:
     for what, condition in [("search", spec.condition), *[(c.kind.upper(), c.condition) for c in spec.clauses]]:
         parsed = Condition.of(condition)
         if parsed is not None:
-            parsed.refuse_subqueries(f"{what} condition of MERGE operation")
+            parsed.refuse_subqueries("MERGE", f"{what} condition of MERGE operation")
     root = normalize_table_root(path)
-    return run_row_level(spark, root, "MERGE", lambda snapshot: merge_once(spark, snapshot, spec))
+    return row_level.run(MergeCommand(spark, spec), root)
+
+
+def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Committed:
+    """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
+    return row_level.attempt(MergeCommand(spark, spec), snapshot)
 
 
 def _prepared_source(spark: SparkSession, spec: MergeSpec, sides: Sides) -> tuple[DataFrame, int, bool]:
@@ -106,64 +105,69 @@ def _prepared_source(spark: SparkSession, spec: MergeSpec, sides: Sides) -> tupl
     return (F.broadcast(source) if broadcast else source), num_source_rows, broadcast
 
 
-def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Committed:
-    """One attempt at ``snapshot`` (raises the concurrency exceptions instead of retrying)."""
-    started = time.monotonic()
-    root = snapshot.table_root
-    features.check_can_write(snapshot.protocol, snapshot.metadata, root)
-    check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
-    txn = OptimisticTransaction(root, snapshot)
-    plan = plan_scan(spark, snapshot)
-    txn.read_whole_table()
+@dataclass
+class MergeCommand:
+    """MERGE in the row-level template: names, evolution and pruning in ``prepare``; the matches and the path
+    (insert-only, deletion vectors, copy-on-write) in ``execute``."""
 
-    evolving = evolves(spark, spec)
-    new_md = evolved_metadata(snapshot, spec, evolving)
-    if new_md is not None:
-        txn.update_metadata(new_md)
-    md = new_md or snapshot.metadata
-    schema = logical_struct(md.schema)
-    old_columns = [f.name for f in plan.logical_schema.fields]
-    lower_t = {c.lower() for c in old_columns}
-    sides, names = resolved_names(spark, spec, plan, schema)
-    where = f"MERGE INTO {root}"
-    on = as_column(spec.condition)
-    matched = [c for c in spec.clauses if c.kind == MATCHED]
-    not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
-    by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
-    plan = _files_to_read(spark, snapshot, plan, spec, sides, by_source)
-    adds = snapshot.add_files()
-    candidates = [adds[i] for i in plan.rows_indexes]
-    txn.read_files(candidates)  # a file proven unable to match (or be taken by a BY SOURCE clause) was not read
-    rules = casting(spark, allow_missing=evolving)
-    old_row = old_row_columns(plan.logical_schema, schema, rules)
+    spark: SparkSession
+    spec: MergeSpec
+    operation = "MERGE"
+    reports_elided = True  # a MERGE that changed nothing still reports its metrics (numSourceRows, …)
 
-    def target_frame(p: Any) -> DataFrame:
-        return wrap_target(flat_target(spark, snapshot, p, sides), sides)
+    def prepare(self, snapshot: Snapshot) -> Prepared[PreparedMerge]:
+        spark, spec = self.spark, self.spec
+        root = snapshot.table_root
+        check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
+        plan = plan_scan(spark, snapshot)
+        evolving = evolves(spark, spec)
+        new_md = evolved_metadata(snapshot, spec, evolving)
+        md = new_md or snapshot.metadata
+        schema = logical_struct(md.schema)
+        sides, names = resolved_names(spark, spec, plan, schema)
+        rules = casting(spark, allow_missing=evolving)
+        old_row = old_row_columns(plan.logical_schema, schema, rules)
+        by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
+        plan = _files_to_read(spark, snapshot, plan, spec, sides, by_source)
+        candidates = row_level.candidates_of(snapshot, plan)
+        prep = PreparedMerge(spark, snapshot, spec, plan, candidates, sides, names, schema, md, evolving, rules,
+                             column_of(spec.condition), old_row, new_md is not None, generated_of(snapshot, md))
+        fast = str(spark.conf.get(MERGE_INSERT_ONLY_FAST_PATH, "true")).lower() == "true"
+        if not prep.matched and not by_source and fast:
+            path = row_level.INSERT_ONLY
+        else:
+            path = row_level.WITH_DVS if use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT) else row_level.COPY_ON_WRITE
+        # a file proven unable to match (or be taken by a BY SOURCE clause) is not read, so not registered
+        return Prepared(snapshot, plan, candidates, path, prep, new_md, merge_parameters(spec))
 
-    def old_value(name: str) -> Column:
-        if name.lower() in lower_t:
-            return F.col(sides.tgt).getField(next(c for c in old_columns if c.lower() == name.lower()))
-        return F.lit(None).cast(schema[name].dataType)
+    def execute(self, prepared: Prepared[PreparedMerge], txn: OptimisticTransaction) -> Outcome:
+        prep = prepared.detail
+        if prepared.path == row_level.INSERT_ONLY:
+            return merge_insert_only(prep)
+        found = _matches(prep, with_dvs=prepared.path == row_level.WITH_DVS)
+        if prepared.path == row_level.WITH_DVS and (prep.matched or prep.by_source):
+            return merge_with_dvs(prep, found)
+        return merge_copy_on_write(prep, found)
 
-    null_value = no_value
+    def empty_metrics(self, outcome: Outcome) -> dict[str, Any]:
+        return outcome.metrics
 
-    fast = str(spark.conf.get(MERGE_INSERT_ONLY_FAST_PATH, "true")).lower() == "true"
-    if not matched and not by_source and fast:
-        return merge_insert_only(spark, snapshot, spec, txn, plan, sides, names, on, not_matched, schema, md, evolving,
-                            where, target_frame, null_value, started, rules)
 
+def _matches(prep: PreparedMerge, with_dvs: bool) -> Matches:
+    """The source prepared once, the matched pairs materialized (and, for an upsert with a broadcast source on the
+    DV path, their marks gathered in the same job)."""
+    spark, sides, plan, matched = prep.spark, prep.sides, prep.plan, prep.matched
     t0 = time.monotonic()
-    source, num_source_rows, broadcast = _prepared_source(spark, spec, sides)
+    source, num_source_rows, broadcast = _prepared_source(spark, prep.spec, sides)
     materialize_ms = int((time.monotonic() - t0) * 1000)
     src = wrap_source(source, sides, with_id=True)
 
     t1 = time.monotonic()
-    unwrapped = flat_target(spark, snapshot, plan, sides)
+    unwrapped = flat_target(spark, prep.snapshot, plan, sides)
     target = wrap_target(unwrapped, sides)
-    joined = matching_pairs(source, unwrapped, on, sides)
+    joined = matching_pairs(source, unwrapped, prep.on, sides)
     exempt = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
-    with_dvs = use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT)
-    gather = with_dvs and bool(matched) and not by_source and not exempt and broadcast
+    gather = with_dvs and bool(matched) and not prep.by_source and not exempt and broadcast
     not_gathered: tuple[DataFrame, PairWatch, str | None] = (joined, PairWatch(None), None)
     joined, watch, index_col = gathering_marks(spark, joined, plan, sides, matched) if gather else not_gathered
     matches, num_pairs = counted(joined, "matched_pairs")
@@ -173,16 +177,11 @@ def merge_once(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Comm
     matched_sources = matches.select(sides.sid)
     if broadcastable(spark, matched_sources.schema, num_pairs):
         matched_sources = F.broadcast(matched_sources)
-    if with_dvs and (matched or by_source):
-        if exempt:  # duplicates are harmless to a lone unconditional delete, but each row is counted (and fed) once
-            matches = matches.dropDuplicates([sides.fid, sides.rid])
-        return merge_with_dvs(spark, snapshot, spec, txn, plan, candidates, sides, names, schema, md, evolving, where,
-                               rules, src, target, matches, matched_sources, num_pairs, exempt, old_row,
-                               old_value, (num_source_rows, materialize_ms, t1, started), new_md is not None,
-                               Gathered(watch, index_col))
-    return merge_copy_on_write(spark, snapshot, spec, txn, plan, candidates, sides, names, schema, md, evolving, where,
-                               rules, src, target, matches, matched_sources, num_pairs, exempt, old_row, old_value,
-                               (num_source_rows, materialize_ms, t1, started), new_md is not None)
+    if with_dvs and (matched or prep.by_source) and exempt:
+        # duplicates are harmless to a lone unconditional delete, but each row is counted (and fed) once
+        matches = matches.dropDuplicates([sides.fid, sides.rid])
+    return Matches(src, target, matches, matched_sources, num_pairs, exempt, num_source_rows, materialize_ms, t1,
+                   watch, index_col)
 
 
 def _files_to_read(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, spec: MergeSpec, sides: Sides,

@@ -5,83 +5,59 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from dvlake.commands.cdc_write import cdf_enabled
-from dvlake.commands.dml import Committed, sub_plan, write_rows
+from dvlake.commands.dml import sub_plan, write_rows
 from dvlake.commands.dv_marking import dv_counts
-from dvlake.commands.merge.clauses import clause_frame, no_value
-from dvlake.commands.merge.frames import Sides, flat_target, with_unqualified
-from dvlake.commands.merge.names import SOURCE_ONLY, TARGET_ONLY, MergeNames
+from dvlake.commands.merge.clauses import no_value
+from dvlake.commands.merge.frames import flat_target
+from dvlake.commands.merge.prepared import Matches, PreparedMerge
 from dvlake.commands.merge.spec import (
     M_DELETE,
     M_UPDATE,
     MARKED,
-    MATCHED,
     N_INSERT,
-    NOT_MATCHED,
-    NOT_MATCHED_BY_SOURCE,
     S_DELETE,
     S_UPDATE,
     WRITTEN,
-    MergeSpec,
 )
 from dvlake.commands.merge.steps import (
     change_files,
-    commit_merge,
-    now,
     row_metrics,
-    unmatched_target,
     without_duplicate_matches,
 )
-from dvlake.commands.store_assign import Casting
-from dvlake.log import generated
-from dvlake.log.actions import Action, AddCDCFile, Metadata
-from dvlake.log.snapshot import Snapshot
+from dvlake.commands.row_level import Outcome
+from dvlake.log.actions import Action, AddCDCFile, now_ms
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
-from dvlake.spark.scan import ScanPlan
-from dvlake.txn.transaction import OptimisticTransaction
 
 
-def merge_copy_on_write(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: OptimisticTransaction,
-                        plan: ScanPlan, candidates: list[Any], sides: Sides, names: MergeNames, schema: StructType,
-                        md: Metadata, evolving: bool, where: str, rules: Casting, src: DataFrame, target: DataFrame,
-                        matches: DataFrame, matched_sources: DataFrame, num_pairs: int, exempt: bool,
-                        old_row: list[Column], old_value: Callable[[str], Column],
-                        timing: tuple[int, int, float, float], schema_changed: bool) -> Committed:
+def merge_copy_on_write(prep: PreparedMerge, found: Matches) -> Outcome:
     """MERGE without deletion vectors: the clause outcomes are counted in one pass over the changes; a second pass
     writes the updated and inserted rows with the untouched rows of every file a clause took a row from, and those
     files are removed."""
-    num_source_rows, materialize_ms, t1, started = timing
-    root = snapshot.table_root
-    gen_exprs = generated.expressions(txn.protocol, md)  # computed where a clause does not assign them
-    matched = [c for c in spec.clauses if c.kind == MATCHED]
-    not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
-    by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
+    spark, snapshot, plan, candidates, sides, schema, md = prep.spark, prep.snapshot, prep.plan, prep.candidates, \
+        prep.sides, prep.schema, prep.md
+    matches, root = found.matches, snapshot.table_root
+    matched, not_matched, by_source = prep.matched, prep.not_matched, prep.by_source
     if matched or by_source:
-        matches = without_duplicate_matches(matches, sides, exempt, root)
+        matches = without_duplicate_matches(matches, sides, found.exempt, root)
 
     parts = []
     if matched:
-        parts.append(clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides, old_value,
-                                   evolving, where, rules, generated=gen_exprs))
+        parts.append(prep.outcomes(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}))
     if not_matched:
-        unmatched_src = with_unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
-        parts.append(clause_frame(unmatched_src, not_matched, {"insert": N_INSERT}, schema, sides, no_value, evolving,
-                                   where, rules, generated=gen_exprs))
+        parts.append(prep.outcomes(prep.unmatched_sources(found), not_matched, {"insert": N_INSERT}, no_value))
     if by_source:
-        unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
-        parts.append(clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema, sides,
-                                   old_value, evolving, where, rules, generated=gen_exprs))
+        parts.append(prep.outcomes(prep.unmatched_targets(found, matches), by_source,
+                                   {"update": S_UPDATE, "delete": S_DELETE}))
     changes = functools.reduce(DataFrame.unionByName, parts)
     counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
-    scan_ms = int((time.monotonic() - t1) * 1000)
+    scan_ms = int((time.monotonic() - found.scan_started) * 1000)
 
     t2 = time.monotonic()
     marks = changes.filter(F.col(sides.kind).isin(*MARKED)).select(sides.fid, sides.rid)
@@ -98,10 +74,10 @@ def merge_copy_on_write(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec
         kept = flat_target(spark, snapshot, touched_plan, sides)
         kept = kept.withColumn(sides.fid, F.element_at(positions, F.col(sides.fid) + 1))
         kept = kept.join(marks, [sides.fid, sides.rid], "left_anti")
-        copied_rows = row_tracking.with_kept_ids(kept.select(*old_row, sides.fid, sides.rid), ids, sides.fid, sides.rid,
+        copied_rows = row_tracking.with_kept_ids(kept.select(*prep.old_row, sides.fid, sides.rid), ids, sides.fid, sides.rid,
                                                  [f.name for f in schema.fields], keep_commit_version=True)
         touched = [candidates[i] for i in touched_idx]
-        ts = now()
+        ts = now_ms()
         actions += [a.remove(ts) for a in touched]
         metrics.update(dv_counts([(a.deletion_vector is not None, False) for a in touched], "numTarget"))
         files_removed, bytes_removed = len(touched), sum(a.size for a in touched)
@@ -114,18 +90,18 @@ def merge_copy_on_write(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec
         written = new_rows
     inserted = counts.get(N_INSERT, 0)
     updated = counts.get(M_UPDATE, 0) + counts.get(S_UPDATE, 0)
-    new_adds = write_rows(written, root, snapshot, md, txn.protocol) if (inserted or updated or any_marked) else []
+    new_adds = write_rows(written, root, snapshot, md, snapshot.protocol) if (inserted or updated or any_marked) else []
     total_written = sum(num_records_of(a.stats) or 0 for a in new_adds)
     copied = total_written - inserted - updated if any_marked else 0
     actions += new_adds
     cdc: list[AddCDCFile] = []
     if any_marked and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
-        cdc = change_files(spark, snapshot, plan, changes, sides, old_row, schema, md, touched_positions)
+        cdc = change_files(spark, snapshot, plan, changes, sides, prep.old_row, schema, md, touched_positions)
         actions += cdc
     rewrite_ms = int((time.monotonic() - t2) * 1000)
-    metrics.update(row_metrics(num_source_rows, counts, copied))
+    metrics.update(row_metrics(found.num_source_rows, counts, copied))
     metrics.update({"numTargetFilesAdded": len(new_adds), "numTargetFilesRemoved": files_removed,
                     "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": bytes_removed,
-                    "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
+                    "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": found.materialize_ms, "scanTimeMs": scan_ms,
                     "rewriteTimeMs": rewrite_ms})
-    return commit_merge(spark, txn, spec, actions, metrics, started, schema_changed)
+    return Outcome(actions, metrics)

@@ -4,7 +4,6 @@ the names each side answers to.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -17,20 +16,23 @@ from dvlake.commands.dml import (
 from dvlake.commands.merge.names import SOURCE_ONLY, MergeNames, checked
 from dvlake.commands.merge.spec import SCOPE, MergeSpec
 from dvlake.commands.store_assign import Casting, cast_if_needed
-from dvlake.log.condition import display_text as condition_text
+from dvlake.log.condition import value_qualifiers
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.sql_dialect import quote_identifier
 from dvlake.spark.scan import ScanPlan, logical_frame
 
-_QUALIFIER = re.compile(r"(?<![\w.`])(`[^`]+`|[A-Za-z_]\w*)\s*\.\s*(?:`|[A-Za-z_])")
 
-
-def _texts(spec: MergeSpec) -> list[str]:
-    out = [condition_text(spec.condition) or ""]
-    for c in spec.clauses:
-        out.append(condition_text(c.condition) or "")
-        out += [condition_text(v) or "" for v in (c.assignments or {}).values()]
-    return [re.sub(r"'(?:[^'\\]|\\.)*'", "''", t) for t in out]
+def _qualifiers(spec: MergeSpec) -> list[str]:
+    """Every qualifier the MERGE's expressions use (``s`` of ``s.id``), in order: read from the parsed conditions'
+    trees, and from the assignment values (parsed for this only; string literals are never taken for names)."""
+    seen: list[str] = []
+    trees = [spec.condition, *[c.condition for c in spec.clauses if c.condition is not None]]
+    found = [q for cond in trees for q in cond.qualifiers()]
+    found += [q for c in spec.clauses for v in (c.assignments or {}).values() for q in value_qualifiers(v)]
+    for q in found:
+        if q not in seen:
+            seen.append(q)
+    return seen
 
 
 def _source_alias(spec: MergeSpec, target_columns: list[str]) -> str | None:
@@ -38,17 +40,11 @@ def _source_alias(spec: MergeSpec, target_columns: list[str]) -> str | None:
     source DataFrame answers to. PySpark does not expose a DataFrame's alias, so it is probed."""
     if spec.source_alias:
         return spec.source_alias
-    taken: set[str] = set()
-    if spec.target_alias:
-        taken.add(spec.target_alias.lower())
-    seen: list[str] = []
-    for text in _texts(spec):
-        for q in _QUALIFIER.findall(text):
-            q = q.strip("`")
-            if q.lower() not in taken and q not in seen:
-                seen.append(q)
+    taken = {spec.target_alias.lower()} if spec.target_alias else set()
     expected = list(spec.source.columns)
-    for q in seen:
+    for q in _qualifiers(spec):
+        if q.lower() in taken:
+            continue
         try:
             if spec.source.select(F.col(f"`{q}`.*")).columns == expected:  # a struct column's fields would differ
                 return q

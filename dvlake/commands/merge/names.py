@@ -33,9 +33,11 @@ from dvlake.commands.dml_checks import (
     expression_kind,
     refuse_aggregates,
     refuse_non_deterministic,
-    refuse_subquery,
+    refuse_subquery_kind,
 )
 from dvlake.errors import AmbiguousReferenceError, MergeUnresolvedExpressionError
+from dvlake.log.condition import Condition
+from dvlake.spark.pruning import column_of
 
 BOTH, SOURCE_ONLY, TARGET_ONLY = "both", "source", "target"
 
@@ -106,16 +108,18 @@ class MergeNameCheck:
         self._names = names
         self._probes = {s: probe_frame(spark, names, s) for s in (BOTH, SOURCE_ONLY, TARGET_ONLY)}
 
-    def expression(self, value: str | Column, scope: str, clause: str) -> ExpressionKind | None:
+    def expression(self, value: str | Column | Condition, scope: str, clause: str) -> ExpressionKind | None:
         """Analyse ``value`` in ``scope``; a name it cannot see raises the typed error naming ``clause``.
         None when Spark refuses it for another reason (the command then reports that error itself)."""
         try:
+            if isinstance(value, Condition):
+                return expression_kind(self._probes[scope], column_of(value), value)
             return expression_kind(self._probes[scope], as_column(value), value if isinstance(value, str) else None)
         except AnalysisException as exc:
             self._translate(exc, value, scope, clause)
             return None
 
-    def _translate(self, exc: AnalysisException, value: str | Column, scope: str, clause: str) -> None:
+    def _translate(self, exc: AnalysisException, value: str | Column | Condition, scope: str, clause: str) -> None:
         condition = str(exc.getCondition() or "")
         params: dict[str, str] = dict(exc.getMessageParameters() or {})
         if condition.startswith("UNRESOLVED_COLUMN"):
@@ -138,7 +142,7 @@ class MergeNameCheck:
             f"Reference `{name}` is ambiguous, could be: [{', '.join(refs)}]. Qualify it with the source or the "
             "target alias.") from None
 
-    def condition(self, value: str | Column | None, scope: str, what: str) -> None:
+    def condition(self, value: Condition | None, scope: str, what: str) -> None:
         """A condition (``what``: ``search``, ``UPDATE``, ``DELETE``, ``INSERT``): resolvable, deterministic, no aggregate."""
         if value is None:
             return
@@ -147,7 +151,7 @@ class MergeNameCheck:
             operation = f"{what} condition of MERGE operation"
             refuse_non_deterministic(kind, operation, value)
             refuse_aggregates(kind, operation, value)
-            refuse_subquery(kind, operation, value)
+            refuse_subquery_kind(kind, "MERGE", value, operation)
 
     def assignments(self, assignments: dict[str, Any] | None, scope: str, action: str) -> None:
         """Each assigned column is a target column; each value resolves in ``scope`` and does not aggregate."""
@@ -171,8 +175,8 @@ class MergeNameCheck:
                 "UPDATE SET or an INSERT list assigns are target columns.")
 
 
-def checked(spark: SparkSession, names: MergeNames, on: str | Column,
-            clauses: Iterable[tuple[str, str, str | Column | None, dict[str, Any] | None]]) -> None:
+def checked(spark: SparkSession, names: MergeNames, on: Condition,
+            clauses: Iterable[tuple[str, str, Condition | None, dict[str, Any] | None]]) -> None:
     """Check the ON condition and every (scope, action, condition, assignments) clause before the command runs."""
     check = MergeNameCheck(spark, names)
     check.condition(on, BOTH, "search")

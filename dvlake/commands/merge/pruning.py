@@ -17,14 +17,13 @@ evaluating the user's whole condition.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from sqlglot import exp
 
 from dvlake.log.condition import Condition
 
 
-def target_only(condition: Any, target_alias: str | None, target_columns: list[str],
+def target_only(condition: Condition, target_alias: str | None, target_columns: list[str],
                 unqualified: list[str]) -> Condition | None:
     """The conjunction of ``condition``'s top-level conjuncts that read only the target, as a Condition to prune
     with; None when there is none (or the condition is a Column / text sqlglot cannot parse).
@@ -32,27 +31,19 @@ def target_only(condition: Any, target_alias: str | None, target_columns: list[s
     ``unqualified``: the target column names an unqualified reference resolves to (in the ON condition, the
     names the source does not have; in a NOT MATCHED BY SOURCE condition, all of them).
     """
-    parsed = Condition.of(condition, target_alias)
-    if parsed is None or parsed.tree is None:
+    if condition.tree is None:
         return None
+    parsed = replace(condition, alias=target_alias)  # the tree parsed at entry, read with the target's alias
     columns = {c.lower() for c in target_columns}
     bare = {c.lower() for c in unqualified}
     alias = target_alias.lower() if target_alias else None
-    kept = [c for c in _conjuncts(parsed.tree) if _reads_target_only(c, alias, columns, bare)]
+    kept = [c for c in parsed.conjuncts() if _reads_target_only(c, alias, columns, bare)]
     if not kept:
         return None
     tree: exp.Expr = kept[0]
     for c in kept[1:]:
         tree = exp.And(this=tree, expression=c)
     return replace(parsed, tree=tree, _columns=None)
-
-
-def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
 
 
 def _reads_target_only(node: exp.Expr, alias: str | None, columns: set[str], bare: set[str]) -> bool:

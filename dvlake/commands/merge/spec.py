@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 
 from dvlake.commands.merge.names import BOTH, SOURCE_ONLY, TARGET_ONLY
+from dvlake.log.condition import Condition
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
 
@@ -36,8 +37,15 @@ class MergeClause:
 
     kind: str
     action: str
-    condition: str | Column | None = None
+    #: parsed where the clause is given (``Condition.of``): the command never parses it again
+    condition: Condition | None = None
     assignments: dict[str, str | Column] | None = None
+
+    @classmethod
+    def of(cls, kind: str, action: str, condition: str | Column | Condition | None = None,
+           assignments: dict[str, str | Column] | None = None) -> MergeClause:
+        """A clause with its condition parsed once."""
+        return cls(kind, action, Condition.of(condition), assignments)
 
 
 @dataclass
@@ -45,7 +53,8 @@ class MergeSpec:
     """Everything a MERGE needs, independent of the table version it runs on."""
 
     source: DataFrame
-    condition: str | Column
+    #: the ON condition, parsed where the MERGE is given (the builder, the SQL front end)
+    condition: Condition
     clauses: list[MergeClause]
     target_alias: str | None = None
     source_alias: str | None = None

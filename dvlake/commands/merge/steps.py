@@ -5,18 +5,14 @@ and the commit.
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
 from dvlake.commands.cdc_write import write_change_files
-from dvlake.commands.common import SKIP_EMPTY_COMMITS_CONF, records_empty_commits
 from dvlake.commands.dml import (
-    Committed,
     sub_plan,
     unique_name,
 )
@@ -46,12 +42,11 @@ from dvlake.config import (
 from dvlake.errors import (
     MultipleSourceRowMatchingTargetRowError,
 )
-from dvlake.log.actions import Action, AddCDCFile, Metadata
+from dvlake.log.actions import AddCDCFile, Metadata
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import display_text as condition_text
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.scan import ScanPlan
-from dvlake.txn.transaction import OptimisticTransaction
 
 
 def gathering_marks(spark: SparkSession, joined: DataFrame, plan: ScanPlan, sides: Sides,
@@ -85,14 +80,6 @@ def unmatched_target(spark: SparkSession, target: DataFrame, matches: DataFrame,
     return target.join(matched, [sides.fid, sides.rid], "left_anti")
 
 
-@dataclass(frozen=True)
-class Gathered:
-    """What the matches' job gathered: their marks (``dv_pairs.py``) and the column holding each match's clause."""
-
-    watch: PairWatch
-    index_col: str | None
-
-
 def multiple_matches(root: str, count: int | None) -> MultipleSourceRowMatchingTargetRowError:
     times = f"{count} source rows" if count is not None else "more than one source row"
     return MultipleSourceRowMatchingTargetRowError(
@@ -116,8 +103,6 @@ def broadcastable(spark: SparkSession, schema: StructType, rows: int) -> bool:
 def _width(dtype: Any) -> int:
     """Bytes a value of ``dtype`` takes, as Spark's planner guesses (``defaultSize``: strings 20, arrays and maps
     of 1 element): an estimate, only to keep a hinted broadcast small."""
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
-
     if isinstance(dtype, StructType):
         return sum(_width(f.dataType) for f in dtype.fields)
     if isinstance(dtype, ArrayType):
@@ -147,12 +132,6 @@ def change_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, change
     return write_change_files(pre.unionByName(post), snapshot, md)
 
 
-def now() -> int:
-    from dvlake.log.actions import now_ms
-
-    return now_ms()
-
-
 def row_metrics(num_source_rows: int, counts: dict[int, int], copied: int) -> dict[str, int]:
     m_upd, s_upd = counts.get(M_UPDATE, 0), counts.get(S_UPDATE, 0)
     m_del, s_del = counts.get(M_DELETE, 0), counts.get(S_DELETE, 0)
@@ -176,14 +155,9 @@ def _clause_params(clauses: list[MergeClause]) -> str:
     return json.dumps(out)
 
 
-def commit_merge(spark: SparkSession, txn: OptimisticTransaction, spec: MergeSpec, actions: list[Action],
-            metrics: dict[str, Any], started: float, schema_changed: bool) -> Committed:
-    changed = bool(actions) or schema_changed
-    metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-    if not changed and not records_empty_commits(spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)):
-        return Committed(None, metrics)  # delta-spark's commitIfNeeded elides a MERGE that changed nothing
-    params = {"predicate": json.dumps([condition_text(spec.condition) or ""]),
-              "matchedPredicates": _clause_params([c for c in spec.clauses if c.kind == MATCHED]),
-              "notMatchedPredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED]),
-              "notMatchedBySourcePredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE])}
-    return Committed(txn.commit(actions, "MERGE", params, metrics), metrics)
+def merge_parameters(spec: MergeSpec) -> dict[str, str]:
+    """MERGE's ``operationParameters`` as delta-spark records them: the ON text and each kind's clauses."""
+    return {"predicate": json.dumps([condition_text(spec.condition) or ""]),
+            "matchedPredicates": _clause_params([c for c in spec.clauses if c.kind == MATCHED]),
+            "notMatchedPredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED]),
+            "notMatchedBySourcePredicates": _clause_params([c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE])}

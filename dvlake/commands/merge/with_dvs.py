@@ -3,54 +3,35 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from dvlake.commands.cdc_write import cdf_enabled
 from dvlake.commands.dml import (
-    Committed,
     write_rows,
 )
 from dvlake.commands.dv_marking import mark_rows
-from dvlake.commands.merge.clauses import clause_frame, no_value
-from dvlake.commands.merge.frames import Sides, with_unqualified
-from dvlake.commands.merge.names import SOURCE_ONLY, TARGET_ONLY, MergeNames
+from dvlake.commands.merge.clauses import no_value
+from dvlake.commands.merge.prepared import Matches, PreparedMerge
 from dvlake.commands.merge.spec import (
     M_DELETE,
     M_UPDATE,
     MARKED,
-    MATCHED,
     N_INSERT,
     NOOP,
-    NOT_MATCHED,
-    NOT_MATCHED_BY_SOURCE,
     S_DELETE,
     S_UPDATE,
-    MergeSpec,
 )
-from dvlake.commands.merge.steps import Gathered, change_files, commit_merge, multiple_matches, row_metrics, unmatched_target
-from dvlake.commands.store_assign import Casting
-from dvlake.log import generated
-from dvlake.log.actions import Action, AddCDCFile, Metadata
-from dvlake.log.snapshot import Snapshot
+from dvlake.commands.merge.steps import change_files, multiple_matches, row_metrics
+from dvlake.commands.row_level import Outcome
+from dvlake.log.actions import Action, AddCDCFile
 from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
 from dvlake.spark.dv_build import Kinds
-from dvlake.spark.scan import ScanPlan
-from dvlake.txn.transaction import OptimisticTransaction
 
 
-def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn: OptimisticTransaction,
-                    plan: ScanPlan, candidates: list[Any], sides: Sides, names: MergeNames, schema: StructType,
-                    md: Metadata, evolving: bool, where: str, rules: Casting, src: DataFrame, target: DataFrame,
-                    matches: DataFrame, matched_sources: DataFrame, num_pairs: int, exempt: bool,
-                    old_row: list[Column], old_value: Callable[[str], Column],
-                    timing: tuple[int, int, float, float], schema_changed: bool,
-                    gathered: Gathered) -> Committed:
+def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
     """MERGE with deletion vectors, in as few passes as the semantics allow.
 
     The marks (file, row, clause outcome) build the DVs, count each clause outcome and find a target row matched
@@ -59,16 +40,13 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
     matches (``dv_pairs``); otherwise one pass over the materialized matches (plus the unmatched target rows with
     NOT MATCHED BY SOURCE clauses) reads them.
     A second pass writes the updated and inserted rows; the inserted count is what it wrote less the updated."""
-    num_source_rows, materialize_ms, t1, started = timing
-    root = snapshot.table_root
-    gen_exprs = generated.expressions(txn.protocol, md)  # computed where a clause does not assign them
-    matched = [c for c in spec.clauses if c.kind == MATCHED]
-    not_matched = [c for c in spec.clauses if c.kind == NOT_MATCHED]
-    by_source = [c for c in spec.clauses if c.kind == NOT_MATCHED_BY_SOURCE]
+    spark, snapshot, plan, candidates, sides, schema, md = prep.spark, prep.snapshot, prep.plan, prep.candidates, \
+        prep.sides, prep.schema, prep.md
+    matches, num_pairs, root = found.matches, found.num_pairs, snapshot.table_root
+    matched, not_matched, by_source = prep.matched, prep.not_matched, prep.by_source
     if matched:  # no-op rows kept: a target row matched twice fails even where no clause takes it
-        matched_frame = clause_frame(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, schema, sides,
-                                      old_value, evolving, where, rules, keep_noop=True, index_col=gathered.index_col,
-                                      generated=gen_exprs)
+        matched_frame = prep.outcomes(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, keep_noop=True,
+                                      index_col=found.index_col)
         taken = matched_frame.filter(F.col(sides.kind) != NOOP)
         marks = matched_frame.select(sides.fid, sides.rid, sides.kind)
     else:
@@ -76,28 +54,25 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
         marks = matches.select(sides.fid, sides.rid, F.lit(NOOP).alias(sides.kind))
     by_source_frame = None
     if by_source:
-        unmatched_tgt = with_unqualified(unmatched_target(spark, target, matches, sides, num_pairs), names, TARGET_ONLY)
-        by_source_frame = clause_frame(unmatched_tgt, by_source, {"update": S_UPDATE, "delete": S_DELETE}, schema,
-                                        sides, old_value, evolving, where, rules, generated=gen_exprs)
+        by_source_frame = prep.outcomes(prep.unmatched_targets(found, matches), by_source,
+                                        {"update": S_UPDATE, "delete": S_DELETE})
         marks = marks.unionByName(by_source_frame.select(sides.fid, sides.rid, sides.kind))
-    checked_kinds: frozenset[int] = frozenset() if exempt else frozenset({NOOP, M_UPDATE, M_DELETE})
+    checked_kinds: frozenset[int] = frozenset() if found.exempt else frozenset({NOOP, M_UPDATE, M_DELETE})
     # the pairs fed: one per match, and with BY SOURCE clauses at most one per target row besides
     bound: int | None = num_pairs
     if by_source:
         bound = None if any(f.num_records is None for f in plan.files) else \
             num_pairs + sum(int(f.num_records or 0) for f in plan.files)
     outcome = mark_rows(spark, root, plan, candidates, marks, sides.fid, sides.rid, by_index=True, rows=bound,
-                        exact=not by_source and not exempt, kinds=Kinds(sides.kind, frozenset(MARKED), checked_kinds),
-                        gathered=gathered.watch.pairs())
+                        exact=not by_source and not found.exempt, kinds=Kinds(sides.kind, frozenset(MARKED), checked_kinds),
+                        gathered=found.watch.pairs())
     if outcome.duplicate:
         raise multiple_matches(root, None)
     insert_frame = None
     if not_matched:
-        unmatched_src = with_unqualified(src.join(matched_sources, sides.sid, "left_anti"), names, SOURCE_ONLY)
-        insert_frame = clause_frame(unmatched_src, not_matched, {"insert": N_INSERT}, schema, sides, no_value,
-                                     evolving, where, rules, generated=gen_exprs)
+        insert_frame = prep.outcomes(prep.unmatched_sources(found), not_matched, {"insert": N_INSERT}, no_value)
     counts = outcome.kind_counts
-    scan_ms = int((time.monotonic() - t1) * 1000)
+    scan_ms = int((time.monotonic() - found.scan_started) * 1000)
 
     t2 = time.monotonic()
     actions: list[Action] = list(outcome.actions)
@@ -114,7 +89,7 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
         ids = row_tracking.ids_frame(spark, snapshot, plan)  # row tracking: updated rows keep their target row's id
         rows = row_tracking.with_kept_ids(rows, ids, sides.fid, sides.rid, [f.name for f in schema.fields],
                                           keep_commit_version=False)
-        new_adds = write_rows(rows, root, snapshot, md, txn.protocol, skip_empty=True)
+        new_adds = write_rows(rows, root, snapshot, md, snapshot.protocol, skip_empty=True)
     counts[N_INSERT] = sum(num_records_of(a.stats) or 0 for a in new_adds) - updated
     actions += new_adds
     cdc: list[AddCDCFile] = []
@@ -123,13 +98,13 @@ def merge_with_dvs(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec, txn
         union = changes[0]
         for f in changes[1:]:
             union = union.unionByName(f)
-        cdc = change_files(spark, snapshot, plan, union, sides, old_row, schema, md,
+        cdc = change_files(spark, snapshot, plan, union, sides, prep.old_row, schema, md,
                             outcome.touched_positions)
         actions += cdc
     metrics: dict[str, Any] = outcome.dv_metrics("numTarget")
-    metrics.update(row_metrics(num_source_rows, counts, 0))
+    metrics.update(row_metrics(found.num_source_rows, counts, 0))
     metrics.update({"numTargetFilesAdded": len(new_adds), "numTargetFilesRemoved": outcome.removed_files,
                     "numTargetBytesAdded": sum(a.size for a in new_adds), "numTargetBytesRemoved": outcome.removed_bytes,
-                    "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": materialize_ms, "scanTimeMs": scan_ms,
+                    "numTargetChangeFilesAdded": len(cdc), "materializeSourceTimeMs": found.materialize_ms, "scanTimeMs": scan_ms,
                     "rewriteTimeMs": int((time.monotonic() - t2) * 1000)})
-    return commit_merge(spark, txn, spec, actions, metrics, started, schema_changed)
+    return Outcome(actions, metrics)
