@@ -423,7 +423,8 @@ def _replace_where_writer() -> Callable[[DataFrame, str, str], None] | None:
 
 
 def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
-    """ALTER TABLE <delta table> SET TBLPROPERTIES (…) | ADD COLUMNS (…); None for other tables."""
+    """ALTER TABLE <delta table> SET TBLPROPERTIES (…) | ADD COLUMNS (…) | RENAME COLUMN | DROP COLUMN(S); None for
+    other tables."""
     from dvlake.commands.alter import add_columns, set_properties
 
     path = delta_target(spark, node.this, text)
@@ -438,12 +439,48 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
         elif isinstance(action, exp.Schema) and all(isinstance(c, exp.ColumnDef) for c in action.expressions):
             fields = json.loads(spark_schema(spark, list(action.expressions), text).json())["fields"]
             add_columns(path, fields)
-        else:
+        elif not _column_change(path, action, text):
             raise sql_error(text, offset_of(action) or offset_of(node),
                             f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
-                            "TBLPROPERTIES, ADD COLUMNS, DROP FEATURE")
+                            "TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), DROP FEATURE, ADD/DROP CONSTRAINT")
     refresh_catalog_columns(spark, node.this)
     return empty(spark)
+
+
+def _column_path(node: exp.Expr, text: str) -> list[str]:
+    """A column reference of RENAME/DROP COLUMN as its path (``s.a`` → ``["s", "a"]``), quotes removed."""
+    if isinstance(node, exp.Paren):
+        return _column_path(node.this, text)
+    if isinstance(node, exp.Column):
+        return [p.name for p in node.parts]
+    if isinstance(node, exp.Dot):
+        return _column_path(node.this, text) + _column_path(node.expression, text)
+    if isinstance(node, exp.Identifier):
+        return [node.name]
+    raise sql_error(text, offset_of(node), f"cannot read the column {node.sql(DIALECT)!r}; name it as col or struct.field")
+
+
+def _column_change(path: str, action: exp.Expr, text: str) -> bool:
+    """RENAME COLUMN / DROP COLUMN(S) (column mapping's metadata-only changes); False for other actions."""
+    from dvlake.commands.alter_columns import drop_columns, rename_column
+
+    if isinstance(action, exp.RenameColumn):
+        if action.args.get("exists"):
+            raise sql_error(text, offset_of(action), "RENAME COLUMN IF EXISTS is not Spark SQL; remove IF EXISTS")
+        new = _column_path(action.args["to"], text)
+        if len(new) != 1:
+            raise sql_error(text, offset_of(action.args["to"]), "RENAME COLUMN … TO takes the new name of the field "
+                                                                "alone (RENAME COLUMN s.a TO b renames s.a to s.b)")
+        rename_column(path, _column_path(action.this, text), new[0])
+        return True
+    if isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() in ("COLUMN", "COLUMNS"):
+        columns: list[list[str]] = []
+        for item in action.args.get("tables") or []:
+            parts = item.expressions if isinstance(item, exp.Schema | exp.Tuple) else [item]
+            columns.extend(_column_path(p, text) for p in parts)
+        drop_columns(path, columns, if_exists=bool(action.args.get("exists")))
+        return True
+    return False
 
 
 def describe(spark: SparkSession, node: exp.Describe, text: str) -> DataFrame | None:
