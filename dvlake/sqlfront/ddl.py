@@ -430,6 +430,9 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
     path = delta_target(spark, node.this, text)
     if path is None:
         return None
+    actions = node.args.get("actions") or []
+    if len(actions) == 1 and isinstance(actions[0], exp.AlterRename):
+        return _rename_table(spark, node.this, actions[0], path, text)
     for action in node.args.get("actions") or []:
         if isinstance(action, exp.AlterSet):
             for props in action.expressions:
@@ -444,6 +447,50 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
                             f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
                             "TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), DROP FEATURE, ADD/DROP CONSTRAINT")
     refresh_catalog_columns(spark, node.this)
+    return empty(spark)
+
+
+def _rename_table(spark: SparkSession, source: exp.Table, action: exp.AlterRename, path: str, text: str) -> DataFrame:
+    """ALTER TABLE name RENAME TO new_name, as Spark's session catalog renames a Delta table for delta-spark: the new
+    name stays in the old one's database; an external table keeps its files where they are (only the name changes); a
+    managed table's directory moves to the new name's place under the database, the location following it."""
+    import os
+
+    from dvlake.errors import TableAlreadyExistsError
+    from dvlake.storage.paths import has_scheme, normalize_table_root
+
+    if table_ref(source) is not None:
+        raise sql_error(text, offset_of(source), "a delta.`<path>` table has no name to rename; move its directory instead")
+    target = action.this
+    old_db = source.args.get("db")
+    if target.args.get("db") is not None and old_db is not None and target.args["db"].name.lower() != old_db.name.lower():
+        raise sql_error(text, offset_of(target), "RENAME TO keeps the table in its database: give the new name without "
+                                                 "another database")
+    if target.args.get("db") is None and old_db is not None:
+        target = exp.Table(this=target.this, db=old_db.copy())
+    old_name, new_name = name_of(source), name_of(target)
+    if spark.catalog.tableExists(new_name):
+        raise TableAlreadyExistsError(f"cannot rename {old_name} to {new_name}: {new_name} already exists",
+                                      error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+    is_managed, unregister = catalog_function("is_managed"), catalog_function("unregister_table")
+    default_location = catalog_function("default_table_location")
+    if is_managed is None or unregister is None or default_location is None:
+        raise sql_error(text, offset_of(source), "renaming tables needs dvlake.spark.catalog, which this build lacks")
+    managed = bool(is_managed(spark, old_name))
+    location = path
+    if managed:
+        location = str(default_location(spark, new_name))
+        old_dir, new_dir = normalize_table_root(path), normalize_table_root(location)
+        if has_scheme(old_dir) or has_scheme(new_dir):  # never a rename on an object store
+            raise sql_error(text, offset_of(source), f"renaming a managed table moves its directory, which dvlake does only "
+                                                     f"on a local file system ({old_dir} is not); copy the table instead")
+        if os.path.exists(new_dir):
+            raise TableAlreadyExistsError(f"cannot rename {old_name} to {new_name}: its location {new_dir} already exists",
+                                          error_class="LOCATION_ALREADY_EXISTS")
+        os.makedirs(os.path.dirname(new_dir), exist_ok=True)
+        os.rename(old_dir, new_dir)  # one directory rename: the log's file paths are relative to it
+    _register(spark, new_name, location, False, text, offset_of(target), managed)
+    unregister(spark, old_name)
     return empty(spark)
 
 

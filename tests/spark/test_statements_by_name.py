@@ -133,3 +133,32 @@ def test_show_partitions_typed_columns_by_name_and_path(dspark: SparkSession, tm
     with pytest.raises(DeltaAnalysisException) as table:
         dspark.sql(f"SHOW PARTITIONS delta.`{plain}`")
     assert table.value.error_class == "DELTA_SHOW_PARTITION_IN_NON_PARTITIONED_TABLE"
+
+
+def test_rename_to_moves_a_managed_table_and_renames_an_external_one(dspark: SparkSession, tmp_path: Path) -> None:
+    from dvlake.errors import TableAlreadyExistsError
+
+    _orders(dspark, "stmt_db.r1", dvs=True)
+    old_location = table_location(dspark, "stmt_db.r1")
+    dspark.sql("ALTER TABLE stmt_db.r1 RENAME TO r2")  # the new name stays in stmt_db
+    assert not dspark.catalog.tableExists("stmt_db.r1")
+    new_location = table_location(dspark, "stmt_db.r2")
+    assert Path(new_location) == tmp_path / "stmt_db" / "r2" and not Path(old_location).exists()
+    assert sorted(r.id for r in dspark.sql("SELECT id FROM stmt_db.r2").collect()) == [1, 3, 4]
+    assert Snapshot.load(new_location).dv_count() == 1  # the DV still applies after the move
+    dspark.sql("DROP TABLE stmt_db.r2")  # still managed: its files go with it
+    assert not Path(new_location).exists()
+
+    external = str(tmp_path / "ext")
+    dspark.sql(f"CREATE TABLE stmt_db.e1 (id INT, day STRING) USING delta LOCATION '{external}'")
+    dspark.sql("INSERT INTO stmt_db.e1 VALUES (5, 'sat')")
+    dspark.sql("CREATE TABLE stmt_db.taken (id INT) USING parquet")
+    with pytest.raises(TableAlreadyExistsError):
+        dspark.sql("ALTER TABLE stmt_db.e1 RENAME TO stmt_db.taken")
+    dspark.sql("ALTER TABLE stmt_db.e1 RENAME TO stmt_db.e2")
+    assert Path(table_location(dspark, "stmt_db.e2")) == Path(external)
+    assert [tuple(r) for r in dspark.sql("SELECT * FROM stmt_db.e2").collect()] == [(5, "sat")]
+    dspark.sql("DROP TABLE stmt_db.e2")  # external: the files stay
+    assert [tuple(r) for r in dspark.sql(f"SELECT * FROM delta.`{external}`").collect()] == [(5, "sat")]
+    with pytest.raises(DeltaSqlError):
+        dspark.sql(f"ALTER TABLE delta.`{external}` RENAME TO stmt_db.e3")
