@@ -16,12 +16,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 import dvlake
-from dvlake import faces
 from dvlake.errors import ColumnNotFoundError, DeltaAnalysisException, SchemaMismatchError
 from dvlake.log.schema import PHYSICAL_NAME_KEY
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.catalog import table_location
 from tests.peers import read_with_deltalake, rows
+from tests.spark.catalog_helpers import configured_with_database
 
 COLUMNS = "id INT, label STRING, amount INT, day STRING, addr STRUCT<city: STRING, zip: STRING>"
 VALUES = ("(1, 'a', 10, 'mon', named_struct('city', 'Oslo', 'zip', '01')), "
@@ -32,13 +32,8 @@ VALUES = ("(1, 'a', 10, 'mon', named_struct('city', 'Oslo', 'zip', '01')), "
 @pytest.fixture
 def dspark(spark: SparkSession, tmp_path: Path) -> Iterator[SparkSession]:
     """Faces on, and a database in tmp_path for the tests by name."""
-    dvlake.configure_spark(spark)
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS alter_db LOCATION '{tmp_path / 'alter_db'}'")
-    try:
-        yield spark
-    finally:
-        spark.sql("DROP DATABASE IF EXISTS alter_db CASCADE")
-        faces.disable(spark)
+    with configured_with_database(spark, "alter_db", str(tmp_path / "alter_db")) as session:
+        yield session
 
 
 def _create(spark: SparkSession, target: str, *, mode: str | None = "name", dvs: bool = True,

@@ -15,23 +15,18 @@ import pytest
 from pyspark.sql import SparkSession
 
 import dvlake
-from dvlake import faces
 from dvlake.errors import DeltaSqlError
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.catalog import table_location
 from tests.peers import read_with_deltalake
+from tests.spark.catalog_helpers import configured_with_database
 
 
 @pytest.fixture
 def dspark(spark: SparkSession, tmp_path: Path) -> Iterator[SparkSession]:
     """Faces on, and a database in tmp_path for the tests by name."""
-    dvlake.configure_spark(spark)
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS stmt_db LOCATION '{tmp_path / 'stmt_db'}'")
-    try:
-        yield spark
-    finally:
-        spark.sql("DROP DATABASE IF EXISTS stmt_db CASCADE")
-        faces.disable(spark)
+    with configured_with_database(spark, "stmt_db", str(tmp_path / "stmt_db")) as session:
+        yield session
 
 
 def _orders(spark: SparkSession, target: str, *, dvs: bool, partitioned: bool = False, cdf: bool = False) -> None:
