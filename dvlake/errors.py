@@ -712,6 +712,13 @@ class MissingChangeDataError(DeltaErrorClassMixin, InvalidArgumentError):
     error_class = "DELTA_MISSING_CHANGE_DATA"
 
 
+class CdfIncompatibleSchemaChangeError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A batch change-feed read spans a column renamed or dropped under column mapping: its files would come back
+    under the end version's names (delta-spark refuses the range too)."""
+
+    error_class = "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE"
+
+
 class InvalidCdcRangeError(DeltaErrorClassMixin, InvalidArgumentError):
     """The requested version range is not a range (end before start, or a negative bound)."""
 

@@ -86,9 +86,30 @@ def changes_between(spark: SparkSession, latest: Snapshot, start: int, end: int)
     plans = [plan_version(v, latest.commit_timestamp(v), lines) for v, lines in commits]
     at_end = latest if end == latest.version else at_start if end == start else \
         Snapshot.load(root, version=end, storage=latest.storage)
+    _check_no_rename_or_drop(at_start, commits, at_end, start, end)
     confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), at_end.configuration)
     _check_files_exist(latest, plans, confine)
     return changes_frame(spark, at_end, [p for p in plans if not p.empty], confine)
+
+
+def _check_no_rename_or_drop(at_start: Snapshot, commits: list[tuple[int, Any]], at_end: Snapshot, start: int,
+                             end: int) -> None:
+    """The range is read with the end version's schema: a column renamed or dropped under column mapping within it
+    (or before it, from the start version's schema) would give older rows the new names, so the read is refused as
+    delta-spark refuses it."""
+    from dvlake.errors import CdfIncompatibleSchemaChangeError
+    from dvlake.log.stream_schema import TableSchema, column_mapping_change
+
+    end_schema = TableSchema.from_action(at_end.metadata.to_json())
+    seen = [(start, at_start.metadata.to_json())]
+    seen += [(v, ln["metaData"]) for v, lines in commits for ln in lines if isinstance(ln.get("metaData"), dict)]
+    for version, action in seen:
+        change = column_mapping_change(end_schema, TableSchema.from_action(action))
+        if change is not None:
+            raise CdfIncompatibleSchemaChangeError(
+                f"cannot read the change data feed of {at_end.table_root} for versions {start} to {end} with the schema "
+                f"of version {end}: {change} after version {version}, so the older change rows would be read under "
+                f"other column names. Read the versions before the change and those from it on separately")
 
 
 def _check_files_exist(snapshot: Snapshot, plans: list[VersionChanges], confine: bool) -> None:

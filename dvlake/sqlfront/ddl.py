@@ -423,12 +423,16 @@ def _replace_where_writer() -> Callable[[DataFrame, str, str], None] | None:
 
 
 def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
-    """ALTER TABLE <delta table> SET TBLPROPERTIES (…) | ADD COLUMNS (…); None for other tables."""
+    """ALTER TABLE <delta table> SET TBLPROPERTIES (…) | ADD COLUMNS (…) | RENAME COLUMN | DROP COLUMN(S); None for
+    other tables."""
     from dvlake.commands.alter import add_columns, set_properties
 
     path = delta_target(spark, node.this, text)
     if path is None:
         return None
+    actions = node.args.get("actions") or []
+    if len(actions) == 1 and isinstance(actions[0], exp.AlterRename):
+        return _rename_table(spark, node.this, actions[0], path, text)
     for action in node.args.get("actions") or []:
         if isinstance(action, exp.AlterSet):
             for props in action.expressions:
@@ -438,12 +442,92 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
         elif isinstance(action, exp.Schema) and all(isinstance(c, exp.ColumnDef) for c in action.expressions):
             fields = json.loads(spark_schema(spark, list(action.expressions), text).json())["fields"]
             add_columns(path, fields)
-        else:
+        elif not _column_change(path, action, text):
             raise sql_error(text, offset_of(action) or offset_of(node),
                             f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
-                            "TBLPROPERTIES, ADD COLUMNS, DROP FEATURE")
+                            "TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), DROP FEATURE, ADD/DROP CONSTRAINT")
     refresh_catalog_columns(spark, node.this)
     return empty(spark)
+
+
+def _rename_table(spark: SparkSession, source: exp.Table, action: exp.AlterRename, path: str, text: str) -> DataFrame:
+    """ALTER TABLE name RENAME TO new_name, as Spark's session catalog renames a Delta table for delta-spark: the new
+    name stays in the old one's database; an external table keeps its files where they are (only the name changes); a
+    managed table's directory moves to the new name's place under the database, the location following it."""
+    import os
+
+    from dvlake.errors import TableAlreadyExistsError
+    from dvlake.storage.paths import has_scheme, normalize_table_root
+
+    if table_ref(source) is not None:
+        raise sql_error(text, offset_of(source), "a delta.`<path>` table has no name to rename; move its directory instead")
+    target = action.this
+    old_db = source.args.get("db")
+    if target.args.get("db") is not None and old_db is not None and target.args["db"].name.lower() != old_db.name.lower():
+        raise sql_error(text, offset_of(target), "RENAME TO keeps the table in its database: give the new name without "
+                                                 "another database")
+    if target.args.get("db") is None and old_db is not None:
+        target = exp.Table(this=target.this, db=old_db.copy())
+    old_name, new_name = name_of(source), name_of(target)
+    if spark.catalog.tableExists(new_name):
+        raise TableAlreadyExistsError(f"cannot rename {old_name} to {new_name}: {new_name} already exists",
+                                      error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+    is_managed, unregister = catalog_function("is_managed"), catalog_function("unregister_table")
+    default_location = catalog_function("default_table_location")
+    if is_managed is None or unregister is None or default_location is None:
+        raise sql_error(text, offset_of(source), "renaming tables needs dvlake.spark.catalog, which this build lacks")
+    managed = bool(is_managed(spark, old_name))
+    location = path
+    if managed:
+        location = str(default_location(spark, new_name))
+        old_dir, new_dir = normalize_table_root(path), normalize_table_root(location)
+        if has_scheme(old_dir) or has_scheme(new_dir):  # never a rename on an object store
+            raise sql_error(text, offset_of(source), f"renaming a managed table moves its directory, which dvlake does only "
+                                                     f"on a local file system ({old_dir} is not); copy the table instead")
+        if os.path.exists(new_dir):
+            raise TableAlreadyExistsError(f"cannot rename {old_name} to {new_name}: its location {new_dir} already exists",
+                                          error_class="LOCATION_ALREADY_EXISTS")
+        os.makedirs(os.path.dirname(new_dir), exist_ok=True)
+        os.rename(old_dir, new_dir)  # one directory rename: the log's file paths are relative to it
+    _register(spark, new_name, location, False, text, offset_of(target), managed)
+    unregister(spark, old_name)
+    return empty(spark)
+
+
+def _column_path(node: exp.Expr, text: str) -> list[str]:
+    """A column reference of RENAME/DROP COLUMN as its path (``s.a`` → ``["s", "a"]``), quotes removed."""
+    if isinstance(node, exp.Paren):
+        return _column_path(node.this, text)
+    if isinstance(node, exp.Column):
+        return [p.name for p in node.parts]
+    if isinstance(node, exp.Dot):
+        return _column_path(node.this, text) + _column_path(node.expression, text)
+    if isinstance(node, exp.Identifier):
+        return [node.name]
+    raise sql_error(text, offset_of(node), f"cannot read the column {node.sql(DIALECT)!r}; name it as col or struct.field")
+
+
+def _column_change(path: str, action: exp.Expr, text: str) -> bool:
+    """RENAME COLUMN / DROP COLUMN(S) (column mapping's metadata-only changes); False for other actions."""
+    from dvlake.commands.alter_columns import drop_columns, rename_column
+
+    if isinstance(action, exp.RenameColumn):
+        if action.args.get("exists"):
+            raise sql_error(text, offset_of(action), "RENAME COLUMN IF EXISTS is not Spark SQL; remove IF EXISTS")
+        new = _column_path(action.args["to"], text)
+        if len(new) != 1:
+            raise sql_error(text, offset_of(action.args["to"]), "RENAME COLUMN … TO takes the new name of the field "
+                                                                "alone (RENAME COLUMN s.a TO b renames s.a to s.b)")
+        rename_column(path, _column_path(action.this, text), new[0])
+        return True
+    if isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() in ("COLUMN", "COLUMNS"):
+        columns: list[list[str]] = []
+        for item in action.args.get("tables") or []:
+            parts = item.expressions if isinstance(item, exp.Schema | exp.Tuple) else [item]
+            columns.extend(_column_path(p, text) for p in parts)
+        drop_columns(path, columns, if_exists=bool(action.args.get("exists")))
+        return True
+    return False
 
 
 def describe(spark: SparkSession, node: exp.Describe, text: str) -> DataFrame | None:

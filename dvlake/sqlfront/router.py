@@ -87,6 +87,8 @@ def _utility(spark: SparkSession, text: str, tokens: list[Any], first: str) -> D
         return utility.alter(spark, cur)
     if first == "SHOW" and second == "TBLPROPERTIES":
         return utility.show_properties(spark, cur)
+    if first == "SHOW" and second == "PARTITIONS":
+        return utility.show_partitions(spark, cur)
     return None
 
 

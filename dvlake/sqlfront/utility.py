@@ -1,8 +1,8 @@
 """Delta's utility statements, read token by token (sqlglot's Spark dialect has no grammar for them).
 
 OPTIMIZE, REORG … APPLY (PURGE), VACUUM, RESTORE, DESCRIBE HISTORY | DETAIL, GENERATE, CONVERT TO
-DELTA, ALTER TABLE … UNSET TBLPROPERTIES | DROP FEATURE | ADD CONSTRAINT | DROP CONSTRAINT and SHOW
-TBLPROPERTIES. Each reader walks
+DELTA, ALTER TABLE … UNSET TBLPROPERTIES | DROP FEATURE | ADD CONSTRAINT | DROP CONSTRAINT, SHOW
+TBLPROPERTIES, SHOW PARTITIONS and TRUNCATE TABLE. Each reader walks
 the tokens with :class:`Cursor` and hands conditions and expressions to sqlglot's expression
 parser; anything unexpected is a typed error at its position.
 """
@@ -264,6 +264,56 @@ def show_properties(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     return spark.createDataFrame(sorted(conf.items()), "key string, value string")
 
 
+def show_partitions(spark: SparkSession, cur: Cursor) -> DataFrame | None:
+    """SHOW PARTITIONS <table> [PARTITION (col = value, …)]: as delta-spark 4.3 answers it, one typed column per
+    partition column and one row per distinct partition of the live files (read from the log, sorted)."""
+    from pyspark.sql import functions as F
+
+    from dvlake.commands.write import load
+    from dvlake.errors import DeltaAnalysisException
+    from dvlake.log.schema import physical_name
+    from dvlake.spark.layout import logical_struct
+
+    form = "SHOW PARTITIONS delta.`<path>` | name [PARTITION (col = value, …)]"
+    cur.expect("SHOW", "PARTITIONS", form=form)
+    try:
+        ref = cur.table()
+    except DeltaSqlError:
+        return None
+    path = _delta_path(spark, ref, cur)
+    if path is None:
+        return None
+    spec: list[tuple[str, object]] = []
+    if cur.accept("PARTITION"):
+        for item, at in cur.paren_list():
+            name, eq, value = item.partition("=")
+            if not eq or not name.strip():
+                raise sql_error(cur.text, at, f"expected col = value in PARTITION (…), got {item!r}", parse=True)
+            spec.append((_key(name), literal_value(spark, parse_expression(cur.text, value, at + len(name) + 1))))
+    cur.expect_end(form)
+    snapshot = load(path)
+    columns = list(snapshot.metadata.partition_columns)
+    if not columns:
+        raise DeltaAnalysisException(f"SHOW PARTITIONS needs a partitioned table; {path} is not partitioned",
+                                     error_class="DELTA_SHOW_PARTITION_IN_NON_PARTITIONED_TABLE")
+    lowered = {c.lower(): c for c in columns}
+    for name, _ in spec:
+        if name.lower() not in lowered:
+            raise DeltaAnalysisException(f"{name!r} in the PARTITION clause of SHOW PARTITIONS is not a partition column "
+                                         f"of {path} (partition columns: {', '.join(columns)})",
+                                         error_class="DELTA_SHOW_PARTITION_IN_NON_PARTITIONED_COLUMN")
+    struct = logical_struct(snapshot.schema)
+    fields = [next(f for f in struct.fields if f.name.lower() == c.lower()) for c in columns]
+    keys = [physical_name(next(f for f in snapshot.schema["fields"] if f["name"].lower() == c.lower()),
+                          snapshot.column_mapping_mode) for c in columns]
+    distinct = sorted({tuple(a.partition_values.get(k) for k in keys) for a in snapshot.add_files()}, key=repr)
+    raw = spark.createDataFrame(distinct, ", ".join(f"`p{i}` string" for i in range(len(keys))))
+    df = raw.select(*[F.col(f"p{i}").cast(f.dataType).alias(f.name) for i, f in enumerate(fields)])
+    for column, wanted in spec:
+        df = df.filter(F.col(f"`{lowered[column.lower()]}`") == F.lit(wanted))
+    return df.orderBy(*[F.col(f"`{f.name}`") for f in fields])  # in the columns' own order (9 before 10)
+
+
 def _delta_path(spark: SparkSession, ref: TableRef, cur: Cursor) -> str | None:
     if ref.path is not None:
         if ref.version is not None or ref.timestamp is not None:
@@ -280,8 +330,29 @@ def _key(text: str) -> str:
     return text
 
 
-# first word(s) → reader; ALTER and SHOW return None for tables that are not Delta tables
+def truncate(spark: SparkSession, cur: Cursor) -> DataFrame | None:
+    """TRUNCATE TABLE <table>: every row removed in one TRUNCATE commit (delta-spark's); None for other tables."""
+    from dvlake.commands.truncate import truncate as run
+
+    form = "TRUNCATE TABLE delta.`<path>` | name"
+    cur.expect("TRUNCATE", "TABLE", form=form)
+    try:
+        ref = cur.table()
+    except DeltaSqlError:
+        return None  # not a table name dvlake reads: Spark reports it
+    path = _delta_path(spark, ref, cur)
+    if path is None:
+        return None
+    if cur.at("PARTITION"):
+        raise cur.error("TRUNCATE TABLE … PARTITION is not supported on Delta tables (delta-spark refuses it too); use "
+                        "DELETE FROM <table> WHERE <partition column> = <value>")
+    cur.expect_end(form)
+    run(path)
+    return _empty(spark)
+
+
+# first word(s) → reader; ALTER, SHOW and TRUNCATE return None for tables that are not Delta tables
 READERS: dict[str, Callable[[SparkSession, Cursor], DataFrame | None]] = {
     "OPTIMIZE": optimize, "REORG": reorg, "VACUUM": vacuum, "RESTORE": restore, "GENERATE": generate,
-    "CONVERT": convert,
+    "CONVERT": convert, "TRUNCATE": truncate,
 }

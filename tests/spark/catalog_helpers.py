@@ -63,3 +63,16 @@ def warehouse_databases(spark: SparkSession, *names: str) -> Iterator[list[str]]
     finally:
         spark.catalog.setCurrentDatabase("default")
         clear()
+
+
+@contextlib.contextmanager
+def configured_with_database(spark: SparkSession, name: str, location: str) -> Iterator[SparkSession]:
+    """Faces on and a database ``name`` at ``location`` (a test's tmp_path: managed tables never land in the
+    checkout); the database dropped and the faces off afterwards, so other test files see plain Spark."""
+    dvlake.configure_spark(spark)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {name} LOCATION '{location}'")
+    try:
+        yield spark
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+        faces.disable(spark)

@@ -9,7 +9,13 @@ import os
 import pytest
 
 import dvlake
-from dvlake.errors import DeltaSqlError, DeltaSqlParseError, SchemaMismatchError, TableAlreadyExistsError
+from dvlake.errors import (
+    DeltaAnalysisException,
+    DeltaSqlError,
+    DeltaSqlParseError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+)
 from dvlake.log import features
 from dvlake.log.snapshot import Snapshot
 from dvlake.sql import sql
@@ -194,8 +200,11 @@ def test_views_alter_describe_and_show(spark, tmp_path):
     assert (row.note, row.score) == (None, None)
     with pytest.raises(SchemaMismatchError):
         sql(spark, f"ALTER TABLE delta.`{p}` ADD COLUMNS (ID INT)")
-    with pytest.raises(DeltaSqlError, match="ALTER TABLE") as err:
+    with pytest.raises(DeltaAnalysisException) as refused:  # no column mapping: a rename would need a rewrite
         sql(spark, f"ALTER TABLE delta.`{p}` RENAME COLUMN note TO remark")
+    assert refused.value.error_class == "DELTA_UNSUPPORTED_RENAME_COLUMN"
+    with pytest.raises(DeltaSqlError, match="ALTER TABLE") as err:
+        sql(spark, f"ALTER TABLE delta.`{p}` REPLACE COLUMNS (id BIGINT)")
     assert err.value.error_class == "DVLAKE_UNSUPPORTED_DELTA_STATEMENT"
 
 
