@@ -38,7 +38,7 @@ jar: $(BASE_STAMP)  ## build the native scan's jar for the installed PySpark int
 # The other PySpark 4 minors: each one's pyspark alone (no dependencies: the venv's serve every minor) in .spark/4.N,
 # put first on the path for a tier of the tests; its jar is compiled on first use like a user's.
 MINORS ?= 4.0 4.1 4.2
-MINOR_TIER = tests/spark/test_native_scan.py tests/spark/test_minor_tier.py
+MINOR_TIER = tests/spark/test_native_scan.py tests/spark/test_first_use.py
 .spark/%/.installed:
 	@echo "installing pyspark $*.* into .spark/$* (its jars; the venv's dependencies serve it) ..."
 	@rm -rf .spark/$* && $(BIN)/python -m pip install --quiet --no-deps --target .spark/$* 'pyspark==$*.*'

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql.types import StructType
 
 from dvlake import native_jar
@@ -123,8 +123,7 @@ def _load(spark: SparkSession) -> tuple[bool, str]:
 def _resolves(spark: SparkSession) -> str | None:
     """None when the session resolves the format (analysing an empty read through it), else why not."""
     try:
-        (spark.read.format(FORMAT).schema("id long").option(FILES_OPTION, "")  # noqa: B018 - resolves it
-         .option(native_jar.PROTOCOL_OPTION, str(native_jar.SCAN_PROTOCOL)).load([]).schema)
+        reader(spark, "id long", "").load([]).schema  # noqa: B018 - resolves it
     except Exception as exc:  # noqa: BLE001 - any failure means: not usable
         return _why_failed(exc)
     return None
@@ -158,7 +157,13 @@ def _key(location: str) -> str:
     return path_key(location)
 
 
+def reader(spark: SparkSession, schema: StructType | str, files_listing: str) -> DataFrameReader:
+    """The native format's reader for a ``listing``: the one place its options are set (the listing and its
+    protocol version, which the Java format checks)."""
+    return (spark.read.format(FORMAT).schema(schema).option(FILES_OPTION, files_listing)
+            .option(native_jar.PROTOCOL_OPTION, str(native_jar.SCAN_PROTOCOL)))
+
+
 def read(spark: SparkSession, files: Sequence[Any], data_schema: StructType, table_root: str, confine: bool) -> DataFrame:
     """``files`` read by the native format: their data columns, deleted rows dropped."""
-    return (spark.read.format(FORMAT).schema(data_schema).option(FILES_OPTION, listing(files, table_root, confine))
-            .option(native_jar.PROTOCOL_OPTION, str(native_jar.SCAN_PROTOCOL)).load([f.path for f in files]))
+    return reader(spark, data_schema, listing(files, table_root, confine)).load([f.path for f in files])
