@@ -3,7 +3,8 @@
 No packaged jar (as ``pip install <checkout>`` without ``make jar``) and an empty per-user jar cache
 (``DVLAKE_JAR_CACHE``, set by the parent): a session set up as the README says (``configure_spark``) must compile the
 native scan for the installed PySpark on first use, read a DV table through it (the plan names the format), and give
-exact rows for DELETE, UPDATE, MERGE and a Delta-to-Delta stream. Prints one ``@ JSON`` line with what it saw.
+exact rows for DELETE, UPDATE, MERGE, a Delta-to-Delta stream and a catalog table's DELETE by name, and delta-rs must
+read what it wrote. Prints one ``@ JSON`` line with what it saw.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def main(work: Path) -> None:
 
     spark = dvlake.configure_spark(SparkSession.builder.master("local[2]").appName("first-use")
                                    .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-                                   ).getOrCreate()
+                                   .config("spark.sql.warehouse.dir", str(work / "warehouse"))).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     root, out, chk = str(work / "t"), str(work / "copy"), str(work / "chk")
     (spark.range(0, 200).selectExpr("id", "id % 10 AS k").repartition(4).write.format("delta")
@@ -46,11 +47,19 @@ def main(work: Path) -> None:
              .trigger(availableNow=True).start(out))
     query.awaitTermination()
     streamed = sorted((r.id, r.k) for r in spark.read.format("delta").load(out).collect())
+    spark.sql("CREATE TABLE events (id BIGINT, k INT) USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = true)")
+    spark.range(0, 50).selectExpr("id", "CAST(id % 3 AS INT) AS k").write.format("delta").mode("append").saveAsTable("events")
+    spark.sql("DELETE FROM events WHERE k = 0")
+    by_name = sorted(r.id for r in spark.table("events").collect())
+    from tests.peers import read_with_deltalake  # an independent reader of what this Spark wrote
+
+    peer = read_with_deltalake(root).to_pydict()
     log = [json.loads(line) for line in (work / "t" / "_delta_log" / "00000000000000000001.json").read_text().splitlines()]
     print("@", json.dumps({
         "spark": spark.version, "plan_names_native": "DvlakeParquet" in plan,
         "delete_wrote_dv": any((a.get("add") or {}).get("deletionVector") for a in log),
-        "after_delete": after_delete, "final": final, "streamed": streamed,
+        "after_delete": after_delete, "final": final, "streamed": streamed, "by_name": by_name,
+        "delta_rs": sorted(zip(peer["id"], peer["k"], strict=True)),
         "cache": sorted(p.name for p in native_jar.cache_dir().glob("*.jar")),
     }), flush=True)
     spark.stop()

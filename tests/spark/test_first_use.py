@@ -42,3 +42,5 @@ def test_first_session_compiles_the_native_scan_and_every_command_is_exact(tmp_p
     expected = sorted([i, k] for i, k in final.items())
     assert seen["final"] == expected
     assert seen["streamed"] == expected
+    assert [list(r) for r in seen["delta_rs"]] == expected
+    assert seen["by_name"] == [i for i in range(50) if i % 3]
