@@ -135,7 +135,10 @@ def javac() -> str | None:
 
 def installed_pyspark() -> tuple[str, Path] | None:
     """The installed pyspark's version and its jars folder (without importing pyspark), or None."""
-    spec = importlib.util.find_spec("pyspark")
+    try:
+        spec = importlib.util.find_spec("pyspark")
+    except (ImportError, ValueError):  # a broken or blocked pyspark is none
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     try:
