@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: help test test-quick test-fast test-objectstore emulators lint format demo bench java-check jar clean
+.PHONY: help test test-quick test-fast test-minors test-objectstore emulators lint format demo bench java-check jar clean
 
 $(BASE_STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java-check
@@ -45,25 +45,30 @@ java-check:
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 20
 
-# The native scan (jvm/): compiled against the installed pyspark's own jars into the package, one jar per Spark
-# minor version; without javac dvlake reads through the pure-Python path.
-SPARK_JARS = $(shell $(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))' 2>/dev/null)
-SPARK_MINOR = $(shell $(BIN)/python -c 'import pyspark; print(".".join(pyspark.__version__.split(".")[:2]))' 2>/dev/null)
-JAR = dvlake/jars/dvlake-scan-spark$(SPARK_MINOR).jar
-JAVA_SOURCES = $(wildcard jvm/src/io/dvlake/spark/*.java) jvm/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister
+# The native scan (dvlake/jvm/): `python -m dvlake.native_jar` compiles it (javac --release 17) against the installed
+# pyspark's own jars into dvlake/jars/, stamped with its sources' digest; without javac it says so and dvlake reads
+# through the pure-Python path. A user never needs this: dvlake compiles the jar for the Spark it meets on first use.
+jar: $(BASE_STAMP)  ## build the native scan's jar for the installed PySpark into dvlake/jars/ (what a wheel then carries)
+	@$(BIN)/python -m dvlake.native_jar
 
-jar: $(BASE_STAMP)  ## build the native scan's jar (javac --release 17 against pyspark's jars) into dvlake/jars/
-	@$(MAKE) --no-print-directory $(JAR)
+# The other PySpark 4 minors: each one's pyspark alone (no dependencies: the venv's serve every minor) in .spark/4.N,
+# put first on the path for a tier of the tests; its jar is compiled on first use like a user's.
+MINORS ?= 4.0 4.1 4.2
+MINOR_TIER = tests/spark/test_native_scan.py tests/spark/test_first_use.py
+.spark/%/.installed:
+	@echo "installing pyspark $*.* into .spark/$* (its jars; the venv's dependencies serve it) ..."
+	@rm -rf .spark/$* && $(BIN)/python -m pip install --quiet --no-deps --target .spark/$* 'pyspark==$*.*'
+	@touch $@
 
-$(JAR): $(JAVA_SOURCES) $(BASE_STAMP)
-	@if command -v javac >/dev/null 2>&1; then \
-		rm -rf build/jvm && mkdir -p build/jvm dvlake/jars && \
-		javac --release 17 -nowarn -cp "$(SPARK_JARS)/*" -d build/jvm $(filter %.java,$(JAVA_SOURCES)) && \
-		cp -r jvm/resources/META-INF build/jvm/ && jar cf $@ -C build/jvm . && echo "built $@"; \
-	else echo "javac not found: the native scan is not built; dvlake reads through the pure-Python path (install a JDK to build it)"; fi
+test-minors: $(STAMP) $(foreach m,$(MINORS),.spark/$(m)/.installed)  ## the native scan, DML, streaming, catalog and interop tier on PySpark 4.0, 4.1, 4.2
+	@for m in $(MINORS); do \
+		echo "=== PySpark $$m ==="; \
+		PYTHONPATH=.spark/$$m $(BIN)/python -m pytest -q -p no:cacheprovider $(MINOR_TIER) || exit 1; \
+	done
 
-test: lint jar emulators  ## lint, build the jar, then the whole test suite (unit, Spark, interop, cluster, object stores): what CI runs
+test: lint jar emulators  ## lint, build the jar, the whole suite on the installed PySpark (4.3; object stores too), then the tier on 4.0-4.2: what CI runs
 	$(BIN)/python -m pytest --durations=25
+	@$(MAKE) --no-print-directory test-minors
 
 # The middle tier: what a change to commands, Spark or the log must pass before its commit, in minutes rather than
 # the whole suite's twenty: no cluster daemons, no delta-rs/DuckDB interop directory, no test marked slow.
@@ -94,4 +99,4 @@ bench: $(STAMP)  ## run the codec benchmark (others: .venv/bin/python bench/<nam
 	$(BIN)/python bench/codec.py
 
 clean:  ## remove the venv and outputs
-	rm -rf $(VENV) demo-output .pytest_cache build dvlake/jars
+	rm -rf $(VENV) demo-output .pytest_cache build dvlake/jars .spark

@@ -1,6 +1,6 @@
 """Benchmark: what the native scan's file listing costs in the plan and in each task, at 100,000 files with DVs.
 
-The native scan (jvm/) takes each planned file's DV descriptor from the ``dvlake.scan.files`` read option: one
+The native scan (dvlake/jvm/) takes each planned file's DV descriptor from the ``dvlake.scan.files`` read option: one
 line per file. That option is part of the logical plan (over Spark Connect it travels in the plan the client
 sends), is broadcast once to the executors, and must not be in the serialized scan every task deserializes
 (Spark copies read options into the Hadoop conf the reader functions keep; the format strips it there).
@@ -76,7 +76,7 @@ def main() -> None:
         paths = [str(p) for p in scan.relation().location().inputFiles()]
         listing = own + "\n" + _fake_lines(args.files)
         t0 = time.perf_counter()
-        big = (spark.read.format(native.FORMAT).schema(df.schema).option(native.FILES_OPTION, listing).load(paths))
+        big = native.reader(spark, df.schema, listing).load(paths)
         big_scan = _scan(big._jdf.queryExecution().executedPlan())
         plan_s = time.perf_counter() - t0
         jvm = spark._jvm

@@ -703,7 +703,8 @@ def read_stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
     ``"latest"``: no initial snapshot, commits from there), ``startingTimestamp``, ``maxFilesPerTrigger``
     (default 1000), ``maxBytesPerTrigger``, ``ignoreDeletes``, ``ignoreChanges``, ``skipChangeCommits``,
     ``excludeRegex``, ``readChangeFeed`` (or its older name ``readChangeData``). Commits with ``dataChange=false``
-    (OPTIMIZE) emit nothing. Needs PySpark 4.2 or newer.
+    (OPTIMIZE) emit nothing. On a classic session with the native scan any PySpark 4 streams; the Python engine
+    (Spark Connect, or ``spark.dvlake.stream.engine=python``) needs PySpark 4.2 or newer.
 
     Raises:
         TableNotFoundError: no Delta table at ``path``.
@@ -713,7 +714,8 @@ def read_stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
         DeltaSourceIgnoreDeleteError: (when the query runs) a commit only removed files and no option allows it.
         StreamingSchemaChangedError, StreamingIncompatibleSchemaChangeError: (when the query runs) a schema change
             the stream's schema cannot read across (see README "Structured Streaming").
-        UnsupportedFeatureError: PySpark older than 4.2 (no admission control for Python streaming sources).
+        UnsupportedFeatureError: the Python engine on PySpark older than 4.2 (no admission control for Python
+            streaming sources).
 
     Example:
         >>> q = (read_stream(spark, "/data/bronze", maxFilesPerTrigger=10).writeStream.format("delta")

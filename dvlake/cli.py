@@ -802,6 +802,29 @@ def vacuum(path: str, dry_run: bool, retain_hours: float | None, as_json: bool) 
 
 
 @cli.command()
+@click.option("--build", is_flag=True, help="Compile the native scan's jar for the installed PySpark now (once).")
+@json_option
+def doctor(build: bool, as_json: bool) -> None:
+    """What this install runs on: PySpark and Java versions, the native scan's jar and the read path a session takes.
+
+    Needs no Spark. The native scan (deletion vectors applied inside Spark's Parquet reader) comes from a jar for the
+    installed PySpark minor: packaged with dvlake, or compiled once into a per-user cache when a JDK's javac is here
+    (--build does it now instead of at the first read). Without either, reads take the slower pure-Python path.
+    """
+    from dvlake.commands.doctor import compile_now, diagnose
+    from dvlake.config import NATIVE_SCAN
+
+    findings = diagnose(_State.conf.get(NATIVE_SCAN))
+    if build:
+        built = compile_now()
+        findings = [built if f.item == built.item else f for f in findings]
+    if as_json:
+        _print_json([{"item": f.item, "value": f.value, "note": f.note} for f in findings])
+        return
+    _console().print(_table(None, ["item", "value", "note"], [[f.item, f.value, f.note] for f in findings]))
+
+
+@cli.command()
 @path_argument
 @click.option("--version", "-v", "to_version", type=click.IntRange(min=0), default=None, help="Restore to this version.")
 @click.option("--timestamp", "-t", "to_timestamp", default=None,

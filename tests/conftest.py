@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from dvlake import native_jar
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -69,17 +71,18 @@ def require_native_jar(spark_version: str) -> Path:
     from dvlake.spark import native
 
     jar = native.jar_for(spark_version)
-    if not jar.is_file():
-        if os.environ.get("CI") == "true" or shutil.which("javac") is not None:
-            pytest.fail(f"the native scan's jar is missing ({jar}) although javac is here (or CI=true): run make jar")
-        pytest.skip("the native scan's jar is not built and cannot be: no javac on PATH (install a JDK, make jar)")
+    if jar is None:
+        why = native_jar.find_jar(spark_version, build=False).why
+        if os.environ.get("CI") == "true" or native_jar.javac() is not None:
+            pytest.fail(f"the native scan's jar is missing although javac is here (or CI=true): {why}")
+        pytest.skip(f"the native scan's jar is not built and cannot be: {why}")
     return jar
 
 
 @pytest.fixture(params=["native", "python"])
 def scan_path(request: pytest.FixtureRequest, spark: SparkSession) -> Iterator[str]:
-    """Run a test on both read paths: the native scan (jvm/, DVs applied in Spark's Parquet reader) and the
-    pure-Python path (Spark's reader and an anti join). The native jar must be built (``make jar``): a run fails
+    """Run a test on both read paths: the native scan (dvlake/jvm/, DVs applied in Spark's Parquet reader) and the
+    pure-Python path (Spark's reader and an anti join). The native jar must be there or buildable: a run fails
     without it unless no JDK is there to build it (``require_native_jar``)."""
     from dvlake.spark import native
 

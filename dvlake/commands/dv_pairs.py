@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -59,12 +60,22 @@ class PairWatch:
             metrics = self.observation.get
         except Exception:  # noqa: BLE001 - a server that returns no observed metrics: the caller reads the pairs
             return None
-        codes = metrics.get("p")
-        if codes is None or len(codes) != int(metrics.get("n", -1)):
+        packed = _as_longs(metrics.get("p"))
+        if packed is None or packed.size != int(metrics.get("n", -1)):
             return None
-        packed = np.asarray(codes, dtype=np.int64)
         kinds = (packed & ((1 << KIND_BITS) - 1)) if self.with_kinds else None
         return Pairs(packed >> (ROW_BITS + KIND_BITS), (packed >> KIND_BITS) & ((1 << ROW_BITS) - 1), kinds)
+
+
+def _as_longs(codes: Any) -> np.ndarray | None:
+    """An observed array of longs as numpy. PySpark 4.1+ (and Connect) return a Python list; classic PySpark 4.0
+    returns the JVM's array itself (a Py4J handle), read here in one call as text rather than one call per element."""
+    if codes is None:
+        return None
+    if isinstance(codes, list | tuple):
+        return np.asarray(codes, dtype=np.int64)
+    text = str(codes.mkString(","))  # a Scala ArraySeq behind Py4J
+    return np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
 
 
 def _conf_bytes(spark: SparkSession, key: str, default: int) -> int:

@@ -32,7 +32,6 @@ import importlib.metadata
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ import orjson
 import pandas as pd
 import pyarrow.compute as pc
 
+from dvlake import native_jar
 from dvlake.commands.health_files import column, file_columns, plain
 from dvlake.config import NATIVE_SCAN as NATIVE_SETTING
 from dvlake.config import deleted_file_retention_ms
@@ -79,13 +79,6 @@ PYTHON = ReadPath("python", "pure-Python path", ((0.001, 1.40), (0.01, 1.49), (0
 READ_PATHS = {p.name: p for p in (NATIVE, PYTHON)}
 
 
-def native_jar(spark_version: str) -> Path:
-    """Where ``make jar`` puts the native scan's jar for ``spark_version`` (``dvlake.spark.native.jar_for``'s rule,
-    repeated here because health runs without PySpark; a test keeps the two equal)."""
-    major_minor = ".".join(spark_version.split(".")[:2])
-    return Path(__file__).resolve().parent.parent / "jars" / f"dvlake-scan-spark{major_minor}.jar"
-
-
 def read_path_for(setting: str | None = None) -> tuple[ReadPath, str]:
     """The read path a query in a session with ``spark.dvlake.scan.native`` = ``setting`` would take, and why.
 
@@ -103,10 +96,12 @@ def read_path_for(setting: str | None = None) -> tuple[ReadPath, str]:
         version = importlib.metadata.version("pyspark")
     except importlib.metadata.PackageNotFoundError:
         return PYTHON, "PySpark is not installed here"
-    jar = native_jar(version)
-    if jar.is_file():
-        return NATIVE, f"its jar for Spark {version} is built"
-    return PYTHON, f"no native-scan jar for Spark {version}; `make jar` builds it"
+    choice = native_jar.find_jar(version, build=False)
+    if choice.path is not None:
+        return NATIVE, f"{choice.why} ({choice.path})"
+    if choice.why.startswith("not built yet"):
+        return NATIVE, f"its jar for Spark {version} is {choice.why}"
+    return PYTHON, choice.why
 
 
 def _non_decreasing(values: list[float]) -> list[float]:

@@ -313,7 +313,10 @@ def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType,
     for values, paths in by_partition.items():
         df = _read(spark, paths, data_schema, data_filter)
         if words is not None:
-            df = _drop_deleted(df, words, F.col("_metadata.file_size"), F.col("_metadata.row_index"), one_long)
+            # the metadata columns as plain columns first: a join condition that names ``_metadata`` makes Spark 4.0's
+            # analyzer put a Project over the Join, which its Dataset.join then fails to cast (ClassCastException)
+            df = df.select("*", F.col("_metadata.file_size").alias(_KEY), F.col("_metadata.row_index").alias(ROW_INDEX_COL))
+            df = _drop_deleted(df, words, F.col(_KEY), F.col(ROW_INDEX_COL), one_long).drop(_KEY, ROW_INDEX_COL)
         if partition_schema.fields:
             df = df.select("*", *_partition_literals(partition_schema, values))
         out.append(df)

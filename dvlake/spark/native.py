@@ -1,12 +1,13 @@
-"""The native scan: deletion vectors applied inside Spark's Parquet reader by dvlake's JVM module (``jvm/``).
+"""The native scan: deletion vectors applied inside Spark's Parquet reader by dvlake's JVM module (``dvlake/jvm/``).
 
-``make jar`` compiles the module against the installed pyspark's jars into ``dvlake/jars/``, one jar per
-Spark minor version. A session gets the jar at first use (``ADD JAR`` on classic sessions, ``addArtifacts``
-over Spark Connect). Planning stays here: each read lists its files and their DV descriptors in the
-format's ``dvlake.scan.files`` option, and the reader drops the deleted rows per batch.
+``dvlake.native_jar`` finds the jar for the session's Spark minor (packaged, cached, or compiled on first use when a
+JDK is here). A session gets the jar at first use (``ADD JAR`` on classic sessions, ``addArtifacts`` over Spark
+Connect). Planning stays here: each read lists its files and their DV descriptors in the format's
+``dvlake.scan.files`` option (with the listing's protocol version beside it), and the reader drops the deleted rows
+per batch.
 
-``spark.dvlake.scan.native``: ``auto`` (default: native when the jar for this Spark is there and loads),
-``true`` (native or a clear error), ``false`` (the pure-Python path: Spark's reader plus an anti join).
+``spark.dvlake.scan.native``: ``auto`` (default: native when a jar for this Spark is there or can be built, and
+loads), ``true`` (native or a clear error), ``false`` (the pure-Python path: Spark's reader plus an anti join).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql.types import StructType
 
+from dvlake import native_jar
 from dvlake.config import NATIVE_SCAN as SETTING
 from dvlake.errors import UnsupportedEnvironmentError
 from dvlake.storage.confine import dv_file_location
@@ -30,17 +32,27 @@ log = logging.getLogger(__name__)
 
 FORMAT = "io.dvlake.spark.DvlakeParquetFileFormat"
 FILES_OPTION = "dvlake.scan.files"
-JAR_DIR = Path(__file__).resolve().parent.parent / "jars"
 
 _lock = threading.Lock()
 _ready: dict[int, bool] = {}   # id(session) -> usable in every thread (jar on the class path, or Connect)
 _why: dict[int, str] = {}      # id(session) -> why it is not
 _threads = threading.local()   # a classic session's ADD JAR reaches only the JVM thread that ran it
+_choices: dict[str, native_jar.JarChoice] = {}  # Spark version -> the jar found (or why none)
 
-def jar_for(spark_version: str) -> Path:
-    """The jar built for ``spark_version``'s major.minor."""
-    major_minor = ".".join(spark_version.split(".")[:2])
-    return JAR_DIR / f"dvlake-scan-spark{major_minor}.jar"
+def jar_for(spark_version: str) -> Path | None:
+    """The jar for ``spark_version``'s minor (packaged, cached, or compiled now), or None (``native_jar`` says why)."""
+    return _choice(spark_version).path
+
+
+def _choice(spark_version: str) -> native_jar.JarChoice:
+    """``native_jar.find_jar`` once per Spark version and process (it may compile; a failure is not retried)."""
+    with _lock:
+        known = _choices.get(spark_version)
+    if known is None or (known.path is not None and not known.path.is_file()):
+        known = native_jar.find_jar(spark_version)
+        with _lock:
+            _choices[spark_version] = known
+    return known
 
 
 def enabled(spark: SparkSession) -> bool:
@@ -70,14 +82,16 @@ def enabled(spark: SparkSession) -> bool:
                 _ready[key], _why[key] = ok, why
         known = ok
     if not known and setting == "true":
-        raise UnsupportedEnvironmentError(f"{SETTING}=true but the native scan cannot be used: {_why.get(key)}. Build "
-                                          "it with `make jar` (needs a JDK's javac), or set the setting to auto or false")
+        raise UnsupportedEnvironmentError(f"{SETTING}=true but the native scan cannot be used: {_why.get(key)}. "
+                                          "`dvlake doctor` says which jar a session would load and why; or set the "
+                                          "setting to auto or false")
     return known
 
 
 def _on_class_path(spark: SparkSession) -> bool:
     jars = str(spark.conf.get("spark.jars", "") or "")
-    return jar_for(spark.version).name in jars and jar_for(spark.version).is_file()
+    jar = jar_for(spark.version)
+    return jar is not None and jar.name in jars
 
 
 def _is_connect(spark: SparkSession) -> bool:
@@ -89,9 +103,10 @@ def _load(spark: SparkSession) -> tuple[bool, str]:
     # tried (a server may refuse artifacts, and the client need not have the jar at all)
     if _is_connect(spark) and _resolves(spark) is None:
         return True, ""
-    jar = jar_for(spark.version)
-    if not jar.is_file():
-        return False, f"no jar for Spark {spark.version} at {jar}"
+    choice = _choice(spark.version)
+    jar = choice.path
+    if jar is None:
+        return False, choice.why
     try:
         if _is_connect(spark):
             spark.addArtifacts(str(jar))
@@ -108,7 +123,7 @@ def _load(spark: SparkSession) -> tuple[bool, str]:
 def _resolves(spark: SparkSession) -> str | None:
     """None when the session resolves the format (analysing an empty read through it), else why not."""
     try:
-        spark.read.format(FORMAT).schema("id long").option(FILES_OPTION, "").load([]).schema  # noqa: B018 - resolves it
+        reader(spark, "id long", "").load([]).schema  # noqa: B018 - resolves it
     except Exception as exc:  # noqa: BLE001 - any failure means: not usable
         return _why_failed(exc)
     return None
@@ -142,7 +157,13 @@ def _key(location: str) -> str:
     return path_key(location)
 
 
+def reader(spark: SparkSession, schema: StructType | str, files_listing: str) -> DataFrameReader:
+    """The native format's reader for a ``listing``: the one place its options are set (the listing and its
+    protocol version, which the Java format checks)."""
+    return (spark.read.format(FORMAT).schema(schema).option(FILES_OPTION, files_listing)
+            .option(native_jar.PROTOCOL_OPTION, str(native_jar.SCAN_PROTOCOL)))
+
+
 def read(spark: SparkSession, files: Sequence[Any], data_schema: StructType, table_root: str, confine: bool) -> DataFrame:
     """``files`` read by the native format: their data columns, deleted rows dropped."""
-    return (spark.read.format(FORMAT).schema(data_schema).option(FILES_OPTION, listing(files, table_root, confine))
-            .load([f.path for f in files]))
+    return reader(spark, data_schema, listing(files, table_root, confine)).load([f.path for f in files])

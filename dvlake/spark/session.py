@@ -36,7 +36,7 @@ def local_session(app_name: str = "dvlake", *, cores: int = 2, shuffle_partition
     from dvlake.spark.native import jar_for
 
     jar = jar_for(pyspark.__version__)
-    if jar.is_file():  # on the driver's class path from the start: every thread finds the native scan's format
+    if jar is not None:  # on the driver's class path from the start: every thread finds the native scan's format
         builder = builder.config("spark.jars", str(jar))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

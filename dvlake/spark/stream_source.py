@@ -27,13 +27,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxFiles,
-    SupportsTriggerAvailableNow,
-)
+
+try:
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxBytes,
+        ReadMaxFiles,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # PySpark < 4.2: no admission control, so no Python engine; the JVM engine (classic) still streams
+    from dvlake.spark.stream_support import AdmissionControlMissing as SupportsTriggerAvailableNow  # type: ignore[assignment]
 from pyspark.sql.types import StructType
 
 from dvlake.config import TIMESTAMP_OUT_OF_RANGE

@@ -17,7 +17,6 @@ from dvlake.commands.health import (
     PYTHON,
     READ_PATHS,
     estimate_read_overhead,
-    native_jar,
     read_path_for,
     table_health,
 )
@@ -84,17 +83,20 @@ def test_read_overhead_never_falls_as_more_rows_are_deleted(path: object) -> Non
         assert (cost >= 0).all()
 
 
-def test_health_knows_where_the_native_jar_is() -> None:
-    """health decides the read path without PySpark, with its own copy of the jar's name: the two agree."""
-    from dvlake.spark import native
-
-    for version in ("4.0.1", "4.3.0", "3.5.2"):
-        assert native_jar(version) == native.jar_for(version)
-    assert read_path_for("false")[0] is PYTHON and read_path_for("TRUE")[0] is NATIVE
+def test_health_and_sessions_take_the_jar_from_one_place() -> None:
+    """health decides the read path without PySpark, from ``native_jar`` as sessions do: the two agree."""
     import pyspark
 
-    expected = NATIVE if native.jar_for(pyspark.__version__).is_file() else PYTHON
-    assert read_path_for(None)[0] is expected
+    from dvlake import native_jar
+    from dvlake.spark import native
+
+    assert read_path_for("false")[0] is PYTHON and read_path_for("TRUE")[0] is NATIVE
+    jar = native.jar_for(pyspark.__version__)
+    expected = NATIVE if jar is not None else PYTHON
+    model, why = read_path_for(None)
+    assert model is expected
+    if jar is not None:
+        assert str(jar) in why and native_jar.find_jar(pyspark.__version__, build=False).path == jar
 
 
 def test_known_table_recommendations_ranked_by_rows_reclaimed(known_table: str) -> None:

@@ -27,7 +27,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import dvlake
-from dvlake import DeltaTable
+from dvlake import DeltaTable, native_jar
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor, dv_file_name
 from dvlake.dv.store import dv_bytes
@@ -170,15 +170,13 @@ def test_which_row_index_source_each_read_shape_uses(spark: SparkSession, tmp_pa
     spark.conf.set(native.SETTING, "true")
     cases = {"batches": (lambda: dvlake.read(spark, path), 6_666),
              "user_row_index": (lambda: dvlake.read(spark, path).select("id", "_metadata.row_index"), 6_666),
-             "dml_no_dv": (lambda: spark.read.format(native.FORMAT).schema(dvlake.read(spark, plain).schema)
-                           .option(native.FILES_OPTION, native.listing([SimpleNamespace(path=f, dv=None)
-                                                                        for f in data_files(plain)], plain, True))
+             "dml_no_dv": (lambda: native.reader(spark, dvlake.read(spark, plain).schema, native.listing(
+                               [SimpleNamespace(path=f, dv=None) for f in data_files(plain)], plain, True))
                            .load(data_files(plain)).select("id", "_metadata.row_index"), 10_000),
              "rows": (lambda: dvlake.read(spark, nested), 2_250),
              # dvlake's planning reads files without a DV with Spark's plain scan; the format itself reads them too
-             "no_dv": (lambda: spark.read.format(native.FORMAT).schema(dvlake.read(spark, plain).schema)
-                       .option(native.FILES_OPTION, native.listing([SimpleNamespace(path=f, dv=None)
-                                                                    for f in data_files(plain)], plain, True))
+             "no_dv": (lambda: native.reader(spark, dvlake.read(spark, plain).schema, native.listing(
+                           [SimpleNamespace(path=f, dv=None) for f in data_files(plain)], plain, True))
                        .load(data_files(plain)), 10_000)}
     used = {}
     for name, (read, count) in cases.items():
@@ -240,7 +238,7 @@ def test_auto_falls_back_when_the_jar_is_missing(spark: SparkSession, tmp_path: 
     path = str(tmp_path / "fallback")
     dvlake.write(spark.range(100).coalesce(1), path, properties=DV_PROPS)
     DeltaTable.forPath(spark, path).delete("id < 10")
-    monkeypatch.setattr(native, "jar_for", lambda version: tmp_path / "missing.jar")
+    monkeypatch.setattr(native, "_choice", lambda version: native_jar.JarChoice(None, "", "no jar here (test)"))
     monkeypatch.setattr(native, "_ready", {})
     monkeypatch.setattr(native, "_threads", threading.local())
     spark.conf.set(native.SETTING, "auto")
@@ -589,8 +587,7 @@ def test_the_listing_is_broadcast_not_in_the_task_binary(spark: SparkSession, tm
     big = listing + "\n" + fake
     assert len(big) > 4_000_000
     data_schema = dvlake.read(spark, root).schema
-    big_df = (spark.read.format(native.FORMAT).schema(data_schema).option(native.FILES_OPTION, big)
-              .load(data_files(root)))
+    big_df = native.reader(spark, data_schema, big).load(data_files(root))
     assert sorted(r.id for r in big_df.collect()) == LIVE
     size = _task_binary_bytes(big_df)
     assert size < 1_000_000, f"the serialized scan holds {size} bytes: the listing rides in every task"
@@ -768,11 +765,29 @@ def test_connect_resolves_the_format_before_adding_the_jar(spark: SparkSession, 
     spark.conf.set(native.SETTING, "true")
     assert sorted(r.id for r in dvlake.read(spark, root).collect()) == LIVE  # the format is loadable in this thread
     monkeypatch.setattr(native, "_is_connect", lambda session: True)
-    monkeypatch.setattr(native, "jar_for", lambda version: tmp_path / "missing.jar")
+    monkeypatch.setattr(native, "_choice", lambda version: native_jar.JarChoice(None, "", "no jar here (test)"))
     assert native._load(spark) == (True, "")
     monkeypatch.setattr(native, "FORMAT", "io.dvlake.spark.NoSuchFormat")  # a server without the jar
     ok, why = native._load(spark)
-    assert not ok and "missing.jar" in why
+    assert not ok and "no jar here (test)" in why
+
+
+def test_a_listing_of_another_protocol_is_refused_by_the_jar(spark: SparkSession, tmp_path: Path) -> None:
+    """The listing is a versioned text protocol: a jar fed a listing of another version says so instead of
+    misreading it (a stale jar on a class path, a newer dvlake)."""
+    root = _dv_table(spark, tmp_path)
+    spark.conf.set(native.SETTING, "true")
+    df = dvlake.read(spark, root)
+    assert sorted(r.id for r in df.collect()) == LIVE
+    files = data_files(root)
+    listing = _listing_of(df._jdf.queryExecution().executedPlan())
+    for wrong in ("0", "999", None):
+        reader = spark.read.format(native.FORMAT).schema(df.schema).option(native.FILES_OPTION, listing)
+        if wrong is not None:
+            reader = reader.option(native_jar.PROTOCOL_OPTION, wrong)
+        with pytest.raises(Exception, match="DVLAKE_NATIVE_SCAN_PROTOCOL_MISMATCH") as raised:
+            reader.load(files).collect()
+        assert f"protocol {wrong or 'null'}" in str(raised.value) and f"protocol {native_jar.SCAN_PROTOCOL}" in str(raised.value)
 
 
 # --- a JVM that outlives a SparkContext ----------------------------------------------------------------------------

@@ -3,12 +3,13 @@ checked by import-linter in ``make lint``; this proves the runtime side of it)."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
 
-def test_spark_free_layers_import_without_pyspark(testdata) -> None:
+def test_spark_free_layers_import_without_pyspark(testdata, tmp_path) -> None:
     table = testdata / "basic-dv-with-checkpoint"
     script = textwrap.dedent(f"""
         import sys
@@ -24,9 +25,13 @@ def test_spark_free_layers_import_without_pyspark(testdata) -> None:
         for d in dvs:
             desc = DeletionVectorDescriptor.from_json(d)
             assert len(load_bitmap(desc, snap.table_root)) == desc.cardinality
+        import dvlake.native_jar  # where the native scan's jar comes from: decided without Spark (dvlake doctor)
+        choice = dvlake.native_jar.find_jar("4.1.0", build=False)
+        assert choice.path is None and "pyspark installed here (none)" in choice.why, choice  # none to compile against
         assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules if sys.modules[m] is not None)
         print("spark-free ok")
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "DVLAKE_JAR_CACHE": str(tmp_path / "empty-jar-cache")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert "spark-free ok" in out.stdout

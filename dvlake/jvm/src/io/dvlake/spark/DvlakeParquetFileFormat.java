@@ -48,6 +48,10 @@ import scala.jdk.javaapi.CollectionConverters;
 public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public static final String SHORT_NAME = "dvlake_parquet";
   public static final String FILES_OPTION = "dvlake.scan.files";
+  /** The version of the listing's text protocol that dvlake's Python side writes into {@link #PROTOCOL_OPTION};
+   *  dvlake/native_jar.py's SCAN_PROTOCOL names the same number (a Spark-free test keeps the two equal). */
+  public static final int PROTOCOL = 1;
+  public static final String PROTOCOL_OPTION = "dvlake.scan.protocol";
 
   @Override public String shortName() { return SHORT_NAME; }
 
@@ -68,6 +72,11 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     return Option.apply(CollectionConverters.asScala(names).toSeq());
   }
 
+  /** A read option as given, or lower-cased (Spark's case-insensitive option maps keep either), or null. */
+  private static String option(Map<String, String> options, String key) {
+    return options.get(key).getOrElse(() -> options.get(key.toLowerCase()).getOrElse(() -> null));
+  }
+
   @Override
   public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
       SparkSession session, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
@@ -80,10 +89,17 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     int indexAt = dropIndex ? requiredSchema.length() : asked;
     StructType withIndex = dropIndex ? requiredSchema.add(new StructField(indexName, DataTypes.LongType, true,
         org.apache.spark.sql.types.Metadata.empty())) : requiredSchema;
-    String listing = options.get(FILES_OPTION).getOrElse(() -> options.get(FILES_OPTION.toLowerCase()).getOrElse(() -> null));
+    String listing = option(options, FILES_OPTION);
     if (listing == null) {
       throw new IllegalArgumentException("the " + SHORT_NAME + " format reads only files dvlake planned: option "
           + FILES_OPTION + " is missing (read Delta tables with dvlake.read or format(\"delta\"))");
+    }
+    String protocol = option(options, PROTOCOL_OPTION);
+    if (!String.valueOf(PROTOCOL).equals(protocol)) {
+      throw new IllegalArgumentException("DVLAKE_NATIVE_SCAN_PROTOCOL_MISMATCH: dvlake's Python side wrote scan "
+          + "listing protocol " + protocol + " but this jar reads protocol " + PROTOCOL + ": the jar on the class path "
+          + "is not the one built for this dvlake (restart the session so dvlake loads the jar it builds, or set "
+          + "spark.dvlake.scan.native=false)");
     }
     parseFiles(listing);  // a malformed listing fails here, on the driver
     // Spark copies every read option into hadoopConf (newHadoopConfWithOptions), and the reader functions keep that

@@ -37,7 +37,7 @@ import org.roaringbitmap.RoaringBitmap;
  */
 public final class RowGroups {
   /** The Spark minor versions whose reader internals were checked (javap) and tested with the differential tests. */
-  static final List<String> SPARK_MINORS = Arrays.asList("4.3");
+  static final List<String> SPARK_MINORS = Arrays.asList("4.0", "4.1", "4.2", "4.3");
 
   private static final String PARQUET = "org.apache.spark.sql.execution.datasources.parquet.";
   private static final Class<?> ITERATOR;
