@@ -52,6 +52,7 @@ from dvlake.spark.catalog import (
     refresh_registration,
     register_table,
     registered_location,
+    table_name_parts,
 )
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.sql import sql as dvlake_sql
@@ -551,7 +552,8 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
     location = None if name is not None else path or opts.pop("path", None)
     on_commit: Callable[[Any], None] | None = None
     if name is not None:
-        location = _registered(spark, name)
+        # checked (a name Spark refuses, a name taken by a non-Delta table) before the query starts writing
+        location = path_of_identifier(name) or location_for_create(spark, name)
         if location is None:  # a new table: created by the first batch, then registered under the name
             given = opts.pop("path", None)
             target = str(given or default_table_location(spark, name))
@@ -751,6 +753,8 @@ def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], 
     spark = df.sparkSession
     opts = dict(options)
     key = mode.strip().lower()
+    if path_of_identifier(name) is None:
+        table_name_parts(name)  # a name Spark refuses writes nothing, whatever the mode
     if path_of_identifier(name) is None and key == "ignore" and spark.catalog.tableExists(name):
         return  # mode ignore: whatever the name is, nothing is written (as Spark does)
     # a name taken by something that is not a Delta table is refused before anything is written
