@@ -581,12 +581,13 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
             "the checkpoint to commit exactly once")
     parsed = write_options.parse(opts, conf)
     query_id = stream_sink.QueryId(checkpoint, remote=remote)
+    failure: list[BaseException] = []  # the dvlake error a batch raised, surfaced typed by the query's waits
     fn = stream_sink.batch_writer(str(location), output_mode, partition_by, parsed, api.session_defaults(spark),
-                                  query_id, on_commit)
+                                  query_id, on_commit, failure)
     writer.foreachBatch(fn)
     query = original_start(writer)
     query_id.set(str(query.id))
-    return query
+    return stream_sink.surface_typed_errors(query, failure)
 
 
 def _conf_reader(spark: Any) -> Callable[[str], Any]:
@@ -621,6 +622,19 @@ def _wrap_session(cls: type) -> None:
 
     hooks.patch(cls, "sql", sql_wrapper)  # dvlake's own statements reach the original (native_sql)
     hooks.patch(cls, "table", table_wrapper)
+    if "newSession" in cls.__dict__:
+        new_session = cls.newSession  # type: ignore[attr-defined]
+
+        @functools.wraps(new_session)
+        def new_session_wrapper(self: Any) -> Any:
+            # a new session starts from the context's settings, not this session's: configure_spark(session) set the
+            # switch at run time, so the child would lose format("delta") (DATA_SOURCE_NOT_FOUND) without it
+            child = new_session(self)
+            if enabled(self):
+                child.conf.set(ENABLED_CONF, "true")
+            return child
+
+        hooks.patch(cls, "newSession", new_session_wrapper)
 
 
 # -- what the hooks do for Delta -----------------------------------------------------------------------

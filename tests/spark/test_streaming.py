@@ -172,6 +172,27 @@ def test_stateful_sink_restarts_once_after_a_crash_between_the_table_and_the_com
     assert table() == expected(range(6), range(3, 9), range(6, 12))
 
 
+def test_a_check_constraint_violated_by_a_batch_stops_the_query_with_the_typed_error(dspark: SparkSession,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 39: Spark wraps the error of the sink's batch into an untyped StreamingQueryException; the query's
+    awaitTermination() raises dvlake's CheckConstraintViolationError (Spark's exception as its cause), and nothing of
+    the violating batch is committed."""
+    from pyspark.errors import StreamingQueryException
+
+    from dvlake.errors import CheckConstraintViolationError
+
+    src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
+    dvlake.write(dspark.range(0, 2), out)
+    dvlake.sql(dspark, f"ALTER TABLE delta.`{out}` ADD CONSTRAINT small CHECK (id < 5)")
+    _append_parquet(dspark, src, 2, 4)
+    _append_parquet(dspark, src, 4, 8)  # 5, 6 and 7 violate the constraint
+    with pytest.raises(CheckConstraintViolationError) as info:
+        _sink(dspark, src, out, chk)
+    assert info.value.getCondition() == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+    assert isinstance(info.value.__cause__, StreamingQueryException)
+    assert _ids(dvlake.read(dspark, out)) == [0, 1, 2, 3]
+
+
 def test_sink_refuses_update_mode(dspark: SparkSession, tmp_path: Path) -> None:
     _append_parquet(dspark, tmp_path / "in", 0, 2)
     stream = dspark.readStream.schema("id long").parquet(str(tmp_path / "in"))
