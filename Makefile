@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: help test test-fast lint format demo bench java-check jar clean
+.PHONY: help test test-fast test-objectstore emulators lint format demo bench java-check jar clean
 
 $(BASE_STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java-check
@@ -22,6 +22,22 @@ $(STAMP): $(BASE_STAMP)
 	@echo "installing the test, bench and lint extras (pytest, delta-rs, DuckDB, ruff, mypy, ...) ..."
 	@$(BIN)/python -m pip install --quiet -e '.[test,bench,lint]'
 	@touch $(STAMP)
+
+# The object-store tests' emulators (tests/objectstore): moto's S3 server comes with the test extra; Azurite (Azure
+# Blob / ADLS) is an npm package, installed here into the venv's own folder, never globally. 3.35.0 is the last Azurite
+# release that runs on Node 20 (3.36 wants Node 21+, 3.37 Node 22).
+AZURITE_VERSION := 3.35.0
+NODE_DIR := $(VENV)/node
+AZURITE := $(NODE_DIR)/node_modules/.bin/azurite-blob
+
+emulators: $(AZURITE)  ## install Azurite from npm into .venv/node for the object-store tests (moto comes with the test extra)
+
+$(AZURITE):
+	@command -v npm >/dev/null 2>&1 || { echo "ERROR: 'npm' is not on PATH. The object-store tests run Azurite (npm): install Node.js 20+ with npm, e.g. 'apt-get install nodejs npm' (Debian/Ubuntu), then re-run make." >&2; exit 1; }
+	@echo "installing Azurite $(AZURITE_VERSION) from npm into $(NODE_DIR) ..."
+	@mkdir -p $(NODE_DIR)
+	@npm install --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+	@test -x $@ && touch $@
 
 java-check:
 	@command -v java >/dev/null 2>&1 || { echo "ERROR: 'java' is not on PATH. Spark needs Java 17 or 21: install it, e.g. 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), then re-run make." >&2; exit 1; }
@@ -46,11 +62,14 @@ $(JAR): $(JAVA_SOURCES) $(BASE_STAMP)
 		cp -r jvm/resources/META-INF build/jvm/ && jar cf $@ -C build/jvm . && echo "built $@"; \
 	else echo "javac not found: the native scan is not built; dvlake reads through the pure-Python path (install a JDK to build it)"; fi
 
-test: lint jar  ## lint, build the jar, then the whole test suite (unit, Spark, interop, cluster): what CI runs
+test: lint jar emulators  ## lint, build the jar, then the whole test suite (unit, Spark, interop, cluster, object stores): what CI runs
 	$(BIN)/python -m pytest --durations=25
 
 test-fast: $(STAMP)  ## the Spark-free tests (tests/unit: codec, log, predicates, txn, SQL tokens) in seconds, while you work
 	$(BIN)/python -m pytest tests/unit -q
+
+test-objectstore: $(STAMP) emulators  ## only the object-store tests (S3 on moto, Azure on Azurite; a couple of minutes)
+	$(BIN)/python -m pytest -m objectstore tests/objectstore -q
 
 lint: $(STAMP)  ## ruff (rules in pyproject.toml), mypy (typed defs) and the layer contracts (import-linter)
 	$(BIN)/ruff check dvlake tests bench

@@ -42,6 +42,7 @@ from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import catalog, scan
 from dvlake.spark.catalog import path_of_identifier, refresh_registration, register_table, table_location
+from dvlake.spark.object_stores import configure_object_stores
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.storage.paths import normalize_table_root
 
@@ -96,6 +97,7 @@ class DeltaTable:
     def __init__(self, spark: SparkSession, path: str, alias: str | None = None, *, name: str | None = None) -> None:
         self._spark = spark
         self._path = normalize_table_root(path)
+        configure_object_stores(spark)  # spark.hadoop.fs.* settings for dvlake's own reads and commits
         self._alias = alias
         self._name = name  # the catalog name it was opened by (forName), whose columns follow schema changes
 

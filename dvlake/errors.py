@@ -240,6 +240,10 @@ class CommitPrimitiveUnavailableError(StorageError):
     """
 
 
+class ObjectStoreConfigurationError(StorageError):
+    """The object store of a table root cannot be reached with the settings given (no account, bad endpoint)."""
+
+
 class DataFileNotFoundError(DvlakeError):
     """A data file the log lists is missing (deleted by hand, or a VACUUM with too short a retention)."""
 

@@ -54,6 +54,7 @@ from dvlake.spark.catalog import (
     registered_location,
     table_name_parts,
 )
+from dvlake.spark.object_stores import configure_object_stores
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.sql import sql as dvlake_sql
 
@@ -135,6 +136,8 @@ def enabled(spark: Any) -> bool:
         value = str(spark.conf.get(ENABLED_CONF, "false")).strip().lower() == "true"
     except Exception:  # a stopped session or a server that refuses the lookup: the faces stay off
         value = False
+    if value:
+        configure_object_stores(spark)  # once per session: spark.hadoop.fs.* for dvlake's own reads and commits
     with contextlib.suppress(AttributeError, TypeError):
         spark._dvlake_faces = (_generation[0], value)
     return value
@@ -215,6 +218,13 @@ def _set(key: str) -> Callable[..., None]:
     def record(state: dict[str, Any], value: Any = None, *_: Any, **__: Any) -> None:
         if value is not None:
             state[key] = value
+    return record
+
+
+def _set_sink(name: str) -> Callable[..., None]:
+    def record(state: dict[str, Any], *_: Any, **__: Any) -> None:
+        if not hooks.is_inside_dvlake():  # the Delta sink's own foreachBatch call keeps the format it runs for
+            state["format"] = name
     return record
 
 
@@ -480,6 +490,10 @@ def read_delta_stream(spark: Any, path: Any, options: dict[str, Any], schema: An
 def _wrap_stream_writer(cls: type, session_of: Callable[[Any], Any]) -> None:
     """``df.writeStream.format("delta")…start(path)`` / ``.toTable(name)``: dvlake's sink under ``foreachBatch``."""
     _recording(cls, "format", _set("format"))
+    # foreachBatch/foreach make the query a function sink whatever format() said before (Spark keeps the last of the
+    # three), so start() hands it to Spark instead of opening a Delta sink
+    _recording(cls, "foreachBatch", _set_sink("foreachBatch"))
+    _recording(cls, "foreach", _set_sink("foreach"))
     _recording(cls, "outputMode", _set("mode"))
     _recording(cls, "queryName", _set("query_name"))
     _recording(cls, "option", _record_option)
@@ -581,13 +595,12 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
             "the checkpoint to commit exactly once")
     parsed = write_options.parse(opts, conf)
     query_id = stream_sink.QueryId(checkpoint, remote=remote)
-    failure: list[BaseException] = []  # the dvlake error a batch raised, surfaced typed by the query's waits
     fn = stream_sink.batch_writer(str(location), output_mode, partition_by, parsed, api.session_defaults(spark),
-                                  query_id, on_commit, failure)
+                                  query_id, on_commit)
     writer.foreachBatch(fn)
     query = original_start(writer)
     query_id.set(str(query.id))
-    return stream_sink.surface_typed_errors(query, failure)
+    return query
 
 
 def _conf_reader(spark: Any) -> Callable[[str], Any]:

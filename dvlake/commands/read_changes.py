@@ -31,7 +31,8 @@ from dvlake.errors import (
 from dvlake.log.cdf_plan import VersionChanges, check_enabled, check_range, plan_version
 from dvlake.log.replay import read_commit
 from dvlake.log.segment import commit_file_name, earliest_version
-from dvlake.log.snapshot import Snapshot, to_epoch_ms
+from dvlake.log.snapshot import Snapshot
+from dvlake.log.stream_plan import TIMESTAMP_OUT_OF_RANGE, session_epoch_ms
 from dvlake.spark.cdf_read import changes_frame
 from dvlake.storage.confine import data_file_location
 from dvlake.storage.paths import normalize_table_root
@@ -49,13 +50,20 @@ def read_changes(spark: SparkSession, path: str, startingVersion: int | None = N
         raise NoStartForCdcReadError(
             f"change data feed of {root}: no starting point; give startingVersion (e.g. 0) or startingTimestamp")
     latest = Snapshot.load(root)
+    # timestamps without an offset are wall-clock times in the session time zone, as Spark casts them
+    zone = str(spark.conf.get("spark.sql.session.timeZone", "UTC") or "UTC")
     if startingTimestamp is not None:
-        start = _version_at_or_after(latest, startingTimestamp, root)
+        allow = str(spark.conf.get(TIMESTAMP_OUT_OF_RANGE, "false") or "false").strip().lower() == "true"
+        found = _version_at_or_after(latest, startingTimestamp, root, zone, allow)
+        if found is None:  # after the last commit, and the session allows it: no changes (delta-spark's empty result)
+            confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), latest.configuration)
+            return changes_frame(spark, latest, [], confine)
+        start = found
     else:
         start = _as_version(startingVersion, "startingVersion")
     end: int | None
     if endingTimestamp is not None:
-        end = _version_at_or_before(latest, endingTimestamp, root)
+        end = _version_at_or_before(latest, endingTimestamp, root, zone)
     else:
         end = None if endingVersion is None else _as_version(endingVersion, "endingVersion")
     end = check_range(start, end, latest.version, root)
@@ -114,20 +122,24 @@ def _stamps(snapshot: Snapshot) -> list[tuple[int, int]]:
     return [(v, snapshot.commit_timestamp(v)) for v in sorted(snapshot.listing.commits) if v <= snapshot.version]
 
 
-def _version_at_or_after(snapshot: Snapshot, timestamp: Any, root: str) -> int:
-    """delta-spark's starting version for a timestamp: the first commit at or after it."""
-    ts = to_epoch_ms(timestamp)
+def _version_at_or_after(snapshot: Snapshot, timestamp: Any, root: str, zone: str = "UTC",
+                         out_of_range: bool = False) -> int | None:
+    """delta-spark's starting version for a timestamp: the first commit at or after it; None when it is after the last
+    commit and ``spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled`` allows that."""
+    ts = session_epoch_ms(timestamp, zone)
     for v, stamp in _stamps(snapshot):
         if stamp >= ts:
             return v
+    if out_of_range:
+        return None
     raise CdcStartVersionAfterLatestError(
         f"change data feed of {root}: startingTimestamp {timestamp} is after the latest commit (version "
         f"{snapshot.version}); give an earlier timestamp", error_class="DELTA_TIMESTAMP_GREATER_THAN_COMMIT")
 
 
-def _version_at_or_before(snapshot: Snapshot, timestamp: Any, root: str) -> int:
+def _version_at_or_before(snapshot: Snapshot, timestamp: Any, root: str, zone: str = "UTC") -> int:
     """delta-spark's ending version for a timestamp: the last commit at or before it."""
-    ts = to_epoch_ms(timestamp)
+    ts = session_epoch_ms(timestamp, zone)
     before = [v for v, stamp in _stamps(snapshot) if stamp <= ts]
     if not before:
         raise InvalidCdcRangeError(

@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame
 from dvlake.commands import write as write_cmd
 from dvlake.commands.write_options import WriteOptions
 from dvlake.errors import DvlakeError, InvalidArgumentError, UnsupportedOutputModeError
+from dvlake.spark.task_errors import encode
 
 #: How long a micro-batch waits for ``start()`` to hand over the query id (the first batch may begin first).
 QUERY_ID_WAIT_SECONDS = 300.0
@@ -136,10 +137,8 @@ def checkpoint_query_id(checkpoint: str) -> str | None:
 
 def batch_writer(path: str, output_mode: str, partition_by: Sequence[str], options: WriteOptions,
                  session_defaults: dict[str, str], query_id: Callable[[], str],
-                 on_commit: Callable[[DataFrame], None] | None = None,
-                 failure: list[BaseException] | None = None) -> Callable[[DataFrame, int], None]:
-    """The ``foreachBatch`` function of a Delta sink at ``path`` (``output_mode`` from ``check_output_mode``);
-    ``failure`` keeps the dvlake error a batch raised, in the process that ran it (:func:`surface_typed_errors`)."""
+                 on_commit: Callable[[DataFrame], None] | None = None) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of a Delta sink at ``path`` (``output_mode`` from ``check_output_mode``)."""
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         try:
@@ -154,37 +153,13 @@ def batch_writer(path: str, output_mode: str, partition_by: Sequence[str], optio
             if on_commit is not None:
                 on_commit(batch)
         except DvlakeError as exc:
-            if failure is not None:
-                failure[:] = [exc]
-            raise
+            # Spark fails the query with the batch function's traceback as text (STREAM_FAILED); the marker lets
+            # awaitTermination() raise the dvlake class again, with its Delta error class (task_errors.install)
+            if "[DVLAKE_TASK_ERROR " in str(exc):
+                raise
+            raise DvlakeError(encode(exc)) from exc
 
     return write_batch
-
-
-def surface_typed_errors(query: Any, failure: list[BaseException]) -> Any:
-    """Make ``query.awaitTermination()`` / ``processAllAvailable()`` raise the dvlake error that stopped the query.
-
-    Spark wraps an error of a ``foreachBatch`` function into an untyped ``StreamingQueryException`` whose message
-    only names the Python class (a CHECK constraint violated by a batch, say); the typed error, with its
-    ``getCondition()``, is what the batch raised, kept by :func:`batch_writer`'s ``failure`` when the batch ran in this
-    process (a classic session). It is raised from Spark's exception, which stays its ``__cause__``. Over Spark
-    Connect the batches run on the server and Spark's exception is raised as it is.
-    """
-    from pyspark.errors import StreamingQueryException
-
-    for name in ("awaitTermination", "processAllAvailable"):
-        original = getattr(query, name)
-
-        def typed(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
-            try:
-                return _original(*args, **kwargs)
-            except StreamingQueryException as exc:
-                if failure:
-                    raise failure[0] from exc
-                raise
-
-        setattr(query, name, typed)
-    return query
 
 
 def replay_plan(batch: DataFrame) -> None:

@@ -46,7 +46,7 @@ from dvlake.log.segment import commit_timestamps, log_path
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage.base import Storage
 from dvlake.storage.paths import decode_relative_path, has_scheme, join, normalize_table_root
-from dvlake.storage.tree import RootGuard, delete_inside, remove_empty_dir, safe_relative, walk_tree
+from dvlake.storage.tree import RootGuard, delete_many_inside, remove_empty_dir, safe_relative, walk_tree
 from dvlake.txn.transaction import OptimisticTransaction
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def _iceberg_expired(snapshot: Snapshot, delete_before: int) -> list[str]:
 
 def _delete_iceberg(storage: Storage, root: str, paths: list[str]) -> int:
     guard = RootGuard(storage, root)
-    deleted = sum(delete_inside(guard, p[len(root.rstrip("/")) + 1:]) for p in paths)
+    deleted = delete_many_inside(guard, [p[len(root.rstrip("/")) + 1:] for p in paths])
     if paths:
         from dvlake.uniform.state import forget
 
@@ -483,14 +483,15 @@ def _end_commit(root: str, params: dict[str, Any], metrics: dict[str, Any] | Non
 
 
 def _delete_all(storage: Storage, root: str, cands: _Candidates, dirs: list[str], parallelism: int) -> int:
-    """Delete candidate files in parallel threads (chunk by chunk), then empty folders deepest first."""
+    """Delete candidate files in parallel threads (chunk by chunk; on object stores each chunk is batched
+    requests), then empty folders deepest first."""
     guard = RootGuard(storage, root)
     workers = parallelism if parallelism > 0 else DEFAULT_PARALLELISM
     deleted = 0
     t0 = time.monotonic()
 
     def run(chunk: list[str]) -> int:
-        return sum(1 for p in chunk if delete_inside(guard, p))
+        return delete_many_inside(guard, chunk)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for batch in cands.batches():

@@ -42,7 +42,7 @@ from dvlake.log.schema import (
 )
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import constraints
-from dvlake.spark.layout import logical_struct
+from dvlake.spark.layout import all_nullable, logical_struct
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.base import storage_for
@@ -196,7 +196,9 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         if done is not None and done >= opts.txn_version:
             return None  # delta-spark skips a write whose application version is already committed
         txn_actions.append(Txn(opts.txn_app_id, opts.txn_version, now_ms()))
-    df_schema = json.loads(df.schema.json())
+    # delta-spark's sink writes the data's schema with every column nullable (ImplicitMetadataOperation's asNullable):
+    # a NOT NULL column of a streaming DataFrame does not become a NOT NULL column of the table it creates
+    df_schema = json.loads((all_nullable(df.schema) if opts.streaming is not None else df.schema).json())
     replace_schema = snapshot is None or (mode_key == "overwrite" and overwrite_schema)
     if replace_schema:
         _stage_new_schema(txn, snapshot, df_schema, partition_by, properties, opts, session_defaults)

@@ -27,8 +27,10 @@ Pure apart from reading the log through ``Storage``; no Spark (the source runs i
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
+import zoneinfo
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +42,8 @@ from dvlake.errors import (
     DifferentTableReadByStreamError,
     DvlakeError,
     MissingChangeDataError,
+    TimestampGreaterThanCommitError,
+    VersionNotFoundError,
 )
 from dvlake.log.cdf_plan import VersionChanges, cdf_enabled, plan_version
 from dvlake.log.replay import read_commit
@@ -48,6 +52,9 @@ from dvlake.log.snapshot import Snapshot, to_epoch_ms
 from dvlake.log.stream_schema import TableSchema, check_readable
 from dvlake.storage.base import Storage
 
+#: delta-spark's setting that lets a startingTimestamp after the last commit start the stream at the next version
+#: (a change-feed batch read: read no changes) instead of failing with DELTA_TIMESTAMP_GREATER_THAN_COMMIT.
+TIMESTAMP_OUT_OF_RANGE = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
 #: delta-spark's default ``maxFilesPerTrigger`` when neither rate option is given.
 DEFAULT_MAX_FILES = 1000
 BASE_INDEX = -1
@@ -200,6 +207,38 @@ def parse_options(options: Mapping[str, Any]) -> StreamOptions:
     )
 
 
+def _zone(name: str) -> dt.tzinfo:
+    """A Spark session time zone id as a tzinfo: a region (``America/Los_Angeles``), ``UTC``/``Z``, or an offset
+    (``+08:00``, ``GMT-5``, ``UTC+01:30``)."""
+    text = name.strip()
+    m = re.fullmatch(r"(?:GMT|UTC|UT)?\s*([+-])(\d{1,2})(?::?(\d{2}))?", text, re.IGNORECASE)
+    if m:
+        minutes = int(m.group(2)) * 60 + int(m.group(3) or 0)
+        return dt.timezone(dt.timedelta(minutes=-minutes if m.group(1) == "-" else minutes))
+    if text.upper() in ("UTC", "Z", "GMT", "UT"):
+        return dt.UTC
+    try:
+        return zoneinfo.ZoneInfo(text)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise DeltaOptionError(f"the session time zone {name!r} is not a time zone dvlake can read a startingTimestamp "
+                               "in; set spark.sql.session.timeZone to a region id or an offset") from exc
+
+
+def session_epoch_ms(value: Any, time_zone: str) -> int:
+    """A ``startingTimestamp`` as epoch milliseconds, as Spark casts a string to a timestamp: a value without an
+    offset is a wall-clock time in the session time zone (``time_zone``), one with an offset is that instant."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return to_epoch_ms(text)  # raises DELTA_TIMESTAMP_INVALID with what to write
+        value = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=_zone(time_zone))
+    elif isinstance(value, dt.datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=_zone(time_zone))
+    return to_epoch_ms(value)
+
+
 @dataclass(frozen=True)
 class IndexedFile:
     """One position of the stream: an ``add`` to read, a commit's changes (``readChangeFeed``: one position per
@@ -213,6 +252,7 @@ class IndexedFile:
     error: DvlakeError | None = None  # a commit the options do not allow: raised when the stream reaches it
     changes: VersionChanges | None = None
     timestamp_ms: int = 0  # the commit's timestamp (readChangeFeed's _commit_timestamp)
+    whole_commit: bool = False  # readChangeFeed: the commit's changes, admitted to a batch together or not at all
 
     @property
     def has_data(self) -> bool:
@@ -245,10 +285,15 @@ class StreamPlanner:
 
     def __init__(self, table_root: str, storage: Storage, options: StreamOptions, schema: dict[str, Any],
                  table_id: str, *, schema_version: int, partition_columns: Sequence[str] = (),
-                 mapping_mode: str = "none") -> None:
+                 mapping_mode: str = "none", time_zone: str = "UTC", timestamp_out_of_range: bool = False) -> None:
         """``schema`` (with ``partition_columns`` and ``mapping_mode``) is what the stream reads every file with: the
-        table's at ``schema_version``, the latest when the query (re)started."""
+        table's at ``schema_version``, the latest when the query (re)started. ``time_zone`` (the session's
+        ``spark.sql.session.timeZone``) reads a ``startingTimestamp`` without an offset; ``timestamp_out_of_range``
+        (``spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled``) lets one after the last commit start
+        the stream at the next version instead of failing, as delta-spark's source."""
         self.root = table_root
+        self.time_zone = time_zone
+        self.timestamp_out_of_range = timestamp_out_of_range
         self.storage = storage
         self.options = options
         self.table_id = table_id
@@ -269,18 +314,36 @@ class StreamPlanner:
             return SourceOffset(self.table_id, latest.version + 1, BASE_INDEX, False)
         if isinstance(o.starting_version, int):
             if o.starting_version > latest.version:
-                from dvlake.errors import VersionNotFoundError
-
                 raise VersionNotFoundError(
                     f"startingVersion {o.starting_version} of the stream on {self.root} is after the latest version "
                     f"{latest.version}; give a version up to {latest.version}, or 'latest'",
                     error_class="DELTA_VERSION_NOT_FOUND")
             return SourceOffset(self.table_id, o.starting_version, BASE_INDEX, False)
         if o.starting_timestamp is not None:
-            ts = to_epoch_ms(o.starting_timestamp)
-            after = [v for v in sorted(latest.listing.commits) if v <= latest.version and latest.commit_timestamp(v) >= ts]
-            return SourceOffset(self.table_id, after[0] if after else latest.version + 1, BASE_INDEX, False)
+            return SourceOffset(self.table_id, self._version_from_timestamp(latest), BASE_INDEX, False)
         return SourceOffset(self.table_id, latest.version, BASE_INDEX, True)
+
+    def _version_from_timestamp(self, latest: Snapshot) -> int:
+        """``startingTimestamp``'s first version: the first commit at or after it (delta-spark's
+        ``getStartingVersionFromTimestamp``), the timestamp read in the session time zone.
+
+        Raises:
+            TimestampGreaterThanCommitError: it is after the last commit, unless ``timestamp_out_of_range``.
+        """
+        text = self.options.starting_timestamp
+        ts = session_epoch_ms(text, self.time_zone)
+        versions = [v for v in sorted(latest.listing.commits) if v <= latest.version]
+        after = [v for v in versions if latest.commit_timestamp(v) >= ts]
+        if after:
+            return after[0]
+        if self.timestamp_out_of_range:
+            return latest.version + 1
+        last = dt.datetime.fromtimestamp(latest.commit_timestamp(latest.version) / 1000, _zone(self.time_zone))
+        raise TimestampGreaterThanCommitError(
+            f"the provided timestamp ({text}) is after the latest version available to the table {self.root} "
+            f"({last.strftime('%Y-%m-%d %H:%M:%S')} in {self.time_zone}, version {latest.version}); use a timestamp "
+            "before or at it, or set spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled=true to start "
+            "at the next commit")
 
     def check_offset(self, offset: SourceOffset) -> None:
         if offset.table_id != self.table_id:
@@ -326,7 +389,17 @@ class StreamPlanner:
         if self._start_checked:
             return
         if start.version < self.schema_version:
-            snap = Snapshot.load(self.root, version=start.version, storage=self.storage)
+            try:
+                snap = Snapshot.load(self.root, version=start.version, storage=self.storage)
+            except VersionNotFoundError:
+                # log cleanup left no checkpoint at or before the start (0.json gone, a checkpoint later): the
+                # commits from there on are still readable, and delta-spark streams them without rebuilding that
+                # version. Without column mapping the metaData actions walked on the way are what matter; with it a
+                # rename or drop before the start could go unseen, so refuse as delta-spark does.
+                if self._read.mapping_mode != "none":
+                    raise
+                self._start_checked = True
+                return
             data = TableSchema(snap.metadata.id, snap.schema, tuple(snap.partition_columns), snap.column_mapping_mode)
             check_readable(self._read, self.schema_version, data, start.version, self.root, self._starting_options)
         self._start_checked = True
@@ -338,6 +411,17 @@ class StreamPlanner:
     def _check_metadata(self, version: int, metadata: dict[str, Any]) -> None:
         check_readable(self._read, self.schema_version, TableSchema.from_action(metadata), version, self.root,
                        self._starting_options)
+
+    def _check_protocol(self, action: dict[str, Any]) -> None:
+        """A commit that changes the protocol must still be readable by dvlake (delta-spark's ``protocolRead`` on
+        every protocol action the source walks): a raised ``minReaderVersion`` or a reader feature dvlake does not
+        implement fails the query there, rather than reading files whose meaning the new feature changed."""
+        from dvlake.log.actions import Protocol
+        from dvlake.log.features import check_can_read, validate_protocol
+
+        protocol = Protocol.from_json(action)
+        validate_protocol(protocol)
+        check_can_read(protocol, self.root)
 
     def _snapshot_positions(self, start: SourceOffset) -> Iterator[IndexedFile]:
         if self._snapshot_files is None or self._snapshot_files[0] != start.version:
@@ -371,15 +455,13 @@ class StreamPlanner:
 
     def _commit_positions(self, version: int, listing: LogListing) -> Iterator[IndexedFile]:
         if version not in listing.commits:
-            from dvlake.errors import VersionNotFoundError
-
             raise VersionNotFoundError(
                 f"the stream on {self.root} needs commit {commit_file_name(version)}, which is gone (log cleanup after "
                 "delta.logRetentionDuration removed it before the query read it); restart the query from a new "
                 "checkpoint", error_class="DELTA_VERSION_NOT_FOUND")
         lines = read_commit(self.storage, listing.commits[version][0])
         if self.options.read_change_feed:
-            yield self._change_position(version, lines, listing)
+            yield from self._change_positions(version, lines, listing)
             return
         error = None
         try:
@@ -394,10 +476,18 @@ class StreamPlanner:
         for i, add in enumerate(adds):
             yield IndexedFile(version, i, False, add, i == len(adds) - 1)
 
-    def _change_position(self, version: int, lines: list[dict[str, Any]], listing: LogListing) -> IndexedFile:
-        """readChangeFeed: the whole commit is one position (its changes are read together, as delta-spark admits them)."""
+    def _change_positions(self, version: int, lines: list[dict[str, Any]], listing: LogListing) -> Iterator[IndexedFile]:
+        """readChangeFeed: a commit's changes, cut as delta-spark's source admits them.
+
+        A commit recorded by change data files, or whose adds/removes carry deletion vectors, is one position: its
+        pre- and post-images (or a DV's flipped rows, which need both sides of an add/remove pair) must land in one
+        batch. A commit of plain adds and removes is one position per file, so a rate limit can split it. Files
+        ``excludeRegex`` matches (add, remove or change data file, by path) are dropped first.
+        """
         try:
             for ln in lines:
+                if "protocol" in ln:
+                    self._check_protocol(ln["protocol"])
                 if "metaData" in ln:
                     self._check_metadata(version, ln["metaData"])
                     from dvlake.log.actions import Metadata
@@ -409,13 +499,29 @@ class StreamPlanner:
                     "recorded (delta.enableChangeDataFeed is not true there); restart the query with startingVersion "
                     "after the version that enabled it")
         except DvlakeError as exc:
-            return IndexedFile(version, BASE_INDEX, False, None, True, exc)
+            yield IndexedFile(version, BASE_INDEX, False, None, True, exc)
+            return
         info: dict[str, Any] = next((ln["commitInfo"] for ln in lines if "commitInfo" in ln), {})
         ts = int(info.get("inCommitTimestamp") or commit_timestamps(listing).get(version, 0))
-        changes = plan_version(version, ts, lines)
+        changes = plan_version(version, ts, [ln for ln in lines if self._admitted_action(ln)])
         if changes.empty:
-            return IndexedFile(version, BASE_INDEX, False, None, True)
-        return IndexedFile(version, 0, False, None, True, changes=changes, timestamp_ms=ts)
+            yield IndexedFile(version, BASE_INDEX, False, None, True)
+            return
+        if changes.cdc_files or changes.dv_changes or any(f.dv is not None for f in changes.inserted + changes.deleted):
+            yield IndexedFile(version, 0, False, None, True, changes=changes, timestamp_ms=ts, whole_commit=True)
+            return
+        parts = [VersionChanges(version, ts, inserted=[f]) for f in changes.inserted] + \
+            [VersionChanges(version, ts, deleted=[f]) for f in changes.deleted]
+        for i, part in enumerate(parts):
+            yield IndexedFile(version, i, False, None, i == len(parts) - 1, changes=part, timestamp_ms=ts)
+
+    def _admitted_action(self, line: Mapping[str, Any]) -> bool:
+        """readChangeFeed: a commit line kept by ``excludeRegex`` (file actions whose path it matches are dropped)."""
+        for kind in ("add", "remove", "cdc"):
+            action = line.get(kind)
+            if isinstance(action, dict):
+                return self._admitted_path(action)
+        return True
 
     def _judge(self, version: int, lines: list[dict[str, Any]]) -> bool:
         """Whether the commit is skipped; raises when the options do not allow what it did."""
@@ -430,6 +536,8 @@ class StreamPlanner:
                 removed = removed or str(ln["remove"].get("path"))
             elif "metaData" in ln:
                 self._check_metadata(version, ln["metaData"])
+            elif "protocol" in ln:
+                self._check_protocol(ln["protocol"])
             elif "commitInfo" in ln:
                 info = ln["commitInfo"]
                 operation = f"{info.get('operation')} {json.dumps(info.get('operationParameters') or {})}"
@@ -454,11 +562,15 @@ class StreamPlanner:
                       max_version: int | None = None) -> SourceOffset:
         """The end of the next micro-batch: as many positions as the limits admit (at least one file).
 
-        A commit the options refuse ends the batch before it; it is raised once it is the first thing
-        left to read, so the rows committed before it are delivered.
+        As delta-spark's ``AdmissionLimits``: a file is admitted while the limits have room before it (so at least
+        one, even a file larger than the byte limit); a whole-commit position (``readChangeFeed``'s change data
+        files or DV pairs) is admitted first in a batch, or later only when all of it fits, and a commit that does
+        not fit ends the batch (the next one starts with it). A commit the options refuse ends the batch before
+        it; it is raised once it is the first thing left to read, so the rows committed before it are delivered.
         """
         files_left = max_files if max_files is not None else 1 << 62
         bytes_left = max_bytes if max_bytes is not None else 1 << 62
+        taken = False  # something is in the batch already
         end = start
         for f in self.positions(start, max_version=max_version):
             if f.error is not None:
@@ -466,8 +578,13 @@ class StreamPlanner:
                     break
                 raise f.error
             if f.has_data:
-                if files_left <= 0 or bytes_left <= 0:
+                if f.whole_commit:
+                    admit = not taken or (files_left >= f.num_files and bytes_left >= f.num_bytes)
+                else:
+                    admit = files_left > 0 and bytes_left > 0
+                if not admit:
                     break
+                taken = True
                 files_left -= f.num_files
                 bytes_left -= f.num_bytes
             end = f.offset_after(self.table_id)

@@ -13,12 +13,13 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dvlake.errors import DvlakeError
+from dvlake.errors import DifferentTableReadByStreamError, DvlakeError
+from dvlake.log.replay import replay
 from dvlake.log.segment import list_log
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.stream_plan import BASE_INDEX, IndexedFile, SourceOffset, StreamOptions, StreamPlanner, parse_options
 from dvlake.spark.task_errors import encode
-from dvlake.storage.base import storage_for
+from dvlake.storage.base import Storage, storage_for
 
 T = TypeVar("T")
 
@@ -49,12 +50,36 @@ class StreamDriver:
         self._initial: SourceOffset | None = None
 
     def planner(self) -> StreamPlanner:
+        """The query's planner, made at its first question; the table at the path must still be the one the streaming
+        DataFrame was made for (``check_same_table``)."""
         if self._planner is None:
             layout = self.layout
+            self.check_same_table(storage_for(self.root))
             self._planner = StreamPlanner(self.root, storage_for(self.root), self.options, layout["deltaSchema"],
                                           layout["tableId"], schema_version=int(layout["schemaVersion"]),
-                                          partition_columns=layout["partitionColumns"], mapping_mode=layout["mode"])
+                                          partition_columns=layout["partitionColumns"], mapping_mode=layout["mode"],
+                                          time_zone=str(layout.get("sessionTimeZone") or "UTC"),
+                                          timestamp_out_of_range=bool(layout.get("timestampOutOfRange")))
         return self._planner
+
+    def check_same_table(self, storage: Storage) -> None:
+        """Refuse a table deleted and re-created at the path since the streaming DataFrame was made.
+
+        Why: a restarted query over the same DataFrame keeps its layout (table id, schema), so the checkpoint's offsets
+        and the layout agree while the files now belong to another table. delta-spark's source reads the id afresh at
+        each start and compares it with the offsets' (DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE); here the fresh
+        id is compared with the layout's, whose id the offsets carry. Read without the protocol check, so that a
+        protocol change is reported where the stream reaches it.
+
+        Raises:
+            DifferentTableReadByStreamError: the table's id is not the layout's.
+        """
+        current = replay(storage, self.root, list_log(storage, self.root), None).metadata.id
+        if current != self.layout["tableId"]:
+            raise DifferentTableReadByStreamError(
+                f"the Delta table at {self.root} has id {current}, but this stream was made for the table with id "
+                f"{self.layout['tableId']} (it was deleted and re-created since); load the stream again and start it "
+                "with a new checkpoint location")
 
     def initial_offset(self) -> SourceOffset:
         """Where a query without a committed batch starts (``startingVersion``/``startingTimestamp`` or the snapshot);
@@ -76,12 +101,17 @@ class StreamDriver:
         """
         if start is not None and start != self._initial:
             return start  # a committed offset
+        starting = self.options.starting_version is not None or self.options.starting_timestamp is not None
+        logged = SourceOffset(end.table_id, end.version if end.initial else end.version - 1, BASE_INDEX, True)
+        if start is None and not starting:
+            # a fresh initial offset would be this very snapshot start whenever it lies before ``end``; deriving it
+            # spares loading the latest snapshot, which a restarted query (Spark re-plans its last batch with no
+            # start) must not need: a protocol change after ``end`` is reported where the stream reaches it
+            return logged
         begin = start if start is not None else self.initial_offset()
-        if self.options.starting_version is not None or self.options.starting_timestamp is not None:
+        if starting or begin.key() < end.key():
             return begin
-        if begin.key() < end.key():
-            return begin
-        return SourceOffset(end.table_id, end.version if end.initial else end.version - 1, BASE_INDEX, True)
+        return logged
 
     def default_limit(self) -> tuple[int | None, int | None]:
         """(files, bytes) per micro-batch from the options (``maxFilesPerTrigger`` defaults to 1000)."""

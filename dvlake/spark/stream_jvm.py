@@ -140,7 +140,10 @@ def batch_frame(spark: SparkSession, driver: StreamDriver, files: list[IndexedFi
     if driver.options.read_change_feed:
         frame = layout_changes_frame(spark, table, root, _as_changes(files), confine)
     else:
-        frame = _added_rows(spark, table, root, confine, [f.add for f in files if f.add is not None])
+        rounds = _rounds([f.add for f in files if f.add is not None])
+        frame = _added_rows(spark, table, root, confine, rounds[0] if rounds else [])
+        for more in rounds[1:]:
+            frame = frame.unionByName(_added_rows(spark, table, root, confine, more))
     return frame.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
@@ -158,6 +161,24 @@ def _as_changes(files: list[IndexedFile]) -> list[VersionChanges]:
                 out.append(snapshot)
             snapshot.inserted.append(data_file(f.add))
     return out
+
+
+def _rounds(adds: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The batch's adds cut so that no data file appears twice in one scan.
+
+    Why: with ``ignoreChanges`` one batch can hold the same file re-added by several commits (two DV DELETEs), each
+    with the DV its commit recorded. One scan keys DVs by file, so the later DV would hide rows the earlier commit's
+    add still had (delta-spark emits both adds' rows). The n-th add of a path goes to the n-th scan.
+    """
+    rounds: list[list[dict[str, Any]]] = []
+    seen: dict[str, int] = {}
+    for a in adds:
+        n = seen.get(str(a["path"]), 0)
+        seen[str(a["path"])] = n + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append(a)
+    return rounds
 
 
 def _added_rows(spark: SparkSession, table: TableLayout, root: str, confine: bool, adds: list[dict[str, Any]]) -> DataFrame:

@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 from dvlake.errors import DeletionVectorIntegrityError, DvlakeError
 from dvlake.log.cdf_plan import CHANGE_TYPE_COL
 from dvlake.log.partitions import parse_partition_value
-from dvlake.log.stream_plan import IndexedFile, SourceOffset, parse_options
+from dvlake.log.stream_plan import TIMESTAMP_OUT_OF_RANGE, IndexedFile, SourceOffset, parse_options
 from dvlake.spark.stream_driver import StreamDriver, marked
 from dvlake.spark.stream_tasks import plan_tasks, slice_row_groups
 from dvlake.spark.task_errors import encode
@@ -389,7 +389,10 @@ def open_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
     confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), snapshot.configuration)
     layout = {"root": root, "tableId": snapshot.metadata.id, "deltaSchema": snapshot.schema, "schemaVersion": snapshot.version,
               "mode": snapshot.column_mapping_mode, "partitionColumns": snapshot.partition_columns,
-              "confine": confine, "sparkSchema": json.loads(schema.json()), "parallelism": parallelism(spark)}
+              "confine": confine, "sparkSchema": json.loads(schema.json()), "parallelism": parallelism(spark),
+              # how startingTimestamp is read (delta-spark's source reads both from the session)
+              "sessionTimeZone": _conf(spark, "spark.sql.session.timeZone") or "UTC",
+              "timestampOutOfRange": (_conf(spark, TIMESTAMP_OUT_OF_RANGE) or "false").strip().lower() == "true"}
     install_typed_errors()
     user = {str(k): str(v) for k, v in options.items() if v is not None and str(k).lower() != "path"}
     from dvlake.spark import stream_jvm

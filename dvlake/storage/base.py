@@ -151,6 +151,11 @@ class Storage(abc.ABC):
     def delete(self, path: str) -> None:
         """Delete a file; a missing file is not an error."""
 
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Delete files (missing ones are not an error); stores with a batch call (S3 ``DeleteObjects``) override it."""
+        for p in paths:
+            self.delete(p)
+
     @abc.abstractmethod
     def delete_dir(self, path: str) -> None:
         """Delete a directory tree; a missing one is not an error."""
@@ -173,8 +178,9 @@ def storage_for(table_root: str) -> Storage:
     """The storage for a normalized table root (see ``paths.normalize_table_root``).
 
     Plain paths are local; ``memory://`` is the in-process fake; a registered scheme uses its
-    factory; any other scheme goes through ``pyarrow.fs``. Executors call this too, with the same
-    root, so they reach the same store the driver planned against.
+    factory; ``s3``, ``s3a``, ``gs``, ``abfs``, ``abfss`` and ``az`` use obstore and commit with the store's
+    create-only write (``storage.objectstore``); any other scheme goes through ``pyarrow.fs``. Executors
+    call this too, with the same root, so they reach the same store the driver planned against.
     """
     from dvlake.storage.paths import has_scheme
 
@@ -189,6 +195,10 @@ def storage_for(table_root: str) -> Storage:
         from dvlake.storage.memory import MemoryStorage
 
         return MemoryStorage.named(table_root)
+    from dvlake.storage.objectstore import SCHEMES, ObjectStoreStorage
+
+    if scheme in SCHEMES:
+        return ObjectStoreStorage.from_uri(table_root)
     from dvlake.storage.arrowfs import ArrowFileSystemStorage
 
     return ArrowFileSystemStorage.from_uri(table_root)

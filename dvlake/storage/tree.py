@@ -120,6 +120,16 @@ def delete_inside(guard: RootGuard, relative: str) -> bool:
     return True
 
 
+def delete_many_inside(guard: RootGuard, relatives: list[str]) -> int:
+    """``delete_inside`` for many files: one batched request per thousand on object stores (S3 ``DeleteObjects``)
+    instead of one request each; locally, file by file with the same checks. Returns how many were deleted."""
+    if guard.storage.is_local:
+        return sum(1 for rel in relatives if delete_inside(guard, rel))
+    locations = [loc for loc in map(guard.location, relatives) if loc is not None]
+    guard.storage.delete_many(locations)  # listed candidates: counted as deleted, as in delete_inside
+    return len(locations)
+
+
 def remove_empty_dir(guard: RootGuard, relative: str) -> bool:
     """Remove a folder below the root if it is empty (object stores have no folders to remove)."""
     location = guard.location(relative)

@@ -157,7 +157,9 @@ class OptimisticTransaction:
         our_domains = {a.domain for a in actions if isinstance(a, DomainMetadata)}
         is_blind_append = (all(isinstance(a, (AddFile, AddCDCFile, Txn)) for a in actions)
                            and not self.read_set.whole_table and not self.read_set.predicates
-                           and not self.read_set.paths and self.new_metadata is None)
+                           and not self.read_set.paths and (self.new_metadata is None or self.snapshot is None))
+        # a table's first commit only adds, whatever metadata it sets: delta-spark calls it a blind append (no file
+        # action but adds, no read) and so do its streaming sink's first batch and its CREATE TABLE
         info: dict[str, Any] = {
             "timestamp": now_ms(),
             "operation": operation,

@@ -17,6 +17,7 @@ from dvlake.errors import (
     StreamingIncompatibleSchemaChangeError,
     StreamingSchemaChangedError,
     StreamingSchemaChangedWithStartingOptionsError,
+    TimestampGreaterThanCommitError,
 )
 from dvlake.log.actions import AddFile, Metadata
 from dvlake.log.snapshot import Snapshot
@@ -224,8 +225,18 @@ def test_starting_timestamp(table: str) -> None:
     at_v2 = snap.commit_timestamp(2)
     p = planner(table, startingTimestamp=iso(at_v2))
     assert p.initial_offset(snap) == SourceOffset(snap.metadata.id, 2, -1, False)
-    later = planner(table, startingTimestamp=iso(at_v2 + 60_000))  # after the last commit: only what comes next
+    # after the last commit: delta-spark's DELTA_TIMESTAMP_GREATER_THAN_COMMIT, or with
+    # changeDataFeed.timestampOutOfRange.enabled only what comes next
+    with pytest.raises(TimestampGreaterThanCommitError):
+        planner(table, startingTimestamp=iso(at_v2 + 60_000)).initial_offset(snap)
+    later = planner(table, startingTimestamp=iso(at_v2 + 60_000))
+    later.timestamp_out_of_range = True
     assert later.initial_offset(snap) == SourceOffset(snap.metadata.id, 3, -1, False)
+    # no offset in the text: wall-clock time in the session time zone (UTC+2 here: two hours earlier as an instant)
+    wall = dt.datetime.fromtimestamp(at_v2 / 1000 + 2 * 3600, dt.UTC).replace(tzinfo=None).isoformat()
+    zoned = planner(table, startingTimestamp=wall)
+    zoned.time_zone = "+02:00"
+    assert zoned.initial_offset(snap) == SourceOffset(snap.metadata.id, 2, -1, False)
 
 
 # -- schema changes: delta-spark's read-compatibility rules (log/stream_schema.py) ------------------------------

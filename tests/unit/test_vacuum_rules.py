@@ -255,10 +255,10 @@ def test_failed_deletion_commits_vacuum_end_failed_and_reraises(tmp_path: Path, 
     _touch(root / "stale.parquet")
     _commit(root, 0, [PROTOCOL, _metadata(), _add("a.parquet")])
 
-    def boom(guard: object, relative: str) -> bool:
-        raise PermissionError(f"cannot delete {relative}")
+    def boom(guard: object, relatives: list[str]) -> int:
+        raise PermissionError(f"cannot delete {relatives[0]}")
 
-    monkeypatch.setattr(vacuum_module, "delete_inside", boom)
+    monkeypatch.setattr(vacuum_module, "delete_many_inside", boom)
     with pytest.raises(PermissionError):
         vacuum(None, str(root))
     end = [json.loads(ln)["commitInfo"] for ln in (root / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
