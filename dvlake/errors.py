@@ -71,6 +71,7 @@ SQL_STATES: dict[str, str] = {
     "DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST": "42703", "DELTA_ZORDERING_ON_PARTITION_COLUMN": "42P10",
     "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE": "55019", "FIELD_NOT_FOUND": "42704",
     "INSERT_COLUMN_ARITY_MISMATCH": "21S01", "INVALID_NON_DETERMINISTIC_EXPRESSIONS": "42K0E",
+    "INVALID_SCHEMA_OR_RELATION_NAME": "42602",
     "INVALID_WHERE_CONDITION": "42903", "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION": "42613",
     "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION": "42613",
     "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION": "42613", "PARSE_SYNTAX_ERROR": "42601",
@@ -664,6 +665,14 @@ class NotADeltaTableNameError(DeltaErrorClassMixin, TableNotFoundError):
     """A catalog name that is not a Delta table with a location; use ``delta.`<path>``` instead."""
 
     error_class = "DELTA_MISSING_DELTA_TABLE"
+
+
+class InvalidTableNameError(DeltaErrorClassMixin, InvalidArgumentError):
+    """A name Spark's catalog refuses for a table (a part that is not letters, digits and ``_``), refused by every
+    create-by-name path *before* anything is written: a managed table's folder is derived from the name, so ``../x``
+    or ``.`` would otherwise place a Delta table outside its database (or make the warehouse itself one)."""
+
+    error_class = "INVALID_SCHEMA_OR_RELATION_NAME"
 
 
 

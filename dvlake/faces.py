@@ -53,6 +53,7 @@ from dvlake.spark.catalog import (
     refresh_registration,
     register_table,
     registered_location,
+    table_name_parts,
 )
 from dvlake.spark.object_stores import configure_object_stores
 from dvlake.spark.stream_support import open_delta_stream
@@ -563,7 +564,8 @@ def start_delta_sink(writer: Any, spark: Any, path: str | None, name: str | None
     location = None if name is not None else path or opts.pop("path", None)
     on_commit: Callable[[Any], None] | None = None
     if name is not None:
-        location = _registered(spark, name)
+        # checked (a name Spark refuses, a name taken by a non-Delta table) before the query starts writing
+        location = path_of_identifier(name) or location_for_create(spark, name)
         if location is None:  # a new table: created by the first batch, then registered under the name
             given = opts.pop("path", None)
             target = str(given or default_table_location(spark, name))
@@ -631,6 +633,19 @@ def _wrap_session(cls: type) -> None:
 
     hooks.patch(cls, "sql", sql_wrapper)  # dvlake's own statements reach the original (native_sql)
     hooks.patch(cls, "table", table_wrapper)
+    if "newSession" in cls.__dict__:
+        new_session = cls.newSession  # type: ignore[attr-defined]
+
+        @functools.wraps(new_session)
+        def new_session_wrapper(self: Any) -> Any:
+            # a new session starts from the context's settings, not this session's: configure_spark(session) set the
+            # switch at run time, so the child would lose format("delta") (DATA_SOURCE_NOT_FOUND) without it
+            child = new_session(self)
+            if enabled(self):
+                child.conf.set(ENABLED_CONF, "true")
+            return child
+
+        hooks.patch(cls, "newSession", new_session_wrapper)
 
 
 # -- what the hooks do for Delta -----------------------------------------------------------------------
@@ -763,6 +778,8 @@ def save_as_delta_table(df: Any, name: str, mode: str, partition_by: list[str], 
     spark = df.sparkSession
     opts = dict(options)
     key = mode.strip().lower()
+    if path_of_identifier(name) is None:
+        table_name_parts(name)  # a name Spark refuses writes nothing, whatever the mode
     if path_of_identifier(name) is None and key == "ignore" and spark.catalog.tableExists(name):
         return  # mode ignore: whatever the name is, nothing is written (as Spark does)
     # a name taken by something that is not a Delta table is refused before anything is written

@@ -7,6 +7,13 @@ records for that query is skipped. Spark replays a batch after a crash between t
 and its own commit log entry; the replay then writes nothing. The query id is the one Spark keeps
 in the checkpoint, so it is the same after a restart from that checkpoint.
 
+A skipped batch still runs its plan, into Spark's ``noop`` sink: a stateful query (an aggregation in
+complete mode, ``dropDuplicates``, a stream-stream join) commits the new version of its state stores
+only when the batch's plan executes, and Spark 4 fails a batch whose ``foreachBatch`` function returned
+without committing them ("Not all StateStores committed"). Running the plan keeps the state in step
+with the table (the state after batch N is the one the committed batch N was computed from), at the
+cost of computing the replayed batch once more.
+
 Output modes: ``append`` appends the batch, ``complete`` replaces the table's rows with it (one
 commit, the old files removed); ``update`` is refused, as delta-spark refuses it.
 """
@@ -139,8 +146,10 @@ def batch_writer(path: str, output_mode: str, partition_by: Sequence[str], optio
             opts = dataclasses.replace(options, txn_app_id=qid, txn_version=int(batch_id),
                                        streaming=(output_mode, qid, int(batch_id)))
             mode = "overwrite" if output_mode == "Complete" else "append"
-            write_cmd.write(batch, path, mode, list(partition_by) or None, None, session_defaults=session_defaults,
-                            options=opts)
+            version = write_cmd.write(batch, path, mode, list(partition_by) or None, None,
+                                      session_defaults=session_defaults, options=opts)
+            if version is None:  # append/overwrite return None only for a batch id the table already records
+                replay_plan(batch)
             if on_commit is not None:
                 on_commit(batch)
         except DvlakeError as exc:
@@ -151,6 +160,12 @@ def batch_writer(path: str, output_mode: str, partition_by: Sequence[str], optio
             raise DvlakeError(encode(exc)) from exc
 
     return write_batch
+
+
+def replay_plan(batch: DataFrame) -> None:
+    """Execute a replayed batch's plan without writing it anywhere, so its stateful operators commit their state
+    stores for this batch id as Spark expects (see the module docstring)."""
+    batch.write.format("noop").mode("overwrite").save()
 
 
 def committed_batch(snapshot: Any, query_id: str) -> int | None:

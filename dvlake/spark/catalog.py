@@ -14,11 +14,12 @@ resolve as well: ``table_location`` reads the location from ``DESCRIBE TABLE EXT
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from pyspark.sql import SparkSession
 
-from dvlake.errors import NotADeltaTableNameError, TableAlreadyExistsError
+from dvlake.errors import InvalidTableNameError, NotADeltaTableNameError, TableAlreadyExistsError
 from dvlake.spark.layout import logical_struct
 from dvlake.spark.native_sql import native_sql
 from dvlake.storage.paths import normalize_table_root
@@ -29,6 +30,12 @@ LOCATION_PROPERTY = "dvlake.location"
 PROVIDER_PROPERTY = "dvlake.provider"
 #: The view property marking a managed table (its files live under the database and go with DROP TABLE).
 MANAGED_PROPERTY = "dvlake.managed"
+
+#: One part of a name Spark's session catalog accepts for a table or database (its ``validateName``: ASCII letters,
+#: digits and ``_``), bare or back-quoted, with blanks around it.
+_PART = r"\s*(?:`[A-Za-z0-9_]+`|[A-Za-z0-9_]+)\s*"
+#: ``table``, ``db.table`` or ``catalog.db.table`` made of such parts: a name that does not match is refused whole.
+_VALID_NAME = re.compile(rf"{_PART}(?:\.{_PART}){{0,2}}")
 
 _PATH_NAME = re.compile(r"^\s*delta\s*\.\s*`(?P<path>(?:[^`]|``)+)`\s*$", re.I)
 
@@ -86,6 +93,24 @@ def table_location(spark: SparkSession, name: str) -> str:
     return location
 
 
+def table_name_parts(name: str) -> list[str]:
+    """The parts of a catalog name a table may be created under, back-quotes removed (``db.`t``` → ``["db", "t"]``).
+
+    Checked before anything is written, by every create-by-name path (through :func:`location_for_create`): a managed
+    table's folder is derived from the last part, so a part with a separator, ``.``/``..``, a percent escape (a
+    ``file:`` location is percent-decoded later) or anything else Spark's catalog would refuse must never reach a path.
+
+    Raises:
+        InvalidTableNameError: a part is empty or holds anything but ASCII letters, digits and ``_`` (Spark's rule,
+            ``INVALID_SCHEMA_OR_RELATION_NAME``); or more than three parts.
+    """
+    if not _VALID_NAME.fullmatch(name):
+        raise InvalidTableNameError(
+            f"{name!r} is not a valid table name: each part of a name may hold only ASCII letters, digits and _ (Spark's "
+            "catalog refuses anything else); nothing was written. Choose another name, or write by path (delta.`<path>`)")
+    return [p.strip().strip("`") for p in name.split(".")]
+
+
 def location_for_create(spark: SparkSession, name: str) -> str | None:
     """The Delta location already registered under ``name``, or None when the catalog has no ``name``: what a
     create by name (CREATE TABLE, CTAS, ``saveAsTable``, ``writeTo``, the table builder) may use.
@@ -94,9 +119,11 @@ def location_for_create(spark: SparkSession, name: str) -> str | None:
     directory is exactly where a new managed Delta table of that name would go).
 
     Raises:
+        InvalidTableNameError: a name Spark's catalog refuses (:func:`table_name_parts`).
         TableAlreadyExistsError: ``name`` is taken by something that is not a Delta table (a Parquet or Hive
             table, a view), with Spark's error class ``TABLE_OR_VIEW_ALREADY_EXISTS``.
     """
+    table_name_parts(name)
     location = registered_location(spark, name)
     if location is None and spark.catalog.tableExists(name):
         raise TableAlreadyExistsError(
@@ -178,12 +205,22 @@ def unregister_table(spark: SparkSession, name: str) -> None:
 
 
 def default_table_location(spark: SparkSession, name: str) -> str:
-    """Where Spark would place a managed table ``name``: ``<database location>/<table>`` (table name lower-cased)."""
-    parts = [p.strip("`") for p in re.findall(r"`(?:[^`]|``)+`|[^.]+", name.strip())]
-    table = parts[-1].lower()
+    """Where Spark would place a managed table ``name``: ``<database location>/<table>`` (table name lower-cased).
+
+    The one function that derives a managed table's folder from a name: the name is checked first
+    (:func:`table_name_parts`), and the result must be a direct child of the database's location.
+
+    Raises:
+        InvalidTableNameError: a name Spark's catalog refuses, or a location that is not inside the database's.
+    """
+    parts = table_name_parts(name)
     database = parts[-2] if len(parts) >= 2 else spark.catalog.currentDatabase()
-    root = spark.catalog.getDatabase(database).locationUri
-    return str(root).rstrip("/") + "/" + table
+    root = str(spark.catalog.getDatabase(database).locationUri).rstrip("/")
+    location = root + "/" + parts[-1].lower()
+    if posixpath.dirname(normalize_table_root(location)) != normalize_table_root(root):  # cannot happen after the check
+        raise InvalidTableNameError(f"{name!r} would place a managed table at {location}, outside its database's "
+                                    f"location {root}; nothing was written")
+    return location
 
 
 def _columns(root: str) -> list[tuple[str, str]]:

@@ -194,6 +194,9 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
     if_not_exists = bool(node.args.get("exists"))
     managed = False
     if name is not None:
+        check_name = catalog_function("table_name_parts")
+        if check_name is not None:
+            check_name(name)  # a name Spark refuses writes nothing, even with IF NOT EXISTS or a LOCATION
         if if_not_exists and spark.catalog.tableExists(name):
             return empty(spark)  # whatever the name is, IF NOT EXISTS writes nothing (as Spark does)
         path, managed = _placement(spark, name, path, replace, text, offset_of(target))

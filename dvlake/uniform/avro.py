@@ -123,3 +123,13 @@ def read(storage: Storage, path: str) -> tuple[list[dict[str, Any]], dict[str, s
     records = list(reader)
     meta = {k: v.decode("utf-8") if isinstance(v, bytes) else v for k, v in reader.metadata.items()}
     return records, meta  # type: ignore[return-value]
+
+
+def read_header(storage: Storage, path: str) -> dict[str, str]:
+    """The file metadata of an Avro file, reading its header only (not its records)."""
+    f = storage.open_input(path)
+    try:
+        reader = fastavro.reader(f)  # type: ignore[arg-type]  # parses the header; records are read lazily
+        return {k: v.decode("utf-8") if isinstance(v, bytes) else v for k, v in reader.metadata.items()}
+    finally:
+        f.close()

@@ -59,7 +59,7 @@ from dvlake.storage.base import Storage, storage_for
 from dvlake.storage.paths import absolute_file_location, join, normalize_table_root
 from dvlake.uniform import avro, compat
 from dvlake.uniform.expire import expire_in_metadata
-from dvlake.uniform.keys import sidecar_path
+from dvlake.uniform.keys import KEYS_DIGEST, digest, entry_keys, sidecar_path
 from dvlake.uniform.puffin import PuffinBuilder
 from dvlake.uniform.schema import (
     bound_columns,
@@ -270,7 +270,9 @@ class _Step:
         meta = {"schema": json.dumps(self.schema_json), "schema-id": str(self.schema_json["schema-id"]),
                 "partition-spec": json.dumps(spec_json(self.spec)), "partition-spec-id": str(self.spec_id),
                 "format-version": str(FORMAT_VERSION),
-                "content": "data" if content == avro.MANIFEST_CONTENT_DATA else "deletes"}
+                "content": "data" if content == avro.MANIFEST_CONTENT_DATA else "deletes",
+                # binds the key sidecar to this manifest: its keys are trusted only when they hash to this
+                KEYS_DIGEST: digest(entry_keys(entries, content))}
         data = avro.encode(avro.manifest_entry_schema(partition_avro_fields(self.spec)), entries, meta)
         self.write(path, data)
         added = [e for e in entries if e["status"] == avro.STATUS_ADDED]

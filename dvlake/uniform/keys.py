@@ -15,10 +15,19 @@ before the metadata JSON leaves both unpublished (VACUUM removes them as it remo
 is only trusted when it names the manifest's path, length, content and live entry count as the
 manifest list records them and decompresses and parses whole; anything else (missing, torn,
 corrupt, written for another manifest) makes the reader read that one manifest, as it always did.
+
+A sidecar is a hint, never the truth: a well-formed one could still list other paths than its manifest
+(a stray write, a restore of another table's ``metadata/``), and its keys decide which manifests a
+conversion keeps unread. So the manifest itself carries a digest of its live entries' keys in its Avro
+header (``KEYS_DIGEST``, written with the manifest; Iceberg readers ignore unknown header keys), and a
+sidecar's keys are used only when they hash to it: a check that reads the manifest's header, not its
+entries. A manifest without the digest (written before it existed) is read whole. A sidecar that is not a
+regular file (a directory, a FIFO) is treated as missing and replaced.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from typing import Any
@@ -27,6 +36,8 @@ from dvlake.uniform import avro
 
 SUFFIX = ".keys"
 _FORMAT = 1
+#: The manifest's Avro header key holding :func:`digest` of its live entries' keys.
+KEYS_DIGEST = "dvlake.keys-sha256"
 
 
 def sidecar_path(manifest_path: str) -> str:
@@ -38,6 +49,17 @@ def sidecar_path(manifest_path: str) -> str:
 def live_count(record: dict[str, Any]) -> int:
     """How many live (ADDED or EXISTING) entries the manifest list says the manifest has."""
     return int(record["added_files_count"]) + int(record["existing_files_count"])
+
+
+def digest(keys: list[str]) -> str:
+    """SHA-256 of the keys in entry order (what binds a sidecar to the manifest whose header holds it)."""
+    return hashlib.sha256(json.dumps(keys, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def entry_keys(entries: list[dict[str, Any]], content: int) -> list[str]:
+    """The keys of a manifest's live entries: data file paths (data manifests) or referenced data files (deletes)."""
+    field = "file_path" if content == avro.MANIFEST_CONTENT_DATA else "referenced_data_file"
+    return [e["data_file"][field] for e in entries if e["status"] != avro.STATUS_DELETED]
 
 
 def encode(record: dict[str, Any], keys: list[str], lineage: list[tuple[int | None, int]] | None) -> bytes:

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from dvlake.errors import UniformConversionError
+from dvlake.errors import NotARegularFileError, UniformConversionError
 from dvlake.storage.base import Storage
 from dvlake.storage.paths import join
 from dvlake.uniform import avro, keys
@@ -147,21 +147,42 @@ def load_state_at(storage: Storage, location: str) -> IcebergState:
 
 
 def load_manifest(storage: Storage, record: dict[str, Any]) -> Manifest:
-    """The manifest ``record`` names: from its sidecar when intact, else read whole (and its sidecar written back)."""
+    """The manifest ``record`` names: from its sidecar when intact and bound to the manifest (its keys hash to the
+    digest in the manifest's header), else read whole and its sidecar written back (an entry that is not a regular
+    file, such as a directory or a FIFO, is replaced)."""
     where = keys.sidecar_path(storage_path(record["manifest_path"]))
+    odd = False
     try:
         found = keys.decode(storage.read_bytes(where), record)
     except FileNotFoundError:
         found = None
-    if found is not None:
+    except (NotARegularFileError, IsADirectoryError):  # a hint, never a reason to stop: read the manifest instead
+        found, odd = None, True
+    if found is not None and _bound(storage, record, found[0]):
         return Manifest(record, found[0], found[1], None, storage)
-    log.debug("%s has no intact key sidecar; reading it whole", record["manifest_path"])
+    log.debug("%s has no intact key sidecar bound to it; reading it whole", record["manifest_path"])
     manifest = from_entries(record, _read_live(storage, record))
     try:  # a repair for the next process; this conversion does not depend on it
+        if odd:
+            _remove_entry(storage, where)
         storage.write(where, sidecar_bytes(manifest))
     except Exception as exc:  # noqa: BLE001 - the sidecar only saves reads
         log.info("could not write %s: %s", where, exc)
     return manifest
+
+
+def _bound(storage: Storage, record: dict[str, Any], sidecar_keys: list[str]) -> bool:
+    """Whether the sidecar's keys are the manifest's: they hash to the digest in its header (read alone)."""
+    header = avro.read_header(storage, storage_path(record["manifest_path"]))
+    return header.get(keys.KEYS_DIGEST) == keys.digest(sidecar_keys)
+
+
+def _remove_entry(storage: Storage, path: str) -> None:
+    """Remove what stands at a sidecar's path but is not a regular file (a FIFO is unlinked, a directory removed)."""
+    try:
+        storage.delete(path)
+    except (IsADirectoryError, PermissionError):  # unlink of a directory: EISDIR (Linux), EPERM (macOS)
+        storage.delete_dir(path)
 
 
 def _read_live(storage: Storage, record: dict[str, Any]) -> list[dict[str, Any]]:

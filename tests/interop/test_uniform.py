@@ -563,3 +563,67 @@ def test_uniform_v3_enabling_on_existing_tables(spark, tmp_path):
     with pytest.raises(IcebergCompatViolationError, match="DVLAKE_ICEBERG_COMPAT_V3_ROW_TRACKING_ALREADY_ENABLED"):
         dvlake.sql(spark, f"ALTER TABLE delta.`{tracked}` SET TBLPROPERTIES ({props})")
     assert Snapshot.load(tracked).version == 0 and Snapshot.load(plain).version == 0
+
+
+def _current_sidecars(path: str) -> dict[str, list[str]]:
+    """Each key sidecar of the current Iceberg snapshot → the manifest content it describes (``data``/``deletes``)."""
+    storage = storage_for(path)
+    meta = json.loads(storage.read_bytes(metadata_location(path, Snapshot.load(path).version)))
+    snap = next(s for s in meta["snapshots"] if s["snapshot-id"] == meta["current-snapshot-id"])
+    out: dict[str, list[str]] = {"data": [], "deletes": []}
+    for m in avro.read(storage, state.storage_path(snap["manifest-list"]))[0]:
+        kind = "data" if m["content"] == avro.MANIFEST_CONTENT_DATA else "deletes"
+        out[kind].append(sidecar_path(state.storage_path(m["manifest_path"])))
+    return out
+
+
+def _damage_sidecars(path: str, shape: str) -> int:
+    """Turn every sidecar into a directory or a FIFO, or (``lying``) make each delete manifest's sidecar name DV-less
+    data files instead of the files its DVs belong to (same count, well-formed). Returns how many were damaged."""
+    import os
+    import zlib
+
+    sidecars = _current_sidecars(path)
+    if shape != "lying":
+        for target in [*sidecars["data"], *sidecars["deletes"]]:
+            os.remove(target)
+            os.mkdir(target) if shape == "directory" else os.mkfifo(target)
+        return len(sidecars["data"]) + len(sidecars["deletes"])
+
+    def body(target: str) -> dict[str, Any]:
+        return json.loads(zlib.decompress(open(target, "rb").read()))
+
+    with_dvs = {k for t in sidecars["deletes"] for k in body(t)["keys"]}
+    without = sorted({k for t in sidecars["data"] for k in body(t)["keys"]} - with_dvs)
+    for target in sidecars["deletes"]:
+        lie = body(target)
+        assert len(without) >= len(lie["keys"]), "the table needs more DV-less files than files with DVs"
+        lie["keys"], without = without[:len(lie["keys"])], without[len(lie["keys"]):]
+        open(target, "wb").write(zlib.compress(json.dumps(lie).encode()))
+    return len(sidecars["deletes"])
+
+
+@pytest.mark.parametrize("shape", ["directory", "fifo", "lying"])
+def test_odd_or_lying_sidecars_never_stop_or_mislead_the_conversion(spark, tmp_path, monkeypatch, shape):
+    """Issue 39: key sidecars that are directories or FIFOs stopped every later conversion (stale Iceberg snapshots);
+    delete-manifest sidecars naming DV-less files made a RESTORE that dropped the DVs publish them still (pyiceberg and
+    DuckDB read fewer rows than Delta). Every step now publishes, and both readers read every version exactly."""
+    monkeypatch.setattr(convert, "MAX_PUFFIN_BLOBS", 2)
+    monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", 2)
+    path = str(tmp_path / "t")
+    data = spark.range(0, 120, numPartitions=8).select(  # 8 files of 15 consecutive ids
+        F.col("id"), (F.col("id") % 7).cast("int").alias("v"), (F.col("id") % 3).cast("string").alias("p"))
+    dvlake.write(data, path, properties={**CM, **DVS})
+    sync(path)
+    dt = DeltaTable.forPath(spark, path)
+    dt.delete("id < 6 or id between 50 and 52")  # DVs on 2 of the 8 files
+    sync(path)
+    assert _damage_sidecars(path, shape) >= 1
+    dt.restoreToVersion(0)  # every DV dropped
+    state.forget(path)  # each step as in a new process: from the sidecars
+    assert sync(path) == 2
+    dt.delete("id >= 115")
+    state.forget(path)
+    assert sync(path) == 3
+    assert _check_every_version(spark, path) == 2
+    assert len(_expected(spark, path, 2)) == 120 and len(_expected(spark, path, 3)) == 115

@@ -169,3 +169,19 @@ def test_faces_are_opt_in_per_session(spark: SparkSession, tmp_path: Path) -> No
     with pytest.raises(Exception, match="DATA_SOURCE_NOT_FOUND|delta.DefaultSource"):
         spark.range(1).write.format("delta").save(str(tmp_path / "t"))
     assert not (tmp_path / "t" / "_delta_log").exists()
+
+
+def test_a_new_session_of_a_configured_session_keeps_the_faces(dspark: SparkSession, tmp_path: Path) -> None:
+    """Issue 39: ``newSession()`` starts from the context's settings, so a session configured at run time
+    (``configure_spark(spark)``) gave children without ``format("delta")`` (``DATA_SOURCE_NOT_FOUND``)."""
+    path = str(tmp_path / "t")
+    child = dspark.newSession()
+    assert faces.enabled(child)
+    child.range(3).write.format("delta").save(path)
+    assert _ids(child.read.format("delta").load(path)) == [0, 1, 2]
+    assert _ids(dspark.read.format("delta").load(path)) == [0, 1, 2]
+    faces.disable(dspark)
+    try:
+        assert not faces.enabled(dspark.newSession())  # a session with the faces off gives children without them
+    finally:
+        dvlake.configure_spark(dspark)

@@ -507,6 +507,36 @@ def test_a_dv_file_replaced_in_place_is_read_again(spark: SparkSession, tmp_path
     assert len(fast) == len(LIVE) and [r[0] for r in fast] != LIVE
 
 
+@pytest.mark.parametrize("rewrite", ["checksum-broken", "rows-changed"])
+def test_a_dv_file_rewritten_with_the_same_length_and_mtime_is_verified_again(spark: SparkSession, tmp_path: Path,
+                                                                              rewrite: str) -> None:
+    """Issue 39: the JVM cache keyed a DV file's decoding by its length and modification time, so bytes rewritten in
+    place with both kept were answered from the old decoding, where the pure-Python path (which reads and CRC-checks
+    the bytes every time) raised a checksum error or read the new rows. Both paths must now agree."""
+    root = _dv_table(spark, tmp_path)
+    fast, slow = _both_or_errors(spark, root)
+    assert fast == slow and [r[0] for r in fast] == LIVE  # type: ignore[union-attr]  # the JVM has decoded the DVs
+    files = dv_files(root)
+    times = {f: (os.stat(f).st_atime_ns, os.stat(f).st_mtime_ns) for f in files}
+    if rewrite == "checksum-broken":  # one bitmap byte flipped, the stored CRC left as it was
+        for f in files:
+            raw = Path(f).read_bytes()
+            _poke(f, len(raw) - 5, bytes([raw[-5] ^ 0x01]))
+    else:
+        _rewrite_dvs_in_place(root, lambda row: row + 1)
+    for f, (atime, mtime) in times.items():
+        os.utime(f, ns=(atime, mtime))
+        assert os.stat(f).st_mtime_ns == mtime
+    fast, slow = _both_or_errors(spark, root)
+    if rewrite == "checksum-broken":
+        for exc in (fast, slow):
+            assert isinstance(exc, DeletionVectorIntegrityError), exc
+            assert exc.error_class == "DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH"
+    else:
+        assert isinstance(fast, list) and fast == slow
+        assert len(fast) == len(LIVE) and [r[0] for r in fast] != LIVE
+
+
 def _dv_cache(spark: SparkSession) -> dict[str, int]:
     text = spark._jvm.io.dvlake.spark.DeletionVectors.cacheStats()  # type: ignore[union-attr]
     return {k: int(v) for k, v in (kv.split("=") for kv in text.split())}

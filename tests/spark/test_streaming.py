@@ -125,6 +125,71 @@ def test_sink_complete_mode_replaces_the_rows(dspark: SparkSession, tmp_path: Pa
     assert [h["operationParameters"]["outputMode"] for h in Snapshot.load(out).history()] == ["Complete", "Complete"]
 
 
+@pytest.mark.parametrize("shape", ["complete-aggregation", "append-dropDuplicates"])
+def test_stateful_sink_restarts_once_after_a_crash_between_the_table_and_the_commit_log(
+        dspark: SparkSession, tmp_path: Path, shape: str) -> None:
+    """Issue 39: the replay of a batch the table already committed must still run its plan, or Spark 4 refuses the
+    batch ("Not all StateStores committed") and a scheduler that restarts once gives up. One restart must do: the
+    replay commits nothing, and the state it leaves gives exact rows for the batches after it."""
+    from collections import Counter
+
+    src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
+    _append_parquet(dspark, src, 0, 6)
+    _append_parquet(dspark, src, 3, 9)  # overlaps the first file: dropDuplicates must drop 3..5
+    stream = dspark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(str(src))
+    if shape == "complete-aggregation":
+        query, mode = stream.selectExpr("id % 3 AS k").groupBy("k").count(), "complete"
+    else:
+        query, mode = stream.dropDuplicates(["id"]), "append"
+
+    def run() -> None:
+        q = (query.writeStream.format("delta").outputMode(mode).option("checkpointLocation", str(chk))
+             .trigger(availableNow=True).start(out))
+        q.awaitTermination()
+
+    def expected(*ranges: range) -> list[Any]:
+        ids = [i for r in ranges for i in r]
+        if shape == "complete-aggregation":
+            return sorted(Counter(i % 3 for i in ids).items())
+        return sorted(set(ids))
+
+    def table() -> list[Any]:
+        got = dvlake.read(dspark, out).collect()
+        return sorted((r.k, r["count"]) for r in got) if shape == "complete-aggregation" else sorted(r.id for r in got)
+
+    run()
+    version = Snapshot.load(out).version
+    assert version == 1 and table() == expected(range(6), range(3, 9))
+    for name in ("1", ".1.crc"):  # the crash: batch 1 committed to the table, not to Spark's commit log
+        (chk / "commits" / name).unlink(missing_ok=True)
+    run()  # the one restart: batch 1 is replayed (its plan run, nothing committed)
+    assert Snapshot.load(out).version == version, "the replayed batch must not commit"
+    assert (chk / "commits" / "1").exists()
+    assert table() == expected(range(6), range(3, 9))
+    _append_parquet(dspark, src, 6, 12)
+    run()
+    assert Snapshot.load(out).version == version + 1
+    assert table() == expected(range(6), range(3, 9), range(6, 12))
+
+
+def test_a_check_constraint_violated_by_a_batch_stops_the_query_with_the_typed_error(dspark: SparkSession,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 39: Spark wraps the error of the sink's batch into an untyped StreamingQueryException; the query's
+    awaitTermination() raises dvlake's CheckConstraintViolationError with its Delta error class, and nothing of the
+    violating batch is committed."""
+    from dvlake.errors import CheckConstraintViolationError
+
+    src, out, chk = tmp_path / "in", str(tmp_path / "out"), tmp_path / "chk"
+    dvlake.write(dspark.range(0, 2), out)
+    dvlake.sql(dspark, f"ALTER TABLE delta.`{out}` ADD CONSTRAINT small CHECK (id < 5)")
+    _append_parquet(dspark, src, 2, 4)
+    _append_parquet(dspark, src, 4, 8)  # 5, 6 and 7 violate the constraint
+    with pytest.raises(CheckConstraintViolationError) as info:
+        _sink(dspark, src, out, chk)
+    assert info.value.getCondition() == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+    assert _ids(dvlake.read(dspark, out)) == [0, 1, 2, 3]
+
+
 def test_sink_refuses_update_mode(dspark: SparkSession, tmp_path: Path) -> None:
     _append_parquet(dspark, tmp_path / "in", 0, 2)
     stream = dspark.readStream.schema("id long").parquet(str(tmp_path / "in"))

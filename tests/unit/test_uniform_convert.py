@@ -456,16 +456,36 @@ def test_a_missing_or_damaged_sidecar_makes_the_step_read_that_manifest(tmp_path
     assert _published(full, version) == published
 
 
-def test_a_sidecar_that_disagrees_with_its_manifest_publishes_nothing_and_is_removed(tmp_path, monkeypatch):
-    """A sidecar with the right manifest, length and count but other paths is caught when the step reads the
-    manifest it rewrites: nothing is published, the sidecar is removed, and the next attempt reads the manifest."""
+def test_a_sidecar_naming_other_paths_is_not_trusted(tmp_path, monkeypatch):
+    """A sidecar with the right manifest, length and count but other paths does not hash to the digest in the
+    manifest's header: the step reads the manifest instead, publishes, and writes the true sidecar back."""
+    monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", 2)
+    root = str(tmp_path / "t")
+    _chunked_v3_table(root)
+    rewritten = _manifest_holding(root, Snapshot.load(root).version, "f7.parquet", avro.MANIFEST_CONTENT_DATA)
+    target = sidecar_path(rewritten["manifest_path"])
+    good = open(target, "rb").read()
+    body = json.loads(zlib.decompress(good))
+    body["keys"] = [body["keys"][0].replace("f6", "g6"), body["keys"][1]]
+    open(target, "wb").write(zlib.compress(json.dumps(body).encode()))
+    version = _change(root)
+    state.forget(root)
+    assert sync(root, version=version) == version
+    assert open(target, "rb").read() == good
+    assert _published(root, version)[0] == {"f0.parquet": 1, "f2.parquet": 1, "f5.parquet": 2}
+
+
+def test_a_sidecar_with_other_lineage_publishes_nothing_and_is_removed(tmp_path, monkeypatch):
+    """The digest binds a sidecar's paths, not its row lineage: a sidecar whose lineage differs from its manifest's is
+    caught when the step reads the manifest it rewrites: nothing is published, the sidecar is removed, and the next
+    attempt reads the manifest."""
     monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", 2)
     root = str(tmp_path / "t")
     _chunked_v3_table(root)
     rewritten = _manifest_holding(root, Snapshot.load(root).version, "f7.parquet", avro.MANIFEST_CONTENT_DATA)
     target = sidecar_path(rewritten["manifest_path"])
     body = json.loads(zlib.decompress(open(target, "rb").read()))
-    body["keys"] = [body["keys"][0].replace("f6", "g6"), body["keys"][1]]
+    body["lineage"] = [[body["lineage"][0][0] + 1000, body["lineage"][0][1]], body["lineage"][1]]
     open(target, "wb").write(zlib.compress(json.dumps(body).encode()))
     version = _change(root)
     state.forget(root)

@@ -79,8 +79,8 @@ public final class DeletionVectors {
     return "[DVLAKE_TASK_ERROR DeletionVectorIntegrityError " + errorClass + "]" + what + "[/DVLAKE_TASK_ERROR]";
   }
 
-  /** The deleted rows of {@code dv}, checked, from the cache when the same DV was decoded before in this JVM and its
-   *  file is unchanged; {@code maxCacheBytes} bounds the cache by the decoded bitmaps' size. */
+  /** The deleted rows of {@code dv}, checked, from the cache when the same bytes (read and CRC-checked now) were
+   *  decoded before in this JVM; {@code maxCacheBytes} bounds the cache by the decoded bitmaps' size. */
   static Deleted load(FileDv dv, Configuration conf, long maxCacheBytes) throws IOException {
     if (dv.inline != null) {
       String key = "i:" + dv.cardinality + ":" + dv.inline;  // the bytes themselves: nothing can change under the key
@@ -96,12 +96,22 @@ public final class DeletionVectors {
     } catch (java.io.FileNotFoundException e) {
       throw notFound(dv, e);
     }
-    // the whole descriptor, and the file as it is now: a DV file replaced at the same path (same offset and size) is
-    // read again, never answered from an older decoding
-    String key = dv.location + "@" + dv.offset + "+" + dv.size + "#" + dv.cardinality + "/" + status.getLen() + "/"
-        + status.getModificationTime();
+    // The DV's bytes are read and their CRC-32 checked on every use, as the pure-Python path does: a file's length and
+    // modification time can stay the same while its bytes change (a rewrite in place within the clock's resolution,
+    // or with its time set back), so only the decoding is cached, keyed by the whole descriptor and a SHA-256 of the
+    // bytes just verified, never answered for bytes it was not made from.
+    byte[] bitmap = readFramed(dv, fs, path, status.getLen());
+    String key = dv.location + "@" + dv.offset + "+" + dv.size + "#" + dv.cardinality + "/" + sha256(bitmap);
     Deleted hit = cached(key);
-    return hit != null ? hit : remember(key, checked(dv, readFramed(dv, fs, path, status.getLen())), maxCacheBytes);
+    return hit != null ? hit : remember(key, checked(dv, bitmap), maxCacheBytes);
+  }
+
+  private static String sha256(byte[] bytes) {
+    try {
+      return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256").digest(bytes));
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every Java platform has SHA-256", e);
+    }
   }
 
   private static Deleted checked(FileDv dv, byte[] bitmap) throws IOException {
