@@ -27,6 +27,7 @@ from dvlake import native_jar
 from dvlake.config import NATIVE_SCAN as SETTING
 from dvlake.errors import UnsupportedEnvironmentError
 from dvlake.storage.confine import dv_file_location
+from dvlake.storage.paths import path_key
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ _ready: dict[int, bool] = {}   # id(session) -> usable in every thread (jar on t
 _why: dict[int, str] = {}      # id(session) -> why it is not
 _threads = threading.local()   # a classic session's ADD JAR reaches only the JVM thread that ran it
 _choices: dict[str, native_jar.JarChoice] = {}  # Spark version -> the jar found (or why none)
+
 
 def jar_for(spark_version: str) -> Path | None:
     """The jar for ``spark_version``'s minor (packaged, cached, or compiled now), or None (``native_jar`` says why)."""
@@ -137,7 +139,7 @@ def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:
     """The ``dvlake.scan.files`` option: one line per file, its DV where it has one (see the Java format)."""
     lines = []
     for f in files:
-        path = quote(_key(f.path), safe="")
+        path = quote(path_key(f.path), safe="")
         dv = f.dv
         if dv is None:
             lines.append(f"{path}\t-\t\t0\t0\t0")
@@ -149,12 +151,6 @@ def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:
                                      confine)
             lines.append(f"{path}\tf\t{quote(where, safe='')}\t{dv.offset or 0}\t{dv.size_in_bytes}\t{dv.cardinality}")
     return "\n".join(lines)
-
-
-def _key(location: str) -> str:
-    from dvlake.storage.paths import path_key
-
-    return path_key(location)
 
 
 def reader(spark: SparkSession, schema: StructType | str, files_listing: str) -> DataFrameReader:
