@@ -117,9 +117,9 @@ def test_starting_timestamp_is_read_in_the_session_time_zone(dspark: SparkSessio
 
     import pytest
 
+    from dvlake.config import TIMESTAMP_OUT_OF_RANGE
     from dvlake.errors import TimestampGreaterThanCommitError
     from dvlake.log.snapshot import Snapshot
-    from dvlake.log.stream_plan import TIMESTAMP_OUT_OF_RANGE
 
     path = str(tmp_path / "t")
     _table(dspark, path, (0, 2), (2, 4), (4, 6))
@@ -336,9 +336,9 @@ def test_change_feed_batch_read_timestamps_in_the_session_time_zone(dspark: Spar
 
     import pytest
 
+    from dvlake.config import TIMESTAMP_OUT_OF_RANGE
     from dvlake.errors import DvlakeError
     from dvlake.log.snapshot import Snapshot
-    from dvlake.log.stream_plan import TIMESTAMP_OUT_OF_RANGE
 
     path = str(tmp_path / "t")
     _cdf_table(dspark, path)
