@@ -564,19 +564,28 @@ def test_pyspark_without_admission_control_gets_a_clear_error(dspark: SparkSessi
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
+    from dvlake.config import STREAM_ENGINE
     from dvlake.errors import UnsupportedFeatureError
+    from dvlake.spark import stream_jvm
 
     path = str(tmp_path / "t")
     _table(dspark, path, (0, 2))
+    import dvlake.spark.stream_source  # noqa: F401 - imported as on 4.0/4.1 (its fallback), before the API goes
     monkeypatch.setitem(sys.modules, "pyspark.sql.streaming.datasource", None)  # PySpark 4.0/4.1: no such module
-    with pytest.raises(UnsupportedFeatureError, match=r"PySpark 4\.2 or newer"):
-        dspark.readStream.format("delta").load(path)
-    monkeypatch.undo()
-    from pyspark.sql import datasource
+    if stream_jvm.usable(dspark):  # the JVM engine needs none of that API: PySpark 4.0/4.1 stream through it
+        assert dspark.readStream.format("delta").load(path).isStreaming
+    dspark.conf.set(STREAM_ENGINE, "python")  # the Python engine (as over Spark Connect) does need it
+    try:
+        with pytest.raises(UnsupportedFeatureError, match=r"PySpark 4\.2 or newer"):
+            dspark.readStream.format("delta").load(path)
+        monkeypatch.undo()
+        from pyspark.sql import datasource
 
-    monkeypatch.delattr(datasource.DataSourceStreamReader, "getDefaultReadLimit")  # the module there, the API not
-    with pytest.raises(UnsupportedFeatureError, match="latestOffset"):
-        dvlake.read_stream(dspark, path)
+        monkeypatch.delattr(datasource.DataSourceStreamReader, "getDefaultReadLimit")  # the module there, the API not
+        with pytest.raises(UnsupportedFeatureError, match="latestOffset"):
+            dvlake.read_stream(dspark, path)
+    finally:
+        dspark.conf.unset(STREAM_ENGINE)
 
 
 def test_ignore_changes_re_emits_the_rewritten_files_live_rows(dspark: SparkSession, tmp_path: Path) -> None:
