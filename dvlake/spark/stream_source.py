@@ -37,7 +37,10 @@ try:
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # PySpark < 4.2: no admission control, so no Python engine; the JVM engine (classic) still streams
-    from dvlake.spark.stream_support import AdmissionControlMissing as SupportsTriggerAvailableNow  # type: ignore[assignment]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stands in where PySpark lacks the mixin, so this module still imports for the JVM engine; the Python
+        engine is never started on such a PySpark (``stream_support.open_delta_stream`` checks first)."""
 from pyspark.sql.types import StructType
 
 from dvlake.config import TIMESTAMP_OUT_OF_RANGE

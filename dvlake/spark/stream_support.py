@@ -54,11 +54,6 @@ def require_streaming_api() -> None:
             f"(the Delta sink, writeStream, has no such need)")
 
 
-class AdmissionControlMissing:
-    """Stands in for ``SupportsTriggerAvailableNow`` where PySpark lacks it (< 4.2), so that ``stream_source`` still
-    imports there for the JVM engine; its Python engine is never started on such a PySpark (``open_delta_stream``)."""
-
-
 def open_delta_stream(spark: Any, path: str, options: dict[str, Any]) -> Any:
     """``readStream`` of the Delta table at ``path`` (``stream_source.open_stream``), after the PySpark check: the
     JVM engine needs none, the Python engine PySpark 4.2's streaming data source API."""
