@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import io
 import logging
 import os
 import shutil
@@ -59,7 +58,7 @@ class JarChoice:
     """The jar a session would load for one Spark version, where it came from, and why (or why there is none)."""
 
     path: Path | None
-    origin: str   # "packaged" | "cached" | "built" | "" (none)
+    origin: str   # "packaged" | "cached" | "built" | "first use" (none yet, compiled when a session asks) | "" (none)
     why: str
 
 
@@ -164,7 +163,7 @@ def find_jar(spark_version: str, *, build: bool = True) -> JarChoice:
     if missing is not None:
         return JarChoice(None, "", missing + skipped)
     if not build:
-        return JarChoice(None, "", f"not built yet: it will be compiled into {cache_dir()} on first use{skipped}")
+        return JarChoice(None, "first use", f"not built yet: it will be compiled into {cache_dir()} on first use{skipped}")
     try:
         started = time.monotonic()
         built = build_jar(spark_version, cached)
@@ -223,11 +222,10 @@ def build_jar(spark_version: str, dest: Path) -> Path:
 
 
 def _write_jar(jar: Path, classes: Path, spark_version: str) -> None:
-    stamp = io.StringIO()
-    stamp.write(f"sources={sources_digest()}\nspark={spark_version}\nprotocol={SCAN_PROTOCOL}\n")
+    stamp = f"sources={sources_digest()}\nspark={spark_version}\nprotocol={SCAN_PROTOCOL}\n"
     with zipfile.ZipFile(jar, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: dvlake\r\n\r\n")
-        z.writestr(STAMP_ENTRY, stamp.getvalue())
+        z.writestr(STAMP_ENTRY, stamp)
         for root in (classes, SOURCES_DIR / "resources"):
             for path in sorted(p for p in root.rglob("*") if p.is_file()):
                 z.write(path, path.relative_to(root).as_posix())

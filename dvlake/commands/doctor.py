@@ -7,16 +7,17 @@ from (``dvlake.native_jar``: packaged, cached, to be compiled on first use, or w
 
 from __future__ import annotations
 
-import importlib.util
 import platform
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 from dvlake import native_jar
 from dvlake._version import __version__
 from dvlake.commands.health import read_path_for
+from dvlake.spark.stream_support import missing_streaming_api
 
 
 @dataclass(frozen=True)
@@ -41,19 +42,8 @@ def java_version() -> str | None:
     return found.group(1) if found else (done.stderr or done.stdout).strip().splitlines()[0]
 
 
-def _python_stream_engine() -> bool:
-    """Whether PySpark's streaming data source API with admission control (4.2+) is here, without importing Spark's
-    session machinery: the module's presence is the test (it was added with that API)."""
-    try:
-        return importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def diagnose(scan_setting: str | None = None) -> list[Finding]:
     """The report's lines, in the order a reader checks them."""
-    import sys
-
     found = [Finding("dvlake", __version__), Finding("python", f"{platform.python_version()} ({sys.executable})")]
     here = native_jar.installed_pyspark()
     if here is None:
@@ -76,7 +66,7 @@ def diagnose(scan_setting: str | None = None) -> list[Finding]:
     model, why = read_path_for(scan_setting)
     found.append(Finding("read path", model.label, why))
     streams = ("JVM source on classic sessions with the native scan; "
-               + ("the Python engine over Spark Connect" if _python_stream_engine()
+               + ("the Python engine over Spark Connect" if not missing_streaming_api()
                   else "no Python engine (Spark Connect streams need PySpark 4.2+)"))
     found.append(Finding("readStream engine", streams))
     return found

@@ -99,7 +99,7 @@ def read_path_for(setting: str | None = None) -> tuple[ReadPath, str]:
     choice = native_jar.find_jar(version, build=False)
     if choice.path is not None:
         return NATIVE, f"{choice.why} ({choice.path})"
-    if choice.why.startswith("not built yet"):
+    if choice.origin == "first use":
         return NATIVE, f"its jar for Spark {version} is {choice.why}"
     return PYTHON, choice.why
 
