@@ -107,7 +107,7 @@ class Monitor:
 
 
 def _call_site(name: str) -> str:
-    """``collect at /…/dvlake/commands/merge.py:412`` → ``collect at commands/merge.py:412`` (PySpark names each job
+    """``collect at /…/dvlake/commands/dml/merge.py:412`` → ``collect at commands/merge.py:412`` (PySpark names each job
     after the Python line that started it; broadcasts and adaptive query stages carry a JVM lambda's name instead)."""
     action, _, where = name.partition(" at ")
     if "withThreadLocalCaptured" in action or not where:

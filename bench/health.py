@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import median_time  # noqa: E402
 from bench.log_replay import build  # noqa: E402
-from dvlake.commands.health import table_health  # noqa: E402
+from dvlake.commands.inspection.health import table_health  # noqa: E402
 from dvlake.dv.descriptor import DeletionVectorDescriptor  # noqa: E402
 
 DV_PATH = "vBn[lx{q8@P<9BNH/isA"  # the one DV file log_replay.build's DVs name; offsets 1 + 45 j, 36 bytes each
@@ -59,7 +59,7 @@ def main() -> None:
         png = os.path.join(tmp, "h.png")
 
         def plot() -> None:
-            from dvlake.commands.health_report import write_png
+            from dvlake.commands.inspection.health_report import write_png
 
             write_png(report, png)
 

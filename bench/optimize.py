@@ -83,7 +83,7 @@ def read_overhead(spark, tmp: str, rows: int, repeat: int) -> list[tuple[str, st
     from pyspark.sql import functions as F
 
     import dvlake
-    from dvlake.commands.reorg import purge
+    from dvlake.commands.maintenance.reorg import purge
     from dvlake.log.snapshot import Snapshot
     from dvlake.spark.scan import logical_frame, plan_scan
 

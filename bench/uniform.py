@@ -39,7 +39,7 @@ def build(root: str, files: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dvlake.commands.write import create_table
+    from dvlake.commands.writes.write import create_table
     from dvlake.log.actions import AddFile
     from dvlake.log.schema import physical_name
     from dvlake.log.snapshot import Snapshot

@@ -23,7 +23,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import update_benchmarks_md  # noqa: E402
-from dvlake.commands.vacuum import vacuum  # noqa: E402
+from dvlake.commands.maintenance.vacuum import vacuum  # noqa: E402
 from dvlake.dv import z85  # noqa: E402
 from dvlake.txn.transaction import checkpoint  # noqa: E402
 

@@ -24,19 +24,21 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
-from dvlake.commands import alter, describe, optimize, reorg
-from dvlake.commands import write as write_cmd
-from dvlake.commands.api_args import check_condition, check_mapping, check_merge_start, require_type, require_value
-from dvlake.commands.convert import convert_to_delta, split_identifier
-from dvlake.commands.delete import delete
-from dvlake.commands.drop_feature import drop_feature
-from dvlake.commands.generate import generate
-from dvlake.commands.merge import DeltaMergeBuilder
-from dvlake.commands.protocol import add_feature_support, upgrade_table_protocol
-from dvlake.commands.read_changes import read_changes as run
-from dvlake.commands.restore import METRICS, RESULT_COLUMNS, restore
-from dvlake.commands.update import update
-from dvlake.commands.vacuum import vacuum
+from dvlake.commands.ddl import properties as alter
+from dvlake.commands.ddl.convert import convert_to_delta, split_identifier
+from dvlake.commands.ddl.drop_feature import drop_feature
+from dvlake.commands.ddl.protocol import add_feature_support, upgrade_table_protocol
+from dvlake.commands.dml.api_args import check_condition, check_mapping, check_merge_start, require_type, require_value
+from dvlake.commands.dml.delete import delete
+from dvlake.commands.dml.merge import DeltaMergeBuilder
+from dvlake.commands.dml.update import update
+from dvlake.commands.inspection import describe
+from dvlake.commands.inspection.read_changes import read_changes as run
+from dvlake.commands.maintenance import optimize, reorg
+from dvlake.commands.maintenance.generate import generate
+from dvlake.commands.maintenance.restore import METRICS, RESULT_COLUMNS, restore
+from dvlake.commands.maintenance.vacuum import vacuum
+from dvlake.commands.writes import write as write_cmd
 from dvlake.config import SESSION_TABLE_DEFAULTS_PREFIX
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.condition import conjunction

@@ -222,7 +222,7 @@ def history(path: str, limit: int | None, as_json: bool) -> None:
     The JSON form has every DESCRIBE HISTORY column; the table shows the operation parameters
     and the main row, file and deletion-vector metrics.
     """
-    from dvlake.commands.describe import history_rows
+    from dvlake.commands.inspection.describe import history_rows
 
     rows = history_rows(_load(path), limit)
     if as_json:
@@ -260,7 +260,7 @@ def history(path: str, limit: int | None, as_json: bool) -> None:
 @_log_only
 def detail(path: str, version: int | None, as_json: bool) -> None:
     """Table detail (DESCRIBE DETAIL): location, size, partitioning, properties, protocol, DV statistics."""
-    from dvlake.commands.describe import detail_row
+    from dvlake.commands.inspection.describe import detail_row
 
     row = detail_row(_load(path, version))
     if as_json:
@@ -294,7 +294,7 @@ def files(path: str, version: int | None, with_dvs: bool, limit: int | None, as_
     """
     import numpy as np
 
-    from dvlake.commands.health_files import file_columns, rows
+    from dvlake.commands.inspection.health_files import file_columns, rows
 
     columns = file_columns(_load(path, version))
     order = np.argsort(columns["path"], kind="stable")
@@ -466,7 +466,7 @@ def health(path: str, version: int | None, plot_path: str | None, html_path: str
     VACUUM for DV files it would delete now. Exit 1 when a DV file is missing or a DV header does
     not match its descriptor.
     """
-    from dvlake.commands.health import NATIVE_SETTING, table_health
+    from dvlake.commands.inspection.health import NATIVE_SETTING, table_health
 
     with _progress("reading the log") as update:
         report = table_health(path, version, max_deleted_ratio=max_deleted_ratio, max_read_overhead=max_read_overhead,
@@ -474,7 +474,7 @@ def health(path: str, version: int | None, plot_path: str | None, html_path: str
                               on_step=update)
         if plot_path or html_path:
             update("drawing pictures")
-            from dvlake.commands import health_report
+            from dvlake.commands.inspection import health_report
 
             if plot_path:
                 health_report.write_png(report, plot_path)
@@ -788,7 +788,7 @@ def vacuum(path: str, dry_run: bool, retain_hours: float | None, as_json: bool) 
     """
     import time
 
-    from dvlake.commands.vacuum import vacuum as run_vacuum
+    from dvlake.commands.maintenance.vacuum import vacuum as run_vacuum
     from dvlake.terminal.summaries import vacuum_line
 
     with _progress("VACUUM: listing files"):
@@ -811,7 +811,7 @@ def doctor(build: bool, as_json: bool) -> None:
     installed PySpark minor: packaged with dvlake, or compiled once into a per-user cache when a JDK's javac is here
     (--build does it now instead of at the first read). Without either, reads take the slower pure-Python path.
     """
-    from dvlake.commands.doctor import compile_now, diagnose
+    from dvlake.commands.inspection.doctor import compile_now, diagnose
     from dvlake.config import NATIVE_SCAN
 
     findings = diagnose(_State.conf.get(NATIVE_SCAN))

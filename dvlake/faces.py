@@ -7,7 +7,7 @@
   ``timestampAsOf``, ``readChangeFeed``) returns exactly ``dvlake.read``'s DataFrame: the same
   native Parquet scan with DVs applied, not a Python row source;
 * ``df.write.format("delta")…save(p)`` / ``saveAsTable(name)`` commit through
-  ``dvlake.commands.write`` with delta-spark's writer options (``commands/write_options.py``);
+  ``dvlake.commands.writes.write`` with delta-spark's writer options (``commands/write_options.py``);
 * ``spark.read.table(name)`` / ``spark.table(name)`` / ``insertInto(name)`` act on names dvlake
   registered (``dvlake.spark.catalog``);
 * ``spark.sql(stmt)`` goes through ``dvlake.sql``, which runs Delta statements and hands every
@@ -33,8 +33,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dvlake import api
-from dvlake.commands import stream_sink, write_options
-from dvlake.commands import write as write_cmd
+from dvlake.commands.writes import options as write_options
+from dvlake.commands.writes import stream_sink
+from dvlake.commands.writes import write as write_cmd
 from dvlake.compat import pyspark_hooks as hooks
 from dvlake.config import FACES_ENABLED as ENABLED_CONF
 from dvlake.errors import (

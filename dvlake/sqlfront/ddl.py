@@ -202,9 +202,9 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         path, managed = _placement(spark, name, path, replace, text, offset_of(target))
     assert path is not None
     from dvlake.api import session_defaults
-    from dvlake.commands import write as write_cmd
-    from dvlake.commands.write import create_table
-    from dvlake.commands.write import load as load_snapshot
+    from dvlake.commands.writes import write as write_cmd
+    from dvlake.commands.writes.write import create_table
+    from dvlake.commands.writes.write import load as load_snapshot
 
     if query is not None:
         if columns:
@@ -313,7 +313,7 @@ def _create_view(spark: SparkSession, node: exp.Create, target: exp.Expr, column
 
 
 def _table_struct(path: str) -> StructType:
-    from dvlake.commands.write import load
+    from dvlake.commands.writes.write import load
     from dvlake.spark.layout import logical_struct
 
     return logical_struct(load(path).schema)
@@ -321,7 +321,7 @@ def _table_struct(path: str) -> StructType:
 
 def _generated_columns(path: str) -> dict[str, str]:
     """The table's generated columns and their expressions (empty when its protocol does not enforce them)."""
-    from dvlake.commands.write import load
+    from dvlake.commands.writes.write import load
     from dvlake.log import generated
 
     snapshot = load(path)
@@ -411,12 +411,12 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
 
 def _replace_where_writer() -> Callable[[DataFrame, str, str], None] | None:
     """A writer that replaces the rows matching a condition in one commit (the ``replaceWhere`` option of
-    ``dvlake.commands.write_options``), or None in a build without it."""
+    ``dvlake.commands.writes.options``), or None in a build without it."""
     try:
-        options = importlib.import_module("dvlake.commands.write_options")
+        options = importlib.import_module("dvlake.commands.writes.options")
     except ImportError:
         return None
-    from dvlake.commands import write as write_cmd
+    from dvlake.commands.writes import write as write_cmd
 
     def run(rows: DataFrame, path: str, condition: str) -> None:
         write: Any = write_cmd.write
@@ -428,7 +428,7 @@ def _replace_where_writer() -> Callable[[DataFrame, str, str], None] | None:
 def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
     """ALTER TABLE <delta table> SET TBLPROPERTIES (…) | ADD COLUMNS (…) | RENAME COLUMN | DROP COLUMN(S); None for
     other tables."""
-    from dvlake.commands.alter import add_columns, set_properties
+    from dvlake.commands.ddl.properties import add_columns, set_properties
 
     path = delta_target(spark, node.this, text)
     if path is None:
@@ -512,7 +512,7 @@ def _column_path(node: exp.Expr, text: str) -> list[str]:
 
 def _column_change(path: str, action: exp.Expr, text: str) -> bool:
     """RENAME COLUMN / DROP COLUMN(S) (column mapping's metadata-only changes); False for other actions."""
-    from dvlake.commands.alter_columns import drop_columns, rename_column
+    from dvlake.commands.ddl.columns import drop_columns, rename_column
 
     if isinstance(action, exp.RenameColumn):
         if action.args.get("exists"):

@@ -77,7 +77,7 @@ def _affected(spark: SparkSession, n: Any) -> DataFrame:
 
 
 def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
-    from dvlake.commands.delete import delete as run_delete
+    from dvlake.commands.dml.delete import delete as run_delete
 
     if node.args.get("using") or node.args.get("joins"):
         raise sql_error(text, offset_of(node), "DELETE … USING is not supported; use MERGE … WHEN MATCHED THEN DELETE",
@@ -117,7 +117,7 @@ def assignments(pairs: list[exp.Expr], text: str) -> dict[str, Any]:
 
 
 def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
-    from dvlake.commands.update import update as run_update
+    from dvlake.commands.dml.update import update as run_update
 
     if node.args.get("from_") or node.args.get("from"):
         raise sql_error(text, offset_of(node), "UPDATE … FROM is not supported; use MERGE … WHEN MATCHED THEN UPDATE",
@@ -196,7 +196,7 @@ _ACTION_OF: dict[type[exp.Expr], str] = {exp.Update: "UPDATE", exp.Insert: "INSE
 
 
 def _clause(when: exp.When, text: str) -> Any:
-    from dvlake.commands.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
+    from dvlake.commands.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
 
     kind = MATCHED if when.args.get("matched") else (NOT_MATCHED_BY_SOURCE if when.args.get("source") else NOT_MATCHED)
     cond = when.args.get("condition")
@@ -225,8 +225,8 @@ def _clause(when: exp.When, text: str) -> Any:
 
 
 def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: bool = False) -> DataFrame:
-    from dvlake.commands.merge import MergeSpec, evolves, result_frame
-    from dvlake.commands.merge import merge as run_merge
+    from dvlake.commands.dml.merge import MergeSpec, evolves, result_frame
+    from dvlake.commands.dml.merge import merge as run_merge
 
     view = view_of(spark, node.this, "MERGE")
     path = view.root if view is not None else target_path(spark, node.this, text, "MERGE")

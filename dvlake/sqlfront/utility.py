@@ -39,7 +39,7 @@ def _target_ref(spark: SparkSession, cur: Cursor, statement: str) -> tuple[str, 
 
 def optimize(spark: SparkSession, cur: Cursor) -> DataFrame:
     """OPTIMIZE <table> [WHERE <partition predicate>] [ZORDER BY (col, …) | col, …]"""
-    from dvlake.commands import optimize as run
+    from dvlake.commands.maintenance import optimize as run
 
     form = "OPTIMIZE delta.`<path>` [WHERE <partition predicate>] [ZORDER BY (col, …)]"
     cur.expect("OPTIMIZE")
@@ -60,7 +60,7 @@ def optimize(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 def reorg(spark: SparkSession, cur: Cursor) -> DataFrame:
     """REORG TABLE <table> [WHERE <partition predicate>] APPLY (PURGE)"""
-    from dvlake.commands import reorg as run
+    from dvlake.commands.maintenance import reorg as run
 
     form = "REORG TABLE delta.`<path>` [WHERE <partition predicate>] APPLY (PURGE)"
     cur.expect("REORG", "TABLE", form=form)
@@ -77,7 +77,7 @@ def reorg(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 def vacuum(spark: SparkSession, cur: Cursor) -> DataFrame:
     """VACUUM <table> [LITE | FULL] [RETAIN n HOURS] [DRY RUN], the modifiers in any order."""
-    from dvlake.commands.vacuum import vacuum as run
+    from dvlake.commands.maintenance.vacuum import vacuum as run
 
     form = "VACUUM delta.`<path>` [LITE|FULL] [RETAIN n HOURS] [DRY RUN]"
     cur.expect("VACUUM")
@@ -104,7 +104,7 @@ def vacuum(spark: SparkSession, cur: Cursor) -> DataFrame:
 def restore(spark: SparkSession, cur: Cursor) -> DataFrame:
     """RESTORE [TABLE] <table> [TO] VERSION AS OF n | TIMESTAMP AS OF <expression>"""
     from dvlake.api import restore_frame
-    from dvlake.commands.restore import restore as run
+    from dvlake.commands.maintenance.restore import restore as run
 
     form = "RESTORE [TABLE] delta.`<path>` [TO] VERSION AS OF <n> | TIMESTAMP AS OF <timestamp>"
     cur.expect("RESTORE")
@@ -145,7 +145,7 @@ def describe(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 def generate(spark: SparkSession, cur: Cursor) -> DataFrame:
     """GENERATE <mode> FOR TABLE <table>"""
-    from dvlake.commands.generate import generate as run
+    from dvlake.commands.maintenance.generate import generate as run
 
     form = "GENERATE symlink_format_manifest FOR TABLE delta.`<path>`"
     cur.expect("GENERATE")
@@ -160,7 +160,7 @@ def generate(spark: SparkSession, cur: Cursor) -> DataFrame:
 def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
     """CONVERT TO DELTA parquet.`<path>` [NO STATISTICS] [PARTITIONED BY (col type, …)]"""
     from dvlake.api import session_defaults
-    from dvlake.commands.convert import convert_to_delta
+    from dvlake.commands.ddl.convert import convert_to_delta
 
     form = "CONVERT TO DELTA parquet.`<path>` [NO STATISTICS] [PARTITIONED BY (col type, …)]"
     cur.expect("CONVERT", "TO", "DELTA", form=form)
@@ -197,7 +197,7 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
         refresh_catalog_columns(spark, ref)
         return _empty(spark)
     if cur.accept("UNSET", "TBLPROPERTIES"):
-        from dvlake.commands.alter import unset_properties
+        from dvlake.commands.ddl.properties import unset_properties
 
         if_exists = cur.accept("IF", "EXISTS")
         keys = [_key(t) for t, _ in cur.paren_list()]
@@ -205,7 +205,7 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
         unset_properties(path, keys, if_exists=if_exists)
         return _empty(spark)
     if cur.accept("DROP", "FEATURE"):
-        from dvlake.commands.drop_feature import drop_feature
+        from dvlake.commands.ddl.drop_feature import drop_feature
 
         name = _key(cur.next().text)
         truncate = cur.accept("TRUNCATE", "HISTORY")
@@ -217,7 +217,7 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
 
 def _constraint(spark: SparkSession, cur: Cursor, path: str) -> None:
     """ADD CONSTRAINT name CHECK (expr) | DROP CONSTRAINT [IF EXISTS] name (the table already read)."""
-    from dvlake.commands.constraints import add_constraint, drop_constraint
+    from dvlake.commands.ddl.constraints import add_constraint, drop_constraint
 
     if cur.accept("DROP", "CONSTRAINT"):
         if_exists = cur.accept("IF", "EXISTS")
@@ -250,7 +250,7 @@ def _constraint(spark: SparkSession, cur: Cursor, path: str) -> None:
 
 def show_properties(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     """SHOW TBLPROPERTIES <table> [(key)]: the table's properties as (key, value) rows."""
-    from dvlake.commands.write import load
+    from dvlake.commands.writes.write import load
 
     cur.expect("SHOW", "TBLPROPERTIES")
     path = _delta_path(spark, cur.table(), cur)
@@ -269,7 +269,7 @@ def show_partitions(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     partition column and one row per distinct partition of the live files (read from the log, sorted)."""
     from pyspark.sql import functions as F
 
-    from dvlake.commands.write import load
+    from dvlake.commands.writes.write import load
     from dvlake.errors import DeltaAnalysisException
     from dvlake.log.schema import physical_name
     from dvlake.spark.layout import logical_struct
@@ -332,7 +332,7 @@ def _key(text: str) -> str:
 
 def truncate(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     """TRUNCATE TABLE <table>: every row removed in one TRUNCATE commit (delta-spark's); None for other tables."""
-    from dvlake.commands.truncate import truncate as run
+    from dvlake.commands.writes.truncate import truncate as run
 
     form = "TRUNCATE TABLE delta.`<path>` | name"
     cur.expect("TRUNCATE", "TABLE", form=form)

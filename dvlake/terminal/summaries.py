@@ -46,7 +46,7 @@ def restore_line(row: dict[str, Any], target: str) -> str:
 
 
 def vacuum_line(result: Any, now_ms: int) -> str:
-    """VACUUM (``result`` is ``dvlake.commands.vacuum.VacuumResult``), dry run or real; the retention shown is the
+    """VACUUM (``result`` is ``dvlake.commands.maintenance.vacuum.VacuumResult``), dry run or real; the retention shown is the
     one VACUUM applied (``now_ms`` minus its horizon), which is the table's when a RETAIN was ignored."""
     n = int(result.num_files_to_delete)
     size = human_bytes(int(result.size_to_delete))

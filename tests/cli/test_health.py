@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dvlake.commands.health import (
+from dvlake.commands.inspection.health import (
     NATIVE,
     PYTHON,
     READ_PATHS,
@@ -216,7 +216,7 @@ def test_stale_and_unreferenced_dv_files(testdata: Path) -> None:
 def test_vacuum_is_recommended_only_for_what_vacuum_deletes_now(testdata: Path, tmp_path: Path) -> None:
     """health's VACUUM recommendation reclaims exactly the DV files `dvlake vacuum --dry-run` lists: none while
     they are younger than the retention (they are named as waiting instead), all of them once they are older."""
-    from dvlake.commands.vacuum import vacuum
+    from dvlake.commands.maintenance.vacuum import vacuum
     from tests.conftest import copy_table
 
     table = copy_table(testdata / "dv-partitioned-with-checkpoint", tmp_path / "t")

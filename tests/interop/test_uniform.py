@@ -225,7 +225,7 @@ def _used_by_current(path: str, version: int) -> set[str]:
 def test_vacuum_expires_iceberg_snapshots_outside_its_window(spark, tmp_path):
     """VACUUM deletes the Iceberg files only snapshots outside its window use, as it deletes their Delta files; every
     version inside the window (and the one current at its start) still reads in both readers, time travel included."""
-    from dvlake.commands.vacuum import RETENTION_WINDOW_IGNORE, vacuum
+    from dvlake.commands.maintenance.vacuum import RETENTION_WINDOW_IGNORE, vacuum
     from dvlake.config import RETENTION_CHECK
 
     path = str(tmp_path / "t")

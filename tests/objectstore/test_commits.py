@@ -13,7 +13,7 @@ from pathlib import Path
 import pyroaring
 import pytest
 
-from dvlake.commands.write import create_table
+from dvlake.commands.writes.write import create_table
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.dv.store import DeletionVectorWriter, load_bitmap
 from dvlake.log.actions import AddFile

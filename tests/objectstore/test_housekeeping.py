@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from dvlake.commands.vacuum import RETENTION_CHECK, vacuum
-from dvlake.commands.write import create_table
+from dvlake.commands.maintenance.vacuum import RETENTION_CHECK, vacuum
+from dvlake.commands.writes.write import create_table
 from dvlake.log.cleanup import cleanup_expired_logs
 from dvlake.log.snapshot import Snapshot
 from dvlake.storage import storage_for
@@ -85,7 +85,7 @@ def test_convert_lists_the_store_and_commits_once(store: Store) -> None:
     import pyarrow.parquet as pq
     from pyspark.sql.types import IntegerType, StructField, StructType
 
-    from dvlake.commands.convert import convert_to_delta
+    from dvlake.commands.ddl.convert import convert_to_delta
 
     root = store.root()
     s = storage_for(root)

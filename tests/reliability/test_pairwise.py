@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-import dvlake.commands.restore as restore_module
-from dvlake.commands.restore import restore
+import dvlake.commands.maintenance.restore as restore_module
+from dvlake.commands.maintenance.restore import restore
 from dvlake.errors import DeltaConcurrentModificationException
 from dvlake.log.snapshot import Snapshot
 from tests.reliability.commands import State, eval_condition, read_state

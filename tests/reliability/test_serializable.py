@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-import dvlake.commands.restore as restore_module
+import dvlake.commands.maintenance.restore as restore_module
 import tests.reliability.engine as engine_module
-from dvlake.commands.restore import restore
+from dvlake.commands.maintenance.restore import restore
 from dvlake.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,

@@ -96,7 +96,7 @@ def test_path_not_found_names_the_vanished_file(tmp_path) -> None:  # noqa: ANN0
 
 
 def test_creating_a_table_under_a_regular_file_names_it(tmp_path) -> None:  # noqa: ANN001
-    from dvlake.commands.write import create_table
+    from dvlake.commands.writes.write import create_table
     from dvlake.storage.local import check_creatable_root
 
     blocker = tmp_path / "a_file"

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.commands.merge.source import materializes
+from dvlake.commands.dml.merge.source import materializes
 from dvlake.config import MERGE_MATERIALIZE_SOURCE
 from dvlake.errors import (
     DeltaAnalysisException,

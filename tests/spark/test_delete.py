@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.commands.delete import _delete_once
+from dvlake.commands.dml.delete import _delete_once
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.dv.store import load_bitmap
 from dvlake.errors import ConcurrentDeleteDeleteException

@@ -206,7 +206,7 @@ def test_a_task_holding_more_than_its_share_of_marks_falls_back(spark, tmp_path,
 
 
 def test_the_scan_never_has_more_tasks_than_the_gathering_bound(spark, tmp_path):
-    from dvlake.commands.dv_pairs import tasks_bound
+    from dvlake.commands.dml.dv_pairs import tasks_bound
     from dvlake.spark.scan import logical_frame, plan_scan
 
     path = str(tmp_path / "t")

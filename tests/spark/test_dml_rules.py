@@ -99,7 +99,7 @@ def test_assigning_a_column_twice_is_refused(spark: SparkSession, tmp_path) -> N
 def test_every_text_dml_takes_as_plain_is_what_sparks_analyzer_says(spark: SparkSession) -> None:
     """DML skips the analyzer's determinism, subquery, aggregate and window probes for plain condition texts
     (``log.condition.plain_row_expression``); the analyzer, asked about each of those texts, must agree."""
-    from dvlake.commands.dml_checks import PLAIN, expression_kind
+    from dvlake.commands.dml.checks import PLAIN, expression_kind
     from tests.unit.test_plain_expressions import PLAIN as TEXTS
 
     probe = spark.createDataFrame([], "id long, a long, b long, x long, `weird col` string, arr array<int>, "

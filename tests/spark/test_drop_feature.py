@@ -12,8 +12,8 @@ import pytest
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.commands.drop_feature import FAST_DROP, drop_feature, dv_tombstones, live_dv_count
-from dvlake.commands.vacuum import vacuum
+from dvlake.commands.ddl.drop_feature import FAST_DROP, drop_feature, dv_tombstones, live_dv_count
+from dvlake.commands.maintenance.vacuum import vacuum
 from dvlake.errors import DeltaTableFeatureException, DvlakeError, VersionNotFoundError
 from dvlake.log.actions import Protocol, now_ms
 from dvlake.log.snapshot import Snapshot

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dvlake import DeltaTable
-from dvlake.commands import write_options
+from dvlake.commands.writes import options as write_options
 from dvlake.errors import DeltaOptionError, ReplaceWhereMismatchError, SchemaMismatchError
 from dvlake.log.snapshot import Snapshot
 

@@ -9,7 +9,7 @@ import pytest
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.commands.optimize import OptimizeSettings, pack_bins, select_for_compaction
+from dvlake.commands.maintenance.optimize import OptimizeSettings, pack_bins, select_for_compaction
 from dvlake.config import OPTIMIZE_MAX_FILE_SIZE, OPTIMIZE_MIN_FILE_SIZE
 from dvlake.errors import NonPartitionColumnReferenceError, ZOrderingOnPartitionColumnError
 from dvlake.log.actions import AddFile
@@ -247,7 +247,7 @@ def test_auto_compaction_follows_a_delete_only_when_enabled(spark, tmp_path, mon
     assert table_rows(spark, on) == table_rows(spark, off)
     assert table_rows(spark, on, version=1) == table_rows(spark, on)
     # a failing follow-up never fails (or undoes) the DELETE
-    import dvlake.commands.auto_compact as ac
+    import dvlake.commands.maintenance.auto_compact as ac
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import dvlake
-import dvlake.commands.optimize as opt
+import dvlake.commands.maintenance.optimize as opt
 from dvlake import DeltaTable
 from dvlake.errors import DeltaConcurrentModificationException
 from dvlake.log.snapshot import Snapshot

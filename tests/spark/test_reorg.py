@@ -9,7 +9,7 @@ import pytest
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.commands.reorg import purge
+from dvlake.commands.maintenance.reorg import purge
 from dvlake.config import OPTIMIZE_MIN_FILE_SIZE
 from dvlake.log.snapshot import Snapshot
 from tests.helpers import DV_PROPS, table_rows

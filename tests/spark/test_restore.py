@@ -10,7 +10,7 @@ import pytest
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.commands.restore import RESULT_COLUMNS
+from dvlake.commands.maintenance.restore import RESULT_COLUMNS
 from dvlake.errors import RestoreError, RestoreMissingFilesError
 from dvlake.log.snapshot import Snapshot
 from tests.helpers import DV_PROPS

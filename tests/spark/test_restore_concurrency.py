@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import dvlake
-import dvlake.commands.restore as restore_module
+import dvlake.commands.maintenance.restore as restore_module
 from dvlake import DeltaTable
 from dvlake.errors import DeltaConcurrentModificationException
 from dvlake.log.snapshot import Snapshot

@@ -92,7 +92,7 @@ def _versions(found: dict[int, tuple[int, int]]) -> dict[int, int]:
 
 @pytest.mark.parametrize("dvs", [True, False], ids=["dv", "copy_on_write"])
 def test_ids_survive_update_delete_merge_optimize_purge(spark: SparkSession, tmp_path, dvs: bool) -> None:
-    from dvlake.commands.reorg import purge
+    from dvlake.commands.maintenance.reorg import purge
 
     path = str(tmp_path / "t")
     props = {**ENABLE, **(DV if dvs else {})}

@@ -122,7 +122,7 @@ def test_large_file_split_across_tasks(spark, tmp_path):
 
     import pyarrow as pa
 
-    from dvlake.commands.write import create_table
+    from dvlake.commands.writes.write import create_table
     from dvlake.log.actions import AddFile
     from dvlake.spark.file_stats import footer_stats
 

@@ -166,7 +166,7 @@ def test_insert_forms(spark, tmp_path):
         sql(spark, f"INSERT INTO delta.`{p}` SELECT 1, 2")
     assert err.value.error_class == "INSERT_COLUMN_ARITY_MISMATCH"
     overwrite_part = f"INSERT OVERWRITE delta.`{p}` PARTITION (part = 'w') SELECT 1, 'x'"
-    if importlib.util.find_spec("dvlake.commands.write_options") is None:  # no replaceWhere writer in this build
+    if importlib.util.find_spec("dvlake.commands.writes.options") is None:  # no replaceWhere writer in this build
         with pytest.raises(DeltaSqlError, match="replaceWhere") as err:
             sql(spark, overwrite_part)
         assert (err.value.line, err.value.column) == (1, len(f"INSERT OVERWRITE delta.`{p}` PARTITION (") + 1)

@@ -401,7 +401,7 @@ def test_sink_to_table_with_partitions(dspark: SparkSession, tmp_path: Path) -> 
 _KILLED_CHILD = """
 import sys, time
 import dvlake
-from dvlake.commands import write as write_cmd
+from dvlake.commands.writes import write as write_cmd
 from dvlake.spark.session import local_session
 
 src, out, chk = sys.argv[1:4]
@@ -505,7 +505,7 @@ def test_sink_batch_function_is_picklable_and_learns_the_id_from_the_checkpoint(
 
 
 def test_sink_query_id_over_connect_needs_a_readable_checkpoint(tmp_path: Path) -> None:
-    from dvlake.commands.stream_sink import QueryId, checkpoint_location
+    from dvlake.commands.writes.stream_sink import QueryId, checkpoint_location
     from dvlake.errors import InvalidArgumentError
 
     with pytest.raises(InvalidArgumentError, match="checkpointLocation"):

@@ -174,7 +174,7 @@ def test_no_match_commits_nothing_and_stale_update_retries(spark, tmp_path):
     version = Snapshot.load(path).version
     DeltaTable.forPath(spark, path).update("id > 1000", {"k": "0"})
     assert Snapshot.load(path).version == version
-    from dvlake.commands.update import update_once
+    from dvlake.commands.dml.update import update_once
     from dvlake.errors import ConcurrentDeleteDeleteException
 
     stale = Snapshot.load(path)

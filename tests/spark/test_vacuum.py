@@ -10,7 +10,7 @@ import pytest
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.commands.vacuum import vacuum
+from dvlake.commands.maintenance.vacuum import vacuum
 from dvlake.config import DELETE_DVS_PERSISTENT, RETENTION_CHECK, deleted_file_retention_ms
 from dvlake.errors import VacuumRetentionError
 from dvlake.log.snapshot import Snapshot

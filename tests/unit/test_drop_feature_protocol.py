@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dvlake.commands import drop_feature as drop_feature_module
-from dvlake.commands.drop_feature import resolve_feature
+from dvlake.commands.ddl import drop_feature as drop_feature_module
+from dvlake.commands.ddl.drop_feature import resolve_feature
 from dvlake.config import table_bool
 from dvlake.errors import DeltaAnalysisException, DeltaTableFeatureException
 from dvlake.log.actions import Protocol

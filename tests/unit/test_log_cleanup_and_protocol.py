@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dvlake.commands.alter import set_properties
-from dvlake.commands.protocol import add_feature_support, upgrade_table_protocol
+from dvlake.commands.ddl.properties import set_properties
+from dvlake.commands.ddl.protocol import add_feature_support, upgrade_table_protocol
 from dvlake.errors import InvalidArgumentError, ProtocolFeatureError, UnsupportedFeatureError, VersionNotFoundError
 from dvlake.log.actions import Protocol
 from dvlake.log.snapshot import Snapshot

@@ -11,7 +11,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from dvlake.commands.merge.pruning import target_only
+from dvlake.commands.dml.merge.pruning import target_only
 from dvlake.log.condition import Condition
 from dvlake.log.predicates import FileFacts, prune
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from dvlake.commands.write import create_table
+from dvlake.commands.writes.write import create_table
 from dvlake.errors import ConcurrentTransactionException, RowTrackingError
 from dvlake.log import row_tracking as rt
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol
@@ -177,8 +177,8 @@ def test_enabled_without_the_feature_is_refused() -> None:
 
 
 def test_enabling_on_a_table_with_data_backfills_then_sets_the_property() -> None:
-    from dvlake.commands.alter import set_properties
-    from dvlake.commands.row_tracking_backfill import backfill
+    from dvlake.commands.ddl.properties import set_properties
+    from dvlake.commands.ddl.row_tracking_backfill import backfill
 
     root = f"memory://{uuid.uuid4().hex}/t"
     create_table(root, SCHEMA, [], {})
@@ -203,7 +203,7 @@ def test_enabling_on_a_table_with_data_backfills_then_sets_the_property() -> Non
 
 
 def test_alter_on_a_table_with_data_runs_the_backfill() -> None:
-    from dvlake.commands.alter import set_properties
+    from dvlake.commands.ddl.properties import set_properties
 
     root = f"memory://{uuid.uuid4().hex}/t"
     create_table(root, SCHEMA, [], {})
@@ -239,7 +239,7 @@ def test_row_preserving_commands_tag_their_commits(root: str) -> None:
 
 
 def test_a_recommit_that_loses_to_a_backfill_keeps_the_backfilled_ids() -> None:
-    from dvlake.commands.row_tracking_backfill import backfill
+    from dvlake.commands.ddl.row_tracking_backfill import backfill
 
     root = f"memory://{uuid.uuid4().hex}/t"
     create_table(root, SCHEMA, [], {})

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dvlake.commands.write import create_table
+from dvlake.commands.writes.write import create_table
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import (
     DeltaOptionError,

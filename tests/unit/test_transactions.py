@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from dvlake.commands.write import create_table
+from dvlake.commands.writes.write import create_table
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import (
     ConcurrentAppendException,

@@ -15,7 +15,7 @@ import zlib
 import pyroaring
 import pytest
 
-from dvlake.commands.write import create_table
+from dvlake.commands.writes.write import create_table
 from dvlake.dv import roaring
 from dvlake.dv.descriptor import DeletionVectorDescriptor
 from dvlake.errors import UniformConversionError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dvlake.commands.vacuum import LAST_VACUUM_INFO, vacuum
+from dvlake.commands.maintenance.vacuum import LAST_VACUUM_INFO, vacuum
 from dvlake.config import RETENTION_CHECK
 from dvlake.dv import z85
 from dvlake.errors import VacuumLiteError, VacuumRetentionError
@@ -248,7 +248,7 @@ def test_vacuum_of_delta_spark_tables_keeps_them_exactly_readable(testdata: Path
 
 
 def test_failed_deletion_commits_vacuum_end_failed_and_reraises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dvlake.commands.vacuum as vacuum_module
+    import dvlake.commands.maintenance.vacuum as vacuum_module
 
     root = tmp_path / "t"
     _touch(root / "a.parquet")

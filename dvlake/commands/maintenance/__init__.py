@@ -1,0 +1,1 @@
+"""Keeping a table healthy: OPTIMIZE, REORG PURGE, auto-compaction, VACUUM, RESTORE, manifests."""
