@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+import weakref
 from typing import Any
 
 from pyspark.java_gateway import ensure_callback_server_started
@@ -37,11 +38,15 @@ from dvlake.spark.task_errors import install as install_typed_errors
 from dvlake.spark.task_errors import remember_table
 from dvlake.storage.confine import check_local_files, data_file_location
 
-#: The JVM provider ``readStream`` is pointed at, and the option naming the planner factory it calls back.
+#: The JVM provider ``readStream`` is pointed at; the option naming the session's planner factory; the option holding
+#: this stream's spec (layout and user options as JSON), which the factory turns into a planner at each query start.
 PROVIDER = "io.dvlake.spark.DeltaStreamProvider"
 PLANNER_OPTION = "dvlake.stream.planner"
+SPEC_OPTION = "dvlake.stream.spec"
 
 _callback_lock = threading.Lock()
+#: One planner factory per SparkSession, registered in the JVM's ``StreamPlanners`` under its key.
+_factories: weakref.WeakKeyDictionary[SparkSession, str] = weakref.WeakKeyDictionary()
 
 
 def usable(spark: SparkSession) -> bool:
@@ -54,24 +59,47 @@ def usable(spark: SparkSession) -> bool:
 
 
 def open_jvm_stream(spark: SparkSession, layout: dict[str, Any], schema: Any, options: dict[str, str]) -> DataFrame:
-    """A streaming DataFrame over the JVM source, its planner factory registered under a fresh key."""
-    sc = spark.sparkContext
+    """A streaming DataFrame over the JVM source: its spec travels in the plan, the session's factory plans it.
+
+    Why a spec in the plan and one factory per session, not a factory per ``readStream``: a streaming DataFrame and
+    every frame derived from it can be started (and restarted) for as long as the user holds any of them, and the JVM
+    cannot tell when that ends; a per-stream factory in a static map would hold its session and planner for the
+    driver's life. The spec (a few KB of JSON) is all a planner needs, so the registry stays one entry per session.
+    """
+    spec = json.dumps({"layout": layout, "options": options})
+    return (spark.readStream.format(PROVIDER).schema(schema).options(**options)
+            .option(PLANNER_OPTION, session_factory_key(spark)).option(SPEC_OPTION, spec).load())
+
+
+def session_factory_key(spark: SparkSession) -> str:
+    """The key of ``spark``'s planner factory in the JVM registry, registering it on first use."""
     with _callback_lock:
-        ensure_callback_server_started(sc._gateway)
-    key = uuid.uuid4().hex
-    assert sc._jvm is not None
-    sc._jvm.io.dvlake.spark.StreamPlanners.register(key, PlannerFactory(spark, layout, options))
-    return (spark.readStream.format(PROVIDER).schema(schema).options(**options).option(PLANNER_OPTION, key).load())
+        key = _factories.get(spark)
+        if key is None:
+            sc = spark.sparkContext
+            ensure_callback_server_started(sc._gateway)
+            key = uuid.uuid4().hex
+            assert sc._jvm is not None
+            sc._jvm.io.dvlake.spark.StreamPlanners.register(key, PlannerFactory(spark))
+            _factories[spark] = key
+        return key
+
+
+def registered_factories(spark: SparkSession) -> int:
+    """How many planner factories the JVM registry holds (one per session that opened a stream); for tests."""
+    assert spark.sparkContext._jvm is not None
+    return int(spark.sparkContext._jvm.io.dvlake.spark.StreamPlanners.size())
 
 
 class PlannerFactory:
-    """``io.dvlake.spark.StreamPlannerFactory``: a fresh planner for each start of a query over the stream."""
+    """``io.dvlake.spark.StreamPlannerFactory``: a fresh planner for each start of a query over a stream's spec."""
 
-    def __init__(self, spark: SparkSession, layout: dict[str, Any], options: dict[str, str]) -> None:
-        self.spark, self.layout, self.options = spark, layout, options
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
 
-    def create(self, metadata_path: str) -> JvmPlanner:
-        return JvmPlanner(self.spark, self.layout, self.options)
+    def create(self, metadata_path: str, spec_json: str) -> JvmPlanner:
+        spec = _loads(spec_json)
+        return JvmPlanner(self.spark, dict(spec["layout"]), {str(k): str(v) for k, v in spec["options"].items()})
 
     class Java:
         implements = ["io.dvlake.spark.StreamPlannerFactory"]

@@ -248,6 +248,31 @@ def test_jvm_source_batches_run_the_batch_reads_columnar_scan(dspark: SparkSessi
     assert sum(int(p["numInputRows"]) for p in q.recentProgress) == 6
 
 
+def test_many_streams_leave_one_planner_factory_and_a_derived_frame_outlives_its_parent(dspark: SparkSession,
+                                                                                        tmp_path: Path) -> None:
+    """The JVM source's registry holds one planner factory per session, however many streams are opened, started and
+    stopped; a frame derived from a stream still starts (and restarts) after the stream it came from is collected."""
+    import gc
+
+    from dvlake.spark.stream_jvm import registered_factories
+
+    path = str(tmp_path / "t")
+    _table(dspark, path, (0, 5))
+    DeltaTable.forPath(dspark, path).delete("id = 2")
+    derived = dvlake.read_stream(dspark, path).selectExpr("id * 10 AS id")
+    gc.collect()  # the parent frame is gone; only the derived one holds the plan
+    before = registered_factories(dspark)
+    for i in range(12):
+        stream = dvlake.read_stream(dspark, path)
+        assert _engine_of(stream) == "jvm"
+        if i % 4 == 0:
+            assert [b for _, b in _collect(stream, tmp_path / f"c{i}")] == [[0, 1, 3, 4]]
+    assert registered_factories(dspark) == before
+    assert [b for _, b in _collect(derived, tmp_path / "d")] == [[0, 10, 30, 40]]
+    dvlake.write(dspark.range(5, 7).coalesce(1), path, "append")
+    assert [b for _, b in _collect(derived, tmp_path / "d")] == [[50, 60]]
+
+
 @pytest.mark.parametrize("engine", ["python"], indirect=True)
 def test_source_reads_a_large_file_in_row_group_slices_with_its_dv(dspark: SparkSession, tmp_path: Path,
                                                                    engine: str) -> None:

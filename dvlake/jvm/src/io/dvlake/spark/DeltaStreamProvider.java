@@ -16,6 +16,7 @@ import scala.collection.immutable.Map;
  */
 public final class DeltaStreamProvider implements StreamSourceProvider {
   public static final String PLANNER_OPTION = "dvlake.stream.planner";
+  public static final String SPEC_OPTION = "dvlake.stream.spec";
   static final String NAME = "delta";
 
   @Override
@@ -28,7 +29,13 @@ public final class DeltaStreamProvider implements StreamSourceProvider {
   public Source createSource(SQLContext sqlContext, String metadataPath, Option<StructType> schema,
                              String providerName, Map<String, String> parameters) {
     String key = parameters.get(PLANNER_OPTION).getOrElse(() -> null);
-    StreamPlanner planner = StreamPlanners.get(key).create(metadataPath);
+    String spec = parameters.get(SPEC_OPTION).getOrElse(() -> null);
+    if (spec == null) {
+      throw new IllegalArgumentException("DVLAKE_STREAM_PLANNER_MISSING: this stream's plan has no option '" + SPEC_OPTION
+          + "'; it was not opened by dvlake's readStream (spark.readStream.format('delta') after "
+          + "dvlake.configure_spark(spark), or dvlake.read_stream(spark, path))");
+    }
+    StreamPlanner planner = StreamPlanners.get(key).create(metadataPath, spec);
     return new DeltaStreamSource(planner, requireSchema(schema));
   }
 

@@ -1,6 +1,9 @@
 package io.dvlake.spark;
 
-/** Makes one {@link StreamPlanner} per query start (implemented in Python, registered in {@link StreamPlanners}). */
+/**
+ * Makes one {@link StreamPlanner} per query start from the stream's spec (JSON the Python readStream put in the plan);
+ * implemented in Python, one per session, registered in {@link StreamPlanners}.
+ */
 public interface StreamPlannerFactory {
-  StreamPlanner create(String metadataPath);
+  StreamPlanner create(String metadataPath, String spec);
 }

@@ -3,8 +3,10 @@ package io.dvlake.spark;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * Where a {@code readStream} made in Python leaves its planner factory for the source Spark creates when the query
- * starts: the streaming DataFrame carries only the key (option {@value DeltaStreamProvider#PLANNER_OPTION}).
+ * Where each Python SparkSession that opens a dvlake stream leaves its one planner factory for the sources Spark
+ * creates when queries start: a streaming DataFrame carries the factory's key (option
+ * {@value DeltaStreamProvider#PLANNER_OPTION}) and its own spec (option {@value DeltaStreamProvider#SPEC_OPTION}),
+ * so the registry holds one entry per session, however many streams it opens.
  */
 public final class StreamPlanners {
   private static final ConcurrentHashMap<String, StreamPlannerFactory> FACTORIES = new ConcurrentHashMap<>();
@@ -15,8 +17,9 @@ public final class StreamPlanners {
     FACTORIES.put(key, factory);
   }
 
-  public static void unregister(String key) {
-    FACTORIES.remove(key);
+  /** How many factories are registered (one per session that opened a stream); the tests check it stays so. */
+  public static int size() {
+    return FACTORIES.size();
   }
 
   static StreamPlannerFactory get(String key) {
