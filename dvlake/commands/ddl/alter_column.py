@@ -27,16 +27,11 @@ from dvlake.commands.ddl.columns import _dotted, _field, _struct_at
 from dvlake.errors import ColumnNotFoundError, DeltaAnalysisException
 from dvlake.log.schema import schema_json
 from dvlake.log.snapshot import Snapshot
+from dvlake.log.type_sql import sql_type
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
 _CHANGE_OP = "DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP"
-
-# Delta's JSON names of primitive types → their SQL names, as delta-spark prints them in errors
-_SQL_NAMES = {"byte": "TINYINT", "short": "SMALLINT", "integer": "INT", "long": "BIGINT", "float": "FLOAT",
-              "double": "DOUBLE", "string": "STRING", "binary": "BINARY", "boolean": "BOOLEAN", "date": "DATE",
-              "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP_NTZ", "variant": "VARIANT"}
-
 
 @dataclass(frozen=True)
 class ColumnChange:
@@ -53,22 +48,8 @@ class ColumnChange:
     data_type: Any = None
 
 
-def _sql_type(data_type: Any) -> str:
-    """A Delta JSON type as SQL (``integer`` → ``INT``), for messages."""
-    if isinstance(data_type, str):
-        return _SQL_NAMES.get(data_type, data_type.upper())
-    kind = data_type.get("type")
-    if kind == "struct":
-        return "STRUCT<" + ", ".join(f"{f['name']}: {_sql_type(f['type'])}" for f in data_type["fields"]) + ">"
-    if kind == "array":
-        return f"ARRAY<{_sql_type(data_type['elementType'])}>"
-    if kind == "map":
-        return f"MAP<{_sql_type(data_type['keyType'])}, {_sql_type(data_type['valueType'])}>"
-    return str(kind).upper()
-
-
 def _typed(data_type: Any, nullable: bool) -> str:
-    return _sql_type(data_type) + ("" if nullable else " NOT NULL")
+    return sql_type(data_type) + ("" if nullable else " NOT NULL")
 
 
 def _type_name(data_type: Any) -> str:
