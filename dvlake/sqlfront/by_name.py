@@ -49,6 +49,13 @@ def _ref(cur: Cursor) -> TableRef | None:
         return None
 
 
+def _delta_table(spark: SparkSession, cur: Cursor) -> tuple[TableRef, str] | None:
+    """The table reference at the cursor and its root, or None when it is not a Delta table (Spark's business)."""
+    ref = _ref(cur)
+    root = None if ref is None else _root(spark, ref, cur)
+    return None if ref is None or root is None else (ref, root)
+
+
 def _root(spark: SparkSession, ref: TableRef, cur: Cursor) -> str | None:
     if ref.version is not None or ref.timestamp is not None:
         raise sql_error(cur.text, ref.offset, "this statement works on the current table: remove the @ suffix")
@@ -94,12 +101,10 @@ def show_create_table(spark: SparkSession, cur: Cursor) -> DataFrame | None:
 
     form = "SHOW CREATE TABLE delta.`<path>` | name"
     cur.expect("SHOW", "CREATE", "TABLE", form=form)
-    ref = _ref(cur)
-    if ref is None:
+    target = _delta_table(spark, cur)
+    if target is None:
         return None
-    root = _root(spark, ref, cur)
-    if root is None:
-        return None
+    ref, root = target
     if cur.accept("AS", "SERDE"):
         raise DeltaAnalysisException(f"SHOW CREATE TABLE AS SERDE is for Hive tables; {_display_name(spark, ref)} is a "
                                      "Delta table: use SHOW CREATE TABLE without AS SERDE",
@@ -206,12 +211,10 @@ def uncache(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     form = "UNCACHE TABLE [IF EXISTS] delta.`<path>` | name"
     cur.expect("UNCACHE", "TABLE", form=form)
     cur.accept("IF", "EXISTS")
-    ref = _ref(cur)
-    if ref is None:
+    target = _delta_table(spark, cur)
+    if target is None:
         return None
-    root = _root(spark, ref, cur)
-    if root is None:
-        return None
+    root = target[1]
     cur.expect_end(form)
     with _lock:
         frame = _cached.pop((id(spark), root), None)
@@ -225,12 +228,10 @@ def uncache(spark: SparkSession, cur: Cursor) -> DataFrame | None:
 def analyze(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     """ANALYZE TABLE <Delta table> …: refused with delta-spark's (Spark's v2 table) error class."""
     cur.expect("ANALYZE", "TABLE")
-    ref = _ref(cur)
-    if ref is None:
+    target = _delta_table(spark, cur)
+    if target is None:
         return None
-    root = _root(spark, ref, cur)
-    if root is None:
-        return None
+    ref = target[0]
     raise DeltaAnalysisException(f"ANALYZE TABLE is not supported for v2 tables ({_display_name(spark, ref)} is a Delta "
                                  "table, which Spark sees as one, as with delta-spark): Delta keeps per-file statistics "
                                  "in its log at every write and skips files with them",
