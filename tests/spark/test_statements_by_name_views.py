@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+import dvlake
 from dvlake.errors import DeltaAnalysisException
+from dvlake.log.snapshot import Snapshot
 from dvlake.spark.catalog import table_location
 from tests.spark.catalog_helpers import configured_with_database
 
@@ -81,16 +83,21 @@ def test_explain_reads_through_the_dv_scan(dspark: SparkSession, tmp_path: Path)
 @pytest.mark.parametrize("dvs", [True, False])
 def test_cache_uncache_by_name_and_deletes_seen_through_the_cache(dspark: SparkSession, dvs: bool) -> None:
     _orders(dspark, "view_db.c", dvs=dvs)
+    wed = dspark.createDataFrame([(4, "wed"), (5, "wed"), (6, "wed")], "id int, day string").coalesce(1)
+    dvlake.write(wed, table_location(dspark, "view_db.c"), "append")  # one file that outlives the DELETE below
     dspark.sql("CACHE TABLE view_db.c")
     plan = dspark.sql("EXPLAIN SELECT * FROM view_db.c").collect()[0][0]
     assert "InMemoryRelation" in plan
-    assert sorted(tuple(r) for r in dspark.sql("SELECT * FROM view_db.c").collect()) == [(1, "mon"), (3, "tue")]
-    dspark.sql("DELETE FROM view_db.c WHERE id = 1")  # a new version: never the cached rows
-    assert sorted(tuple(r) for r in dspark.sql("SELECT * FROM view_db.c").collect()) == [(3, "tue")]
+    assert sorted(r.id for r in dspark.sql("SELECT * FROM view_db.c").collect()) == [1, 3, 4, 5, 6]
+    dspark.sql("DELETE FROM view_db.c WHERE id = 5")  # a DV on a file the cache read (or its rewrite): never old rows
+    wed_files = [a for a in Snapshot.load(table_location(dspark, "view_db.c")).add_files()
+                 if a.partition_values.get("day") == "wed"]
+    assert len(wed_files) == 1 and (wed_files[0].deletion_vector is not None) == dvs
+    assert sorted(r.id for r in dspark.sql("SELECT * FROM view_db.c").collect()) == [1, 3, 4, 6]
     dspark.sql("UNCACHE TABLE view_db.c")
     dspark.sql("UNCACHE TABLE IF EXISTS view_db.c")  # nothing cached: nothing to do
     assert "InMemoryRelation" not in dspark.sql("EXPLAIN SELECT * FROM view_db.c").collect()[0][0]
-    assert sorted(tuple(r) for r in dspark.sql("SELECT * FROM view_db.c").collect()) == [(3, "tue")]
+    assert sorted(r.id for r in dspark.sql("SELECT * FROM view_db.c").collect()) == [1, 3, 4, 6]
 
 
 def test_cache_table_as_query_and_lazy_by_path(dspark: SparkSession, tmp_path: Path) -> None:
