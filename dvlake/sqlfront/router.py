@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from dvlake.errors import DeltaSqlError
-from dvlake.sqlfront import ddl, dml, utility
+from dvlake.sqlfront import by_name, ddl, dml, utility
 from dvlake.sqlfront.metadata_query import count_from_metadata
 from dvlake.sqlfront.parse import Cursor, is_word, looks_like_delta, parse_statement, sql_error, tokenize
 from dvlake.sqlfront.passthrough import passthrough
@@ -89,6 +89,10 @@ def _utility(spark: SparkSession, text: str, tokens: list[Any], first: str) -> D
         return utility.show_properties(spark, cur)
     if first == "SHOW" and second == "PARTITIONS":
         return utility.show_partitions(spark, cur)
+    if first == "SHOW" and second == "CREATE":
+        return by_name.show_create_table(spark, cur)
+    if first in by_name.READERS:
+        return by_name.READERS[first](spark, cur)
     return None
 
 

@@ -179,7 +179,7 @@ def convert(spark: SparkSession, cur: Cursor) -> DataFrame:
 
 def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     """ALTER TABLE <table> UNSET TBLPROPERTIES [IF EXISTS] (keys) | DROP FEATURE name [TRUNCATE HISTORY] |
-    ADD CONSTRAINT name CHECK (expr) | DROP CONSTRAINT [IF EXISTS] name;
+    ADD CONSTRAINT name CHECK (expr) | DROP CONSTRAINT [IF EXISTS] name | ALTER [COLUMN] …;
     None for other ALTER forms (sqlglot's AST handles them) and for tables that are not Delta tables."""
     cur.expect("ALTER", "TABLE")
     try:
@@ -187,11 +187,13 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     except DeltaSqlError:
         return None  # not a table name dvlake reads: Spark (or the AST path) reports it
     if not (cur.at("UNSET", "TBLPROPERTIES") or cur.at("DROP", "FEATURE") or cur.at("ADD", "CONSTRAINT")
-            or cur.at("DROP", "CONSTRAINT")):
+            or cur.at("DROP", "CONSTRAINT") or cur.at("ALTER")):
         return None
     path = _delta_path(spark, ref, cur)
     if path is None:
         return None
+    if cur.at("ALTER"):
+        return _alter_column(spark, cur, path, ref)
     if cur.at("ADD", "CONSTRAINT") or cur.at("DROP", "CONSTRAINT"):
         _constraint(spark, cur, path)
         refresh_catalog_columns(spark, ref)
@@ -213,6 +215,19 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
         drop_feature(spark, path, name, truncate_history=truncate)
         return _empty(spark)
     return None
+
+
+def _alter_column(spark: SparkSession, cur: Cursor, path: str, ref: TableRef) -> DataFrame | None:
+    """ALTER [COLUMN] … (the table already read); None for SET/DROP DEFAULT, which the AST path answers."""
+    from dvlake.commands.ddl.alter_column import alter_columns
+    from dvlake.sqlfront.alter_column import read_changes
+
+    changes = read_changes(spark, cur)
+    if changes is None:
+        return None
+    alter_columns(path, changes)
+    refresh_catalog_columns(spark, ref)
+    return _empty(spark)
 
 
 def _constraint(spark: SparkSession, cur: Cursor, path: str) -> None:
