@@ -61,6 +61,34 @@ def _alias(node: exp.Expr) -> str | None:
     return alias.name if alias is not None and alias.name else None
 
 
+def _implicit_alias(node: exp.Expr, taken: str | None = None) -> str | None:
+    """The name a catalog table without an alias is qualified by (``MERGE INTO target USING source ON source.key =
+    target.key``), as Spark qualifies a relation by its table name; None for a path, a subquery, or a name the other
+    side already uses (``MERGE INTO t USING t`` needs aliases to tell them apart)."""
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier) or table_ref(node) is not None:
+        return None
+    name = node.name
+    return None if taken is not None and name.lower() == taken.lower() else name
+
+
+def _tables_resolve(spark: SparkSession, node: exp.Expr | None) -> None:
+    """Spark's TABLE_OR_VIEW_NOT_FOUND for a table a subquery in a MERGE condition reads that does not exist, before
+    the subquery itself is refused (delta-spark's analyzer resolves the names first: ``s.v IN (SELECT v FROM t)``
+    with ``t`` the target's alias reports ``t`` as unknown)."""
+    from pyspark.errors import AnalysisException
+
+    if node is None:
+        return
+    for table in node.find_all(exp.Table):
+        if table_ref(table) is None and isinstance(table.this, exp.Identifier):
+            try:
+                _ = spark.table(name_of(table)).schema
+            except AnalysisException as exc:
+                if exc.getCondition() == "TABLE_OR_VIEW_NOT_FOUND":
+                    raise
+                # any other trouble reading it: the subquery is refused next, as before
+
+
 def _no_subqueries(node: exp.Expr | None, text: str, command: str, operation: str | None = None) -> None:
     """``log.condition.refuse_subquery`` from the statement's own tree, before a subquery reading a Delta table is
     resolved (the commands refuse the others too)."""
@@ -265,17 +293,19 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
 
     view = view_of(spark, node.this, "MERGE")
     path = view.root if view is not None else target_path(spark, node.this, text, "MERGE")
-    target_alias = _alias(node.this) or (view.qualifier if view is not None else None)
+    target_alias = _alias(node.this) or (view.qualifier if view is not None else _implicit_alias(node.this))
     using = node.args["using"]
     source = _source(spark, using, text, node.args.get("with_") or node.args.get("with"))
-    source_alias = _alias(using)
+    source_alias = _alias(using) or _implicit_alias(using, taken=target_alias)
     if source_alias:
         source = source.alias(source_alias)
     on = node.args.get("on")
     if on is None:
         raise sql_error(text, offset_of(node), "MERGE needs ON <condition>", parse=True)
-    _no_subqueries(on, text, "MERGE", "search condition of MERGE operation")
     whens = node.args.get("whens")
+    for cond in [on, *(w.args.get("condition") for w in (whens.expressions if whens is not None else []))]:
+        _tables_resolve(spark, cond)
+    _no_subqueries(on, text, "MERGE", "search condition of MERGE operation")
     qualifiers, sensitive = target_qualifiers(node.this, target_alias), case_sensitive(spark)
     clauses = [_clause(w, text, qualifiers, sensitive) for w in (whens.expressions if whens is not None else [])]
     if not clauses:  # Spark's parser refuses it before delta-spark sees it

@@ -138,3 +138,15 @@ def test_set_columns_qualified_by_a_catalog_tables_name(spark, tmp_path):
         assert table_rows(spark, location) == [(7, "x"), (8, "z")]
     finally:
         spark.sql("DROP TABLE IF EXISTS names_db.tab")
+
+
+@MODES
+def test_an_insert_whose_query_has_a_hint_runs(spark, tmp_path, dvs):
+    """Rule: ``INSERT INTO t SELECT /*+ COALESCE(1) */ …`` runs as Spark runs it (it once failed to parse), the
+    hint applied: one file added."""
+    path = _table(spark, str(tmp_path / "t"), dvs)
+    spark.createDataFrame([("x", 7, 8), ("y", 9, 10)], "t string, s int, c int").repartition(2) \
+        .createOrReplaceTempView("names_hint_src")
+    dvlake.sql(spark, f"INSERT INTO delta.`{path}` SELECT /*+ COALESCE(1) */ * FROM names_hint_src")
+    assert table_rows(spark, path) == [*ROWS, ("x", 7, 8), ("y", 9, 10)]
+    assert dvlake.DeltaTable.forPath(spark, path).history(1).collect()[0].operationMetrics["numFiles"] == "1"
