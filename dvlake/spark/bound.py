@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from dvlake.log.condition import Condition
+from dvlake.spark.names import case_sensitive
 from dvlake.spark.pruning import condition_column, session_time_zone
 
 
@@ -56,6 +57,5 @@ class BoundCondition:
 
 def bind(spark: SparkSession, condition: Condition, schema: StructType) -> BoundCondition:
     """``condition`` bound to the table whose logical schema is ``schema``, under ``spark``'s session settings."""
-    case_sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false") or "false").strip().lower() == "true"
-    return BoundCondition(condition, tuple(schema.fieldNames()), case_sensitive, session_time_zone(spark))
+    return BoundCondition(condition, tuple(schema.fieldNames()), case_sensitive(spark), session_time_zone(spark))
 

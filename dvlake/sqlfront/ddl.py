@@ -345,6 +345,7 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     from pyspark.sql import functions as F
 
     from dvlake.api import write as write_df
+    from dvlake.spark.names import case_sensitive, name_key
 
     target, columns = _split_target(node.this)
     path = delta_target(spark, target, text)
@@ -372,15 +373,20 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     if source is None:
         raise sql_error(text, offset_of(node), "INSERT needs SELECT … or VALUES …")
     df = run_query(spark, source, text)
-    by_name = {f.name.lower(): f for f in table.fields}
+    sensitive = case_sensitive(spark)  # a column list names the table's columns as Spark resolves names
+
+    def key(name: str) -> str:
+        return name_key(name, sensitive)
+
+    by_name = {key(f.name): f for f in table.fields}
     for col in static:
-        if col.lower() not in by_name:
+        if key(col) not in by_name:
             raise sql_error(text, at_partition, f"{col!r} is not a column of the table")
     if node.args.get("by_name"):
         names = list(df.columns)
     else:
-        named = [c.name for c in columns] if columns else [f.name for f in table.fields if f.name.lower() not in
-                                                           {s.lower() for s in static}]
+        named = [c.name for c in columns] if columns else [f.name for f in table.fields if key(f.name) not in
+                                                           {key(s) for s in static}]
         if len(named) != len(df.columns):
             raise sql_error(text, offset_of(source), f"the table takes {len(named)} columns {named} but the query gives "
                                                      f"{len(df.columns)}", error_class="INSERT_COLUMN_ARITY_MISMATCH")
@@ -388,14 +394,12 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
         df = df.toDF(*names)
     for col, value in static.items():
         df = df.withColumn(col, F.expr(written(text, value)))
-    present = {c.lower() for c in df.columns}
-    unknown = [c for c in df.columns if c.lower() not in by_name]
-    if unknown:
-        raise sql_error(text, offset_of(node), f"the table has no column {unknown[0]!r} (columns: {list(table.names)})")
+    present = {key(c) for c in df.columns}
+    _refuse_unknown([c for c in df.columns if key(c) not in by_name], table, sensitive, text, offset_of(node))
     computed = _generated_columns(path)  # left out, the writer computes them (delta-spark); NULL would break the rule
-    cols = [(F.col(f"`{next(c for c in df.columns if c.lower() == f.name.lower())}`") if f.name.lower() in present
+    cols = [(F.col(f"`{next(c for c in df.columns if key(c) == key(f.name))}`") if key(f.name) in present
              else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields
-            if f.name.lower() in present or f.name not in computed]
+            if key(f.name) in present or f.name not in computed]
     rows = df.select(*cols)
     if replace_where is not None or (static and overwrite):
         # only the rows the condition (or the static partition) selects are replaced, atomically
@@ -407,6 +411,14 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     else:
         write_df(rows, path, "overwrite" if overwrite else "append")
     return empty(spark)
+
+
+def _refuse_unknown(unknown: list[str], table: StructType, sensitive: bool, text: str, offset: int) -> None:
+    """An INSERT column the table lacks; under ``spark.sql.caseSensitive`` a name differing only in case is one, with
+    Spark's class for a name it cannot resolve."""
+    if unknown:
+        raise sql_error(text, offset, f"the table has no column {unknown[0]!r} (columns: {list(table.names)})",
+                        error_class="UNRESOLVED_COLUMN.WITH_SUGGESTION" if sensitive else None)
 
 
 def _replace_where_writer() -> Callable[[DataFrame, str, str], None] | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from dvlake.log.condition import Condition, refuse_subquery
+from dvlake.spark.names import case_sensitive
 from dvlake.spark.view_target import ViewTarget, view_target
 from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written
 from dvlake.sqlfront.passthrough import passthrough
@@ -60,6 +61,34 @@ def _alias(node: exp.Expr) -> str | None:
     return alias.name if alias is not None and alias.name else None
 
 
+def _implicit_alias(node: exp.Expr, taken: str | None = None) -> str | None:
+    """The name a catalog table without an alias is qualified by (``MERGE INTO target USING source ON source.key =
+    target.key``), as Spark qualifies a relation by its table name; None for a path, a subquery, or a name the other
+    side already uses (``MERGE INTO t USING t`` needs aliases to tell them apart)."""
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier) or table_ref(node) is not None:
+        return None
+    name = node.name
+    return None if taken is not None and name.lower() == taken.lower() else name
+
+
+def _tables_resolve(spark: SparkSession, node: exp.Expr | None) -> None:
+    """Spark's TABLE_OR_VIEW_NOT_FOUND for a table a subquery in a MERGE condition reads that does not exist, before
+    the subquery itself is refused (delta-spark's analyzer resolves the names first: ``s.v IN (SELECT v FROM t)``
+    with ``t`` the target's alias reports ``t`` as unknown)."""
+    from pyspark.errors import AnalysisException
+
+    if node is None:
+        return
+    for table in node.find_all(exp.Table):
+        if table_ref(table) is None and isinstance(table.this, exp.Identifier):
+            try:
+                _ = spark.table(name_of(table)).schema
+            except AnalysisException as exc:
+                if exc.getCondition() == "TABLE_OR_VIEW_NOT_FOUND":
+                    raise
+                # any other trouble reading it: the subquery is refused next, as before
+
+
 def _no_subqueries(node: exp.Expr | None, text: str, command: str, operation: str | None = None) -> None:
     """``log.condition.refuse_subquery`` from the statement's own tree, before a subquery reading a Delta table is
     resolved (the commands refuse the others too)."""
@@ -98,15 +127,49 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
     return _affected(spark, metrics.get("numDeletedRows", 0))
 
 
-def assignments(pairs: list[exp.Expr], text: str) -> dict[str, Any]:
-    """``SET a = 1, t.b.c = s.x`` → {"a": "1", "t.b.c": "s.x"} (names as parsed, values as written)."""
+SESSION_CATALOG = "spark_catalog"
+
+
+def target_qualifiers(node: exp.Expr, alias: str | None) -> list[tuple[str, ...]]:
+    """The name parts a SET column may be qualified by: the alias when the statement gives one (the table's name no
+    longer qualifies then, as in Spark), else every suffix of the table's name (``spark_catalog.db.tab``,
+    ``db.tab``, ``tab``; ``delta.`/path```)."""
+    if alias:
+        return [(alias,)]
+    if not isinstance(node, exp.Table):
+        return []
+    parts = tuple(p.name for p in node.parts)
+    if table_ref(node) is None and len(parts) == 2:  # db.tab of the session catalog: Spark's qualifier names it too
+        parts = (SESSION_CATALOG, *parts)
+    return [parts[i:] for i in range(len(parts))]
+
+
+def _column_name(node: exp.Expr, qualifiers: list[tuple[str, ...]], sensitive: bool) -> str:
+    """A SET column as the commands read it: its parts backquoted (a part may hold a dot or a ``/`` of a path), the
+    target's qualifier dropped (``UPDATE db.tab SET db.tab.col``, ``UPDATE delta.`/p` SET delta.`/p`.col``)."""
+    from dvlake.commands.dml.shared import split_name, unqualified
+
+    parts = [p.name for p in node.parts] if isinstance(node, exp.Column) else split_name(_sql(node))
+    kept = unqualified(parts, qualifiers, sensitive)
+    if kept == parts and isinstance(node, exp.Column | exp.Dot):
+        return _sql(node)  # unqualified: the name as parsed (the commands resolve any alias still in it)
+    return ".".join(f"`{p.replace('`', '``')}`" for p in kept)
+
+
+def assignments(pairs: list[exp.Expr], text: str, qualifiers: list[tuple[str, ...]] | None = None,
+                sensitive: bool = False) -> dict[str, Any]:
+    """``SET a = 1, t.b.c = s.x`` → {"a": "1", "t.b.c": "s.x"} (names as parsed, values as written); a name qualified
+    by one of ``qualifiers`` (``target_qualifiers``) loses it. Names are compared under the session's case
+    sensitivity (``sensitive``): ``SET S = 1, s = 2`` assigns two columns when case matters."""
+    from dvlake.spark.names import same_name
+
     out: dict[str, Any] = {}
     for pair in pairs:
         if not isinstance(pair, exp.EQ) or not isinstance(pair.this, exp.Column | exp.Dot):
             raise sql_error(text, offset_of(pair), f"cannot read the assignment {_sql(pair)!r}; write column = expression",
                             parse=True)
-        name = _sql(pair.this)
-        if any(k.lower() == name.lower() for k in out):  # a dict would silently keep the last value
+        name = _column_name(pair.this, qualifiers or [], sensitive)
+        if any(same_name(k, name, sensitive) for k in out):  # a dict would silently keep the last value
             from dvlake.errors import UnresolvedAssignmentError
 
             raise UnresolvedAssignmentError(
@@ -127,7 +190,7 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
     _no_subqueries(where.this if where is not None else None, text, "UPDATE")
-    pairs = assignments(node.expressions, text)
+    pairs = assignments(node.expressions, text, target_qualifiers(node.this, alias), case_sensitive(spark))
     condition = written(text, where.this) if where is not None else None
     # SET b = (SELECT … FROM <Delta table>): scalar subqueries in values run, as in delta-spark (only the condition
     # refuses subqueries); the tables they read are dvlake's reads, never what plain Spark sees of a name
@@ -195,7 +258,7 @@ def _source(spark: SparkSession, node: exp.Expr, text: str, with_: exp.Expr | No
 _ACTION_OF: dict[type[exp.Expr], str] = {exp.Update: "UPDATE", exp.Insert: "INSERT"}
 
 
-def _clause(when: exp.When, text: str) -> Any:
+def _clause(when: exp.When, text: str, qualifiers: list[tuple[str, ...]], sensitive: bool) -> Any:
     from dvlake.commands.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
 
     kind = MATCHED if when.args.get("matched") else (NOT_MATCHED_BY_SOURCE if when.args.get("source") else NOT_MATCHED)
@@ -209,7 +272,7 @@ def _clause(when: exp.When, text: str) -> Any:
     if isinstance(then, exp.Update):
         if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
             return MergeClause.of(kind, "update", condition, None)
-        return MergeClause.of(kind, "update", condition, assignments(then.expressions, text))
+        return MergeClause.of(kind, "update", condition, assignments(then.expressions, text, qualifiers, sensitive))
     if isinstance(then, exp.Insert):
         if isinstance(then.this, exp.Star):
             return MergeClause.of(kind, "insert", condition, None)
@@ -230,18 +293,21 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
 
     view = view_of(spark, node.this, "MERGE")
     path = view.root if view is not None else target_path(spark, node.this, text, "MERGE")
-    target_alias = _alias(node.this) or (view.qualifier if view is not None else None)
+    target_alias = _alias(node.this) or (view.qualifier if view is not None else _implicit_alias(node.this))
     using = node.args["using"]
     source = _source(spark, using, text, node.args.get("with_") or node.args.get("with"))
-    source_alias = _alias(using)
+    source_alias = _alias(using) or _implicit_alias(using, taken=target_alias)
     if source_alias:
         source = source.alias(source_alias)
     on = node.args.get("on")
     if on is None:
         raise sql_error(text, offset_of(node), "MERGE needs ON <condition>", parse=True)
-    _no_subqueries(on, text, "MERGE", "search condition of MERGE operation")
     whens = node.args.get("whens")
-    clauses = [_clause(w, text) for w in (whens.expressions if whens is not None else [])]
+    for cond in [on, *(w.args.get("condition") for w in (whens.expressions if whens is not None else []))]:
+        _tables_resolve(spark, cond)
+    _no_subqueries(on, text, "MERGE", "search condition of MERGE operation")
+    qualifiers, sensitive = target_qualifiers(node.this, target_alias), case_sensitive(spark)
+    clauses = [_clause(w, text, qualifiers, sensitive) for w in (whens.expressions if whens is not None else [])]
     if not clauses:  # Spark's parser refuses it before delta-spark sees it
         raise sql_error(text, offset_of(node), "There must be at least one WHEN clause in a MERGE statement.",
                         parse=True, error_class="MERGE_WITHOUT_WHEN")

@@ -353,7 +353,9 @@ def grown_span(text: str, node: exp.Expr, same: Callable[[str], bool], tokens: l
     """The shortest run of whole, bracket-balanced tokens around the positions sqlglot recorded within ``node``
     (its names and literals) whose text ``same`` accepts, as a character span [start, end); None when the node
     records no position; a typed error when no run within reach is accepted (dvlake then never guesses)."""
-    spans = [(int(n.meta["start"]), int(n.meta["end"])) for n in node.walk() if n.meta and n.meta.get("start") is not None]
+    # a hint's (``/*+ COALESCE(1) */``) positions count from the hint's own text, not the statement's: left out
+    spans = [(int(n.meta["start"]), int(n.meta["end"])) for n in node.walk(prune=lambda n: isinstance(n, exp.Hint))
+             if not isinstance(n, exp.Hint) and n.meta and n.meta.get("start") is not None]
     if not spans:
         return None
     tokens = tokenize(text) if tokens is None else tokens

@@ -88,3 +88,12 @@ def test_expressions_reach_spark_as_written_not_regenerated():
         "s.id", "NULL", "current_timestamp() + INTERVAL 1 DAY"]
     delete = "DELETE FROM delta.`/t` WHERE (note = 'it''s') OR p = 1 -- AND p = 2"
     assert written(delete, parse_statement(delete).args["where"].this) == "(note = 'it''s') OR p = 1"
+
+
+@pytest.mark.parametrize("query", ["SELECT /*+ COALESCE(1) */ id FROM range(3)",
+                                   "SELECT /*+ REPARTITION(2, id) */ id, 2 FROM range(3) WHERE id > 0"])
+def test_a_query_with_a_hint_is_sliced_whole(query: str) -> None:
+    """An INSERT's query with a Spark hint is handed on as written: the hint's positions count from its own text, so
+    they once made the slice start inside ``INSERT`` (PARSE_SYNTAX_ERROR)."""
+    statement = f"INSERT INTO t {query}"
+    assert written(statement, parse_statement(statement).args["expression"]) == query

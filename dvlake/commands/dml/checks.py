@@ -38,6 +38,7 @@ class ExpressionKind:
     window: bool
     deterministic: bool
     subquery: bool = False
+    generator: bool = False
 
 
 def _condition_of(frame: Callable[[], DataFrame]) -> str | None:
@@ -75,7 +76,14 @@ def expression_kind(probe: DataFrame, value: Column, text: str | Condition | Non
     in_lambda = _condition_of(lambda: probe.select(F.transform(F.array(F.lit(0)), lambda _: value)))
     return ExpressionKind(in_filter == "INVALID_WHERE_CONDITION", in_filter == "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE",
                           in_join != "INVALID_NON_DETERMINISTIC_EXPRESSIONS",
-                          (in_lambda or "").startswith("UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY"))
+                          (in_lambda or "").startswith("UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY"),
+                          _is_generator(in_filter))
+
+
+def _is_generator(refusal: str | None) -> bool:
+    """Whether a filter's refusal says the expression holds a generator (``explode``): Spark's generator rule
+    names it (``UNSUPPORTED_GENERATOR.*``)."""
+    return (refusal or "").startswith("UNSUPPORTED_GENERATOR")
 
 
 display = render
@@ -89,7 +97,7 @@ UNSUPPORTED_EXPR_FOR_OPERATOR = "UNSUPPORTED_EXPR_FOR_OPERATOR"
 def refuse_aggregates(kind: ExpressionKind, operation: str, value: Any, condition: bool = True) -> None:
     """An aggregate or window function in ``operation`` refused with delta-spark's class: DELTA_AGGREGATION_NOT_SUPPORTED
     for an aggregate in a ``condition``, Spark's UNSUPPORTED_EXPR_FOR_OPERATOR for a window function or a value."""
-    if not (kind.aggregate or kind.window):
+    if not (kind.aggregate or kind.window or kind.generator):
         return
     if kind.aggregate and condition:
         raise AggregationNotSupportedError(
@@ -130,3 +138,19 @@ def require_deterministic(probe: DataFrame, value: Column, command: str, shown: 
         raise InvalidNonDeterministicExpressionsError(
             f"The operator expects a deterministic expression: the {command} condition {shown!r} holds a "
             "non-deterministic function, so the rows it picks could differ each time it is evaluated.")
+
+
+def refuse_set_value_kinds(probe: DataFrame, value: Column, text: str | None, operator: str) -> None:
+    """An UPDATE SET value holding a window, aggregate or generator function refused with Spark's
+    UNSUPPORTED_EXPR_FOR_OPERATOR, as delta-spark's analysis of its update command refuses it: there is no window
+    or group of rows to evaluate it over (a window over a DV-filtered scan would depend on how the scan is cut),
+    and a generator would turn one row into several. A plain row expression (``text``) is not analysed again."""
+    if text is not None and plain_row_expression(text):
+        return
+    refusal = _condition_of(lambda: probe.filter(F.isnull(value) | F.lit(True)))
+    if refusal in ("INVALID_WHERE_CONDITION", "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE") or _is_generator(refusal):
+        raise AggregationNotSupportedError(
+            f"The query operator `{operator}` contains one or more unsupported expressions. Consider to rewrite it to "
+            "avoid window functions, aggregate functions, and generator functions in the SET clause: there is no group "
+            "or window of rows to evaluate them over; compute the value in a MERGE source query instead. Invalid "
+            f"expressions: [{display(text if text is not None else value)}]", UNSUPPORTED_EXPR_FOR_OPERATOR)

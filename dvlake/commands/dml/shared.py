@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.spark import constraints, row_tracking
 from dvlake.spark.executors import executors_need_dvlake
 from dvlake.spark.layout import logical_struct
+from dvlake.spark.names import same_name
 from dvlake.spark.scan import ScanPlan
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
@@ -111,9 +112,9 @@ def split_name(name: str) -> list[str]:
     return [(q.replace("``", "`") if q else p.strip()) for q, p in parts]
 
 
-def _field(struct: StructType, name: str, where: str, parent: list[str]) -> StructField:
+def _field(struct: StructType, name: str, where: str, parent: list[str], sensitive: bool) -> StructField:
     for f in struct.fields:
-        if f.name.lower() == name.lower():
+        if same_name(f.name, name, sensitive):
             return f
     names = [f.name for f in struct.fields]
     if parent:  # Spark's classes, as delta-spark reports them
@@ -127,13 +128,15 @@ def _field(struct: StructType, name: str, where: str, parent: list[str]) -> Stru
 
 
 def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: str,
-                        strip_qualifier: str | None = None) -> dict[tuple[str, ...], Column]:
-    """Assignment keys → (canonical field path, value Column); unknown or duplicate columns are errors."""
+                        strip_qualifier: str | None = None, case_sensitive: bool = False) -> dict[tuple[str, ...], Column]:
+    """Assignment keys → (canonical field path, value Column); unknown or duplicate columns are errors.
+
+    Names match the table's under ``case_sensitive`` (the session's ``spark.sql.caseSensitive``), as Spark's
+    analyzer resolves them; a key may be qualified by ``strip_qualifier`` (the alias)."""
     out: dict[tuple[str, ...], Column] = {}
+    prefixes = [(strip_qualifier,)] if strip_qualifier else []
     for key, value in assignments.items():
-        parts = split_name(key)
-        if strip_qualifier and len(parts) > 1 and parts[0].lower() == strip_qualifier.lower():
-            parts = parts[1:]
+        parts = unqualified(split_name(key), prefixes, case_sensitive)
         struct: DataType = schema
         canonical: list[str] = []
         for i, p in enumerate(parts):
@@ -141,7 +144,7 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
                 raise NestedFieldUpdateError(
                     f"Updating nested fields is only supported for StructType, but you are trying to update a field "
                     f"of `{'.'.join(canonical)}`, which is of type: {struct.simpleString()} ({where}, {key!r}).")
-            f = _field(struct, p, where, canonical)
+            f = _field(struct, p, where, canonical, case_sensitive)
             canonical.append(f.name)
             struct = f.dataType
             del i
@@ -154,6 +157,17 @@ def resolve_assignments(schema: StructType, assignments: dict[str, Any], where: 
                 error_class="DELTA_CONFLICT_SET_COLUMN")
         out[path] = as_column(value)
     return out
+
+
+def unqualified(parts: list[str], prefixes: Sequence[tuple[str, ...]], sensitive: bool) -> list[str]:
+    """``parts`` without the qualifier (alias or table name) it starts with, the longest first, so that
+    ``db.tab.col`` loses ``db.tab``; at least one part always stays. A qualifier wins over a struct column of the
+    same name, as Spark's analyzer tries the relation's qualifier before nested fields."""
+    for prefix in sorted(prefixes, key=len, reverse=True):
+        n = len(prefix)
+        if len(parts) > n and all(same_name(a, b, sensitive) for a, b in zip(parts[:n], prefix, strict=True)):
+            return parts[n:]
+    return parts
 
 
 def assigned_columns(frame: DataFrame, schema: StructType, resolved: dict[tuple[str, ...], Column],

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from dvlake.commands.dml import template as row_level
 from dvlake.commands.dml.cdc_write import cdf_enabled, check_no_reserved_columns, with_change_type, write_change_files
-from dvlake.commands.dml.checks import require_deterministic
+from dvlake.commands.dml.checks import refuse_set_value_kinds, require_deterministic
 from dvlake.commands.dml.dv_marking import driver_room, dv_counts, mark_rows
 from dvlake.commands.dml.dv_pairs import watch_pairs
 from dvlake.commands.dml.shared import (
@@ -49,6 +49,7 @@ from dvlake.log.stats import num_records_of
 from dvlake.spark import constraints, row_tracking
 from dvlake.spark.bound import bind
 from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
+from dvlake.spark.names import case_sensitive
 from dvlake.spark.scan import ScanPlan, logical_frame, plan_scan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -105,11 +106,14 @@ class UpdateCommand:
         # from here on the condition is the Column Spark evaluates: the user's text, ``*`` spelled as the table's columns
         bound = bind(spark, parsed, schema) if parsed is not None else None
         condition = bound.column if bound is not None else None
-        paths = resolve_assignments(schema, self.assignments, f"UPDATE {root}", strip_qualifier=alias)
+        paths = resolve_assignments(schema, self.assignments, f"UPDATE {root}", strip_qualifier=alias,
+                                    case_sensitive=case_sensitive(spark))
         empty = _aliased(spark.createDataFrame([], schema), alias)
         if condition is not None:
             empty.filter(condition).schema  # noqa: B018 - analysis only: a bad condition fails before any scan
             require_deterministic(empty, condition, "UPDATE", parsed.display() if parsed else str(condition), parsed)
+        for value in self.assignments.values():
+            refuse_set_value_kinds(empty, as_column(value), value if isinstance(value, str) else None, "UpdateCommand")
         rules = casting(spark)
         columns = assigned_columns(empty, schema, paths, _same_column, rules)  # validates types before any scan
         assigned = {path[0] for path in paths}

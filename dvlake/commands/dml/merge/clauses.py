@@ -21,6 +21,7 @@ from dvlake.errors import (
     NestedFieldUpdateError,
 )
 from dvlake.spark import constraints
+from dvlake.spark.names import case_sensitive
 from dvlake.spark.pruning import column_of
 
 
@@ -62,11 +63,12 @@ def clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, 
     # rows no clause writes (no-op, delete) are never written: their values only need the table's types
     values: dict[str, Column] = {f.name: F.lit(None).cast(f.dataType) for f in schema.fields}
     computes: dict[str, list[int]] = {}  # generated column → the clauses that compute it
+    sensitive = case_sensitive(frame.sparkSession)
     for i, c in enumerate(clauses):
         if c.action == "delete":
             continue
         assignments = c.assignments if c.assignments is not None else _star(c, schema, sides, evolving)
-        resolved = resolve_assignments(schema, assignments, where, strip_qualifier=sides.tgt)
+        resolved = resolve_assignments(schema, assignments, where, strip_qualifier=sides.tgt, case_sensitive=sensitive)
         nested = next((p for p in resolved if len(p) > 1), None)
         if c.action == "insert" and nested is not None:
             raise NestedFieldUpdateError(

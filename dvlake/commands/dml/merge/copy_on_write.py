@@ -15,6 +15,7 @@ from dvlake.commands.dml.dv_marking import dv_counts
 from dvlake.commands.dml.merge.clauses import no_value
 from dvlake.commands.dml.merge.frames import flat_target
 from dvlake.commands.dml.merge.prepared import Matches, PreparedMerge
+from dvlake.commands.dml.merge.repartition import repartition_before_write
 from dvlake.commands.dml.merge.spec import (
     M_DELETE,
     M_UPDATE,
@@ -90,7 +91,8 @@ def merge_copy_on_write(prep: PreparedMerge, found: Matches) -> Outcome:
         written = new_rows
     inserted = counts.get(N_INSERT, 0)
     updated = counts.get(M_UPDATE, 0) + counts.get(S_UPDATE, 0)
-    new_adds = write_rows(written, root, snapshot, md, snapshot.protocol) if (inserted or updated or any_marked) else []
+    new_adds = (write_rows(repartition_before_write(spark, written, md), root, snapshot, md, snapshot.protocol)
+                if (inserted or updated or any_marked) else [])
     total_written = sum(num_records_of(a.stats) or 0 for a in new_adds)
     copied = total_written - inserted - updated if any_marked else 0
     actions += new_adds

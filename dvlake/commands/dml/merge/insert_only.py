@@ -15,6 +15,7 @@ from dvlake.commands.dml.merge.clauses import no_value
 from dvlake.commands.dml.merge.frames import flat_target, with_unqualified, wrap_source, wrap_target
 from dvlake.commands.dml.merge.names import SOURCE_ONLY
 from dvlake.commands.dml.merge.prepared import PreparedMerge
+from dvlake.commands.dml.merge.repartition import repartition_before_write
 from dvlake.commands.dml.merge.spec import N_INSERT
 from dvlake.commands.dml.merge.steps import row_metrics
 from dvlake.commands.dml.shared import (
@@ -36,7 +37,7 @@ def merge_insert_only(prep: PreparedMerge) -> Outcome:
     unmatched = with_unqualified(src.join(target, prep.on, "left_anti"), prep.names, SOURCE_ONLY)
     changes = prep.outcomes(unmatched, prep.not_matched, {"insert": N_INSERT}, no_value)
     new_rows = changes.select(*[F.col(f"`{f.name}`") for f in schema.fields])
-    new_adds = write_rows(new_rows, snapshot.table_root, snapshot, md, snapshot.protocol)
+    new_adds = write_rows(repartition_before_write(spark, new_rows, md), snapshot.table_root, snapshot, md, snapshot.protocol)
     inserted = sum(num_records_of(a.stats) or 0 for a in new_adds)
     try:
         num_source_rows = int(observation.get.get("n", 0))

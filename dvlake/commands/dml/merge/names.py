@@ -34,9 +34,10 @@ from dvlake.commands.dml.checks import (
     refuse_non_deterministic,
     refuse_subquery_kind,
 )
-from dvlake.commands.dml.shared import as_column, split_name
+from dvlake.commands.dml.shared import as_column, split_name, unqualified
 from dvlake.errors import AmbiguousReferenceError, MergeUnresolvedExpressionError
 from dvlake.log.condition import Condition
+from dvlake.spark.names import case_sensitive, name_key
 from dvlake.spark.pruning import column_of
 
 BOTH, SOURCE_ONLY, TARGET_ONLY = "both", "source", "target"
@@ -106,6 +107,7 @@ class MergeNameCheck:
 
     def __init__(self, spark: SparkSession, names: MergeNames) -> None:
         self._names = names
+        self._sensitive = case_sensitive(spark)
         self._probes = {s: probe_frame(spark, names, s) for s in (BOTH, SOURCE_ONLY, TARGET_ONLY)}
 
     def expression(self, value: str | Column | Condition, scope: str, clause: str) -> ExpressionKind | None:
@@ -165,11 +167,9 @@ class MergeNameCheck:
                 refuse_aggregates(kind, f"{clause} of MERGE operation", value, condition=False)
 
     def target_column(self, key: str, clause: str) -> None:
-        parts = split_name(key)
-        alias = self._names.tgt_alias
-        if alias and len(parts) > 1 and parts[0].lower() == alias.lower():
-            parts = parts[1:]
-        if not parts or parts[0].lower() not in {c.lower() for c in self._names.assignable}:
+        alias, sensitive = self._names.tgt_alias, self._sensitive
+        parts = unqualified(split_name(key), [(alias,)] if alias else [], sensitive)
+        if not parts or name_key(parts[0], sensitive) not in {name_key(c, sensitive) for c in self._names.assignable}:
             raise MergeUnresolvedExpressionError(
                 f"Cannot resolve {key} in {clause} given columns {self._names.visible(TARGET_ONLY)}: the columns an "
                 "UPDATE SET or an INSERT list assigns are target columns.")

@@ -11,6 +11,7 @@ from dvlake.commands.dml.cdc_write import cdf_enabled
 from dvlake.commands.dml.dv_marking import mark_rows
 from dvlake.commands.dml.merge.clauses import no_value
 from dvlake.commands.dml.merge.prepared import Matches, PreparedMerge
+from dvlake.commands.dml.merge.repartition import repartition_before_write
 from dvlake.commands.dml.merge.spec import (
     M_DELETE,
     M_UPDATE,
@@ -89,7 +90,8 @@ def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
         ids = row_tracking.ids_frame(spark, snapshot, plan)  # row tracking: updated rows keep their target row's id
         rows = row_tracking.with_kept_ids(rows, ids, sides.fid, sides.rid, [f.name for f in schema.fields],
                                           keep_commit_version=False)
-        new_adds = write_rows(rows, root, snapshot, md, snapshot.protocol, skip_empty=True)
+        new_adds = write_rows(repartition_before_write(spark, rows, md), root, snapshot, md, snapshot.protocol,
+                              skip_empty=True)
     counts[N_INSERT] = sum(num_records_of(a.stats) or 0 for a in new_adds) - updated
     actions += new_adds
     cdc: list[AddCDCFile] = []
