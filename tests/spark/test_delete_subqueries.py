@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 import dvlake
 from dvlake import DeltaTable
-from dvlake.errors import InvalidArgumentError, UnsupportedSubqueryError
+from dvlake.errors import DeltaSqlError, InvalidArgumentError, UnsupportedSubqueryError
 from dvlake.spark.catalog import register_table, unregister_table
 from tests.helpers import table_rows
 
@@ -271,9 +271,16 @@ def test_update_and_merge_keep_refusing_subqueries(spark: SparkSession, tmp_path
     assert table_rows(spark, target) == before
 
 
-def test_an_unresolvable_subquery_changes_nothing(spark: SparkSession, tmp_path) -> None:
+def test_python_api_refuses_a_subquery_over_a_delta_table(spark: SparkSession, tmp_path, named: list[str]) -> None:
+    """Spark cannot read a Delta table by itself: the API's text naming one in a subquery is a typed error before
+    anything is read (SQL's DELETE reads it with dvlake instead); an unresolvable subquery is Spark's class."""
     target, other, _ = _make(spark, str(tmp_path), "dv", partitioned=False)
+    register_table(spark, "subq_other", other)
+    named.append("subq_other")
     before = table_rows(spark, target)
+    for text in [f"k IN (SELECT k FROM delta.`{other}`)", "EXISTS (SELECT 1 FROM subq_other o WHERE o.k = k)"]:
+        with pytest.raises(DeltaSqlError, match="run it as SQL"):
+            DeltaTable.forPath(spark, target).delete(text)
     with pytest.raises(InvalidArgumentError) as err:
         dvlake.sql(spark, f"DELETE FROM delta.`{target}` t WHERE t.k IN (SELECT nope FROM delta.`{other}`)")
     assert err.value.error_class == "UNRESOLVED_COLUMN.WITH_SUGGESTION"

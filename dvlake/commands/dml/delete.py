@@ -33,7 +33,7 @@ from dvlake.commands.dml.cdc_write import cdf_enabled, with_change_type, write_c
 from dvlake.commands.dml.checks import require_deterministic
 from dvlake.commands.dml.dv_marking import dv_counts, mark_rows
 from dvlake.commands.dml.shared import Committed
-from dvlake.commands.dml.subquery_condition import bind_with_tables
+from dvlake.commands.dml.subquery_condition import bind_with_tables, refuse_unread_delta_tables
 from dvlake.commands.dml.template import Outcome, Prepared
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
@@ -62,6 +62,8 @@ def delete(spark: SparkSession, path: str, condition: str | Column | Condition |
     """
     root = normalize_table_root(path)
     cond = Condition.of(condition, alias)  # parsed once, before any Spark work
+    if cond is not None:
+        refuse_unread_delta_tables(spark, cond)
     return row_level.run(DeleteCommand(spark, cond), root)
 
 

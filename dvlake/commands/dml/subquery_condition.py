@@ -16,10 +16,12 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
-from dvlake.errors import InvalidNonDeterministicExpressionsError
+from dvlake.errors import DeltaSqlError, InvalidNonDeterministicExpressionsError
 from dvlake.log.condition import NON_DETERMINISTIC, Condition
 from dvlake.log.snapshot import Snapshot
+from dvlake.log.sql_dialect import SparkSQL
 from dvlake.spark.bound import BoundCondition, bind
+from dvlake.spark.catalog import registered_location
 from dvlake.spark.layout import logical_struct
 from dvlake.spark.scan import scan_snapshot, unresolved_condition
 
@@ -55,3 +57,20 @@ def _known_deterministic(condition: Condition) -> bool:
         if isinstance(node, exp.Anonymous) and node.name.lower() in NON_DETERMINISTIC:
             return False
     return True
+
+
+def refuse_unread_delta_tables(spark: SparkSession, condition: Condition) -> None:
+    """A condition in Spark's own form (the Python API's text) whose subquery names a Delta table: Spark cannot read
+    one by itself (a ``delta.`<path>```, a name dvlake or delta-spark registered), so it is refused before anything
+    is read, rather than left to fail mid-scan. The SQL front end hands such tables over as DataFrames instead."""
+    if condition.tree is None or condition.query_text is not None or not condition.has_subquery:
+        return
+    for node in condition.tree.find_all(exp.Table):
+        db = node.args.get("db")
+        name = exp.Table(this=node.this, db=db, catalog=node.args.get("catalog")).sql(SparkSQL)  # without its alias
+        by_path = db is not None and db.name.lower() == "delta" and not node.args.get("catalog")
+        if by_path or (isinstance(node.this, exp.Identifier) and registered_location(spark, name) is not None):
+            raise DeltaSqlError(
+                f"the DELETE condition {condition.display()!r} reads the Delta table {name!r} in a subquery, "
+                "which DeltaTable.delete cannot hand to Spark; run it as SQL (dvlake.sql or, with configure_spark, "
+                "spark.sql: DELETE FROM … WHERE …), which reads the table with dvlake.")
