@@ -12,7 +12,7 @@ condition prunes nothing and is never taken as partition-only — correct, only 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -47,6 +47,14 @@ class Condition:
     tree: exp.Expr | None = None
     alias: str | None = None
     _columns: frozenset[str] | None = field(default=None, repr=False)
+    #: the SQL front end's form of a condition whose subqueries read Delta tables: the user's text with each such
+    #: table reference replaced by a ``{key}`` placeholder (braces of the user's own doubled), run by Spark as
+    #: ``spark.sql`` with DataFrame arguments. None when Spark reads the condition's text as written.
+    query_text: str | None = field(default=None, repr=False)
+    #: placeholder key → the DataFrame it stands for (a Delta table read by dvlake), for ``query_text``
+    query_frames: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+    #: the placeholder keys that name the command's own target: read at the command's snapshot, never a newer one
+    target_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
     @classmethod
     def of(cls, condition: str | Any | None, alias: str | None = None) -> Condition | None:
@@ -113,6 +121,27 @@ class Condition:
                 return False
         return self._columns <= allowed
 
+    def with_tables(self, query_text: str, frames: dict[str, Any], target_keys: set[str]) -> Condition:
+        """This condition with the SQL front end's placeholder form of its subqueries (``query_text``)."""
+        return replace(self, query_text=query_text, query_frames=tuple(frames.items()),
+                       target_keys=frozenset(target_keys))
+
+    def pruning_part(self) -> Condition | None:
+        """The condition to prune files with: its subquery-free top-level conjuncts only (None when there are none).
+
+        A row is changed only where every conjunct is TRUE, so a file where one plain conjunct can never hold has no
+        such row; a conjunct with a subquery says nothing about a file (its value depends on other rows and tables),
+        and a disjunction holding one could be TRUE anywhere. The text stays the user's whole text (the literals'
+        positions point into it), so the part must never be evaluated by Spark: its columns are left unknown, which
+        keeps ``references_only`` False (no partition-only evaluation of the text), and it is for ``prune`` only."""
+        if self.tree is None or not self.has_subquery:  # a Column or unparsed text prunes nothing anyway
+            return self
+        plain = [c for c in self.conjuncts() if not _holds_subquery(c)]
+        if not plain:
+            return None
+        tree = plain[0] if len(plain) == 1 else exp.and_(*(c.copy() for c in plain))
+        return replace(self, tree=tree, _columns=None, query_text=None, query_frames=(), target_keys=frozenset())
+
     def conjuncts(self) -> list[exp.Expr]:
         """The parsed tree's top-level AND-ed parts (``a AND (b AND c)`` → a, b, c); none when not parsed."""
         return _conjuncts(self.tree) if self.tree is not None else []
@@ -178,7 +207,7 @@ class Condition:
                 tree = sqlglot.parse_one(self.display(), read=SparkSQL)
             except (ParseError, TokenError):
                 return False
-        return tree is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in tree.walk())
+        return tree is not None and _holds_subquery(tree)
 
     @cached_property
     def plainly_deterministic(self) -> bool:
@@ -200,11 +229,15 @@ class Condition:
         return self.text if self.text is not None else render(self.column)
 
 
-#: The commands whose conditions may not hold a subquery: delta-spark's DELTA_UNSUPPORTED_SUBQUERY for DELETE, UPDATE
-#: and MERGE. Every refusal (parsed text at the command's entry, the SQL front end, Spark's analyzer for a Column)
-#: goes through ``refuse_subquery``, so lifting the rule for one command is removing its name here (and running
-#: its subquery: a DELETE with ``IN (SELECT …)`` then needs the subquery's rows joined, not filtered).
-SUBQUERIES_REFUSED = frozenset({"DELETE", "UPDATE", "MERGE"})
+#: The commands whose conditions may not hold a subquery: delta-spark's DELTA_UNSUPPORTED_SUBQUERY for UPDATE and
+#: MERGE. Every refusal (parsed text at the command's entry, the SQL front end, Spark's analyzer for a Column)
+#: goes through ``refuse_subquery``. DELETE runs them as delta-spark does: Spark evaluates the whole condition
+#: (EXISTS, IN, scalar subqueries) over the target's live rows at the command's snapshot (``spark.bound``).
+SUBQUERIES_REFUSED = frozenset({"UPDATE", "MERGE"})
+
+
+def _holds_subquery(tree: exp.Expr) -> bool:
+    return any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in tree.walk())
 
 
 def refuse_subquery(command: str, found: bool, shown: str, operation: str | None = None) -> None:

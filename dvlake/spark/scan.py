@@ -8,7 +8,7 @@ mapping is undone on top: Parquet is read by physical names and renamed to logic
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,6 +26,9 @@ from dvlake.spark.pruning import condition_column, partition_only_mask, session_
 from dvlake.spark.task_errors import install as install_typed_errors
 from dvlake.spark.task_errors import remember_table
 from dvlake.storage.confine import check_local_files, data_file_location
+
+if TYPE_CHECKING:
+    from pyspark.errors import PySparkException
 
 
 @dataclass
@@ -126,8 +129,6 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
         return None
     from pyspark.errors import AnalysisException, ParseException
 
-    from dvlake.errors import InvalidArgumentError
-
     logical = logical_struct(snapshot.schema)
     probe = spark.createDataFrame([], logical)
     if cond.alias:
@@ -135,12 +136,19 @@ def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Co
     try:
         probe.filter(condition_column(cond, logical.fieldNames())).schema  # noqa: B018 - analysis (Connect is lazy)
     except (AnalysisException, ParseException) as exc:
-        # Spark's class (UNRESOLVED_COLUMN…, PARSE_SYNTAX_ERROR) and SQLSTATE, as delta-spark lets them through
-        err = InvalidArgumentError(f"{command} condition {cond.display()!r} on {snapshot.table_root} cannot be "
-                                   f"resolved: {str(exc).splitlines()[0]}", error_class=exc.getCondition())
-        err.sql_state = exc.getSqlState() or err.sql_state
-        raise err from exc
+        raise unresolved_condition(command, cond, snapshot.table_root, exc) from exc
     return probe
+
+
+def unresolved_condition(command: str, condition: Condition, table_root: str, exc: PySparkException) -> Exception:
+    """The typed error for a condition Spark could not analyse: Spark's class (UNRESOLVED_COLUMN…,
+    PARSE_SYNTAX_ERROR) and SQLSTATE, as delta-spark lets them through, on dvlake's ``InvalidArgumentError``."""
+    from dvlake.errors import InvalidArgumentError
+
+    err = InvalidArgumentError(f"{command} condition {condition.display()!r} on {table_root} cannot be "
+                               f"resolved: {str(exc).splitlines()[0]}", error_class=exc.getCondition())
+    err.sql_state = exc.getSqlState() or err.sql_state
+    return err
 
 
 def all_column_names(snapshot: Snapshot) -> set[str]:

@@ -14,6 +14,7 @@ from sqlglot import exp
 from dvlake.log.condition import Condition, refuse_subquery
 from dvlake.spark.names import case_sensitive
 from dvlake.spark.view_target import ViewTarget, view_target
+from dvlake.sqlfront.delete_subqueries import delete_condition
 from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written
 from dvlake.sqlfront.passthrough import passthrough
 from dvlake.sqlfront.refs import (
@@ -115,12 +116,11 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
     path = view.root if view is not None else target_path(spark, node.this, text, "DELETE")
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
-    condition = None
-    if where is not None:
-        _no_subqueries(where.this, text, "DELETE")
-        condition = written(text, where.this)
+    condition: str | Condition | None = None
+    if where is not None:  # subqueries run as in delta-spark; the Delta tables they read are dvlake's reads
+        condition = delete_condition(spark, where.this, text, path, alias)
     if view is not None:
-        view.check_resolves(spark, alias, [condition] if condition else [])
+        view.check_resolves(spark, alias, [written(text, where.this)] if where is not None else [])
     metrics = run_delete(spark, path, condition, alias=alias)
     if view is not None:
         view.refresh(spark)

@@ -225,7 +225,8 @@ def run_query(spark: SparkSession, tree: exp.Expr, text: str, args: Any = None, 
 
 
 def _splice(spark: SparkSession, tree: exp.Expr, text: str, *, whole: bool,
-            placeholder: Callable[[str], str] | None) -> tuple[str, dict[str, DataFrame]]:
+            placeholder: Callable[[str], str] | None,
+            nodes: dict[str, exp.Table] | None = None) -> tuple[str, dict[str, DataFrame]]:
     """The user's own text of ``tree`` (all of ``text`` when ``whole``) with each Delta table reference it reads
     (path, catalog name, ``table_changes``, with its time travel) replaced by a collision-proof key, and the
     DataFrames (read by dvlake's scan) those keys stand for.
@@ -233,7 +234,8 @@ def _splice(spark: SparkSession, tree: exp.Expr, text: str, *, whole: bool,
     Only the references' characters change: sqlglot's regenerated Spark text means something else (``""`` inside
     a double-quoted literal, ``::`` casts, comments, escapes), so every other character stays the user's. With a
     ``placeholder`` (``spark.sql``'s ``{key}`` DataFrame parameters) the user's own braces are doubled for its
-    formatter; without one the key is a name (a temporary view) and the text is left as it is.
+    formatter; without one the key is a name (a temporary view) and the text is left as it is. ``nodes``, when
+    given, receives the table reference each key replaced.
     """
     tokens = tokenize(text)
     frames: dict[str, DataFrame] = {}
@@ -246,6 +248,8 @@ def _splice(spark: SparkSession, tree: exp.Expr, text: str, *, whole: bool,
             continue
         key = f"{stem}_{len(frames)}"
         frames[key] = frame
+        if nodes is not None:
+            nodes[key] = node
         replacement = placeholder(key) if placeholder is not None else key
         if node.args.get("alias") is None and table_ref(node) is None and isinstance(node.this, exp.Identifier):
             replacement += f" AS {node.this.sql(DIALECT)}"  # ``events.id`` still names its columns
@@ -311,6 +315,15 @@ def _spliced(text: str, low: int, high: int, edits: list[tuple[int, int, str]], 
     kept = text[at:high]
     out.append(kept.replace("{", "{{").replace("}", "}}") if escape else kept)
     return "".join(out)
+
+
+def delta_tables_as_frames(spark: SparkSession, tree: exp.Expr, text: str) -> tuple[str, dict[str, DataFrame],
+                                                                                 dict[str, exp.Table]]:
+    """The user's text of ``tree`` with each Delta table it reads as a ``{key}`` placeholder (``spark.sql``'s
+    DataFrame arguments; the user's braces doubled), the frames, and the reference each key replaced."""
+    nodes: dict[str, exp.Table] = {}
+    spliced, frames = _splice(spark, tree, text, whole=False, placeholder=lambda key: "{" + key + "}", nodes=nodes)
+    return spliced, frames, nodes
 
 
 @contextlib.contextmanager

@@ -22,7 +22,6 @@ from dvlake.errors import (
     DeltaSqlParseError,
     DvlakeError,
     InvalidArgumentError,
-    UnsupportedSubqueryError,
 )
 from tests.helpers import table_rows
 
@@ -72,13 +71,14 @@ def test_a_delete_that_matches_nothing_commits_only_when_empty_commits_are_recor
     assert table_rows(spark, path) == sorted(ROWS)
 
 
-def test_a_subquery_reading_a_delta_table_is_refused_with_delta_sparks_class(spark, tmp_path):
-    """Rule: a DELETE condition may not hold a subquery (DELTA_UNSUPPORTED_SUBQUERY, SQLSTATE 0AKDC), also when
-    the subquery reads a Delta table (refused before that table is read)."""
+def test_a_subquery_reading_a_delta_table_runs_as_in_delta_spark(spark, tmp_path):
+    """Rule: a DELETE condition may hold a subquery (delta-spark runs it; UPDATE and MERGE refuse one), also one
+    reading a Delta table: exactly the rows it selects are deleted."""
     path = _table(spark, str(tmp_path / "t"), "true")
-    other = _table(spark, str(tmp_path / "other"), "true")
-    _refused(spark, path, UnsupportedSubqueryError, "DELTA_UNSUPPORTED_SUBQUERY", "0AKDC",
-             lambda: dvlake.sql(spark, f"DELETE FROM delta.`{path}` WHERE id IN (SELECT id FROM delta.`{other}`)"))
+    other = str(tmp_path / "other")
+    dvlake.write(spark.createDataFrame([(3,), (7,), (99,)], "id long"), other)
+    dvlake.sql(spark, f"DELETE FROM delta.`{path}` WHERE id IN (SELECT id FROM delta.`{other}`)")
+    assert table_rows(spark, path) == sorted(r for r in ROWS if r[0] not in (3, 7))
 
 
 @pytest.mark.parametrize("statement", ["DELETE FROM delta.`{p}` VERSION AS OF 0 WHERE id = 1",

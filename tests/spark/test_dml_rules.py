@@ -1,8 +1,8 @@
 """delta-spark's DML rules that once gave wrong data in dvlake (the DML-semantics issue), one rule per test.
 
-- DELETE/UPDATE/MERGE conditions may not hold subqueries (DELTA_UNSUPPORTED_SUBQUERY); a correlated
-  EXISTS once deleted every row. A Column condition counts too: its rendering is not SQL, so Spark's
-  analyzer decides (a Column subquery once reached Spark unrefused).
+- UPDATE/MERGE conditions may not hold subqueries (DELTA_UNSUPPORTED_SUBQUERY); DELETE runs them (a correlated
+  EXISTS once deleted every row; ``test_delete_subqueries.py`` checks each shape). A Column condition counts too:
+  its rendering is not SQL, so Spark's analyzer decides (a Column subquery once reached Spark unrefused).
 - A source row that matched a target row never takes a NOT MATCHED clause, even when another source row
   matching the same target row is the one an unconditional WHEN MATCHED THEN DELETE acts on.
 - One UPDATE may not assign a column twice (DELTA_CONFLICT_SET_COLUMN); it once kept the last value.
@@ -28,18 +28,18 @@ def _table(spark: SparkSession, path: str) -> str:
 
 
 
-def test_delete_with_a_correlated_exists_is_refused_and_changes_nothing(spark: SparkSession, tmp_path) -> None:
+def test_delete_with_a_correlated_exists_deletes_the_matching_rows_only(spark: SparkSession, tmp_path) -> None:
+    """A correlated EXISTS once deleted every row (then refused); it now runs as in delta-spark: only the rows it
+    selects go. UPDATE keeps refusing a subquery in its condition."""
     path = _table(spark, str(tmp_path / "t"))
     spark.createDataFrame([(1,), (5,)], "c long").createOrReplaceTempView("source_rule")
     before = table_rows(spark, path)
-    with pytest.raises(UnsupportedSubqueryError) as err:
-        dvlake.sql(spark, f"DELETE FROM delta.`{path}` t WHERE EXISTS (SELECT 1 FROM source_rule WHERE t.c = source_rule.c)")
-    assert err.value.error_class == "DELTA_UNSUPPORTED_SUBQUERY"
-    with pytest.raises(UnsupportedSubqueryError):
-        DeltaTable.forPath(spark, path).delete("c IN (SELECT c FROM source_rule)")
     with pytest.raises(UnsupportedSubqueryError):
         DeltaTable.forPath(spark, path).update("c IN (SELECT c FROM source_rule)", {"z": "0"})
-    assert table_rows(spark, path) == before
+    dvlake.sql(spark, f"DELETE FROM delta.`{path}` t WHERE EXISTS (SELECT 1 FROM source_rule WHERE t.c = source_rule.c)")
+    assert table_rows(spark, path) == [r for r in before if r[0] not in (1, 5)]
+    DeltaTable.forPath(spark, path).delete("c IN (SELECT c + 1 FROM source_rule)")
+    assert table_rows(spark, path) == [r for r in before if r[0] not in (1, 2, 5, 6)]
 
 
 def test_merge_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_path) -> None:
@@ -50,7 +50,7 @@ def test_merge_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_p
          .whenMatchedUpdate("s.z > (SELECT 1)", {"z": "s.z"}).execute())
 
 
-def test_column_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_path) -> None:
+def test_update_and_merge_refuse_column_conditions_with_subqueries(spark: SparkSession, tmp_path) -> None:
     path = _table(spark, str(tmp_path / "t"))
     other = spark.createDataFrame([(1,), (5,)], "c long")
     before = table_rows(spark, path)
@@ -58,11 +58,9 @@ def test_column_conditions_with_subqueries_are_refused(spark: SparkSession, tmp_
     conditions = {"IN": F.col("c").isin(other.select("c")), "scalar": F.col("c") == other.select(F.max("c")).scalar(),
                   "EXISTS": other.where(F.col("c") > 3).exists()}
     for name, condition in conditions.items():
-        with pytest.raises(UnsupportedSubqueryError, match="DELETE") as err:
-            dt.delete(condition)
-        assert err.value.error_class == "DELTA_UNSUPPORTED_SUBQUERY", name
-        with pytest.raises(UnsupportedSubqueryError, match="UPDATE"):
+        with pytest.raises(UnsupportedSubqueryError, match="UPDATE") as err:
             dt.update(condition, {"z": "0"})
+        assert err.value.error_class == "DELTA_UNSUPPORTED_SUBQUERY", name
     src = spark.createDataFrame([(1, 100)], "c long, z long").alias("s")
     with pytest.raises(UnsupportedSubqueryError, match="search condition of MERGE"):
         dt.alias("t").merge(src, (F.col("t.c") == F.col("s.c")) & conditions["EXISTS"]).whenMatchedDelete().execute()

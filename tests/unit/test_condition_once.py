@@ -56,14 +56,28 @@ def test_render_is_the_one_column_to_text() -> None:
 
 
 def test_the_subquery_refusal_is_one_rule_over_the_commands_it_names() -> None:
-    assert frozenset({"DELETE", "UPDATE", "MERGE"}) == SUBQUERIES_REFUSED
-    refuse_subquery("DELETE", False, "id = 1")  # nothing found: nothing refused
+    assert frozenset({"UPDATE", "MERGE"}) == SUBQUERIES_REFUSED  # DELETE runs them, as delta-spark
+    refuse_subquery("UPDATE", False, "id = 1")  # nothing found: nothing refused
+    refuse_subquery("DELETE", True, "id IN (SELECT 1)")
     refuse_subquery("OPTIMIZE", True, "id IN (SELECT 1)")  # a command the rule does not name
     with pytest.raises(UnsupportedSubqueryError) as err:
         refuse_subquery("MERGE", True, "t.id IN (SELECT 1)", "search condition of MERGE operation")
     assert err.value.error_class == "DELTA_UNSUPPORTED_SUBQUERY"
     assert str(err.value).startswith("[DELTA_UNSUPPORTED_SUBQUERY] Subqueries are not supported in the search condition "
                                      "of MERGE operation (condition = 't.id IN (SELECT 1)').")
-    with pytest.raises(UnsupportedSubqueryError, match=r"in the DELETE \(condition = 'id IN \(SELECT 1\)'\)"):
-        _parsed("id IN (SELECT 1)").refuse_subqueries("DELETE")
-    _parsed("id IN (1, 2)").refuse_subqueries("DELETE")
+    with pytest.raises(UnsupportedSubqueryError, match=r"in the UPDATE \(condition = 'id IN \(SELECT 1\)'\)"):
+        _parsed("id IN (SELECT 1)").refuse_subqueries("UPDATE")
+    _parsed("id IN (1, 2)").refuse_subqueries("UPDATE")
+    _parsed("id IN (SELECT 1)").refuse_subqueries("DELETE")
+
+
+def test_only_plain_conjuncts_prune() -> None:
+    """A subquery conjunct says nothing about a file: the pruning part keeps the plain conjuncts of an AND only, and
+    is never evaluated as text (its columns are unknown, so it is never taken as partition-only)."""
+    plain = _parsed("p = 1 AND v < 3")
+    assert plain.pruning_part() is plain
+    part = _parsed("p = 1 AND k IN (SELECT k FROM s) AND v < 3").pruning_part()
+    assert part is not None and part.tree is not None
+    assert part.tree.sql() == "p = 1 AND v < 3" and part.columns is None and not part.references_only({"p", "v"})
+    assert _parsed("p = 1 OR EXISTS (SELECT 1 FROM s)").pruning_part() is None
+    assert _parsed("v > (SELECT max(v) FROM s)").pruning_part() is None

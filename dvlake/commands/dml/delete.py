@@ -19,8 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import Column, SparkSession
 
 from dvlake.commands.common import (
     mode_of,
@@ -34,6 +33,7 @@ from dvlake.commands.dml.cdc_write import cdf_enabled, with_change_type, write_c
 from dvlake.commands.dml.checks import require_deterministic
 from dvlake.commands.dml.dv_marking import dv_counts, mark_rows
 from dvlake.commands.dml.shared import Committed
+from dvlake.commands.dml.subquery_condition import bind_with_tables, refuse_unread_delta_tables
 from dvlake.commands.dml.template import Outcome, Prepared
 from dvlake.config import DELETE_DVS_PERSISTENT
 from dvlake.log.actions import AddCDCFile, AddFile, RemoveFile, now_ms
@@ -56,12 +56,14 @@ def delete(spark: SparkSession, path: str, condition: str | Column | Condition |
     """Delete rows matching ``condition``; returns the commit's operationMetrics (empty if nothing changed, unless
     ``spark.databricks.delta.skipRecordingEmptyCommits`` is false: then an empty DELETE commit is recorded).
 
-    ``alias`` names the table in the condition (``DELETE FROM … AS t WHERE t.id = 3``).
+    ``alias`` names the table in the condition (``DELETE FROM … AS t WHERE t.id = 3``). The condition may hold
+    subqueries (EXISTS, IN, scalar; correlated or not), as in delta-spark: Spark evaluates the whole condition over
+    the target's live rows at the command's snapshot (``subquery_condition.py``).
     """
     root = normalize_table_root(path)
     cond = Condition.of(condition, alias)  # parsed once, before any Spark work
     if cond is not None:
-        cond.refuse_subqueries("DELETE")
+        refuse_unread_delta_tables(spark, cond)
     return row_level.run(DeleteCommand(spark, cond), root)
 
 
@@ -84,14 +86,20 @@ class DeleteCommand:
 
     def prepare(self, snapshot: Snapshot) -> Prepared[BoundCondition | None]:
         spark, condition = self.spark, self.condition
-        probe = check_condition(spark, snapshot, condition, self.operation)
-        bound = bind(spark, condition, logical_struct(snapshot.schema)) if condition is not None else None
-        if self.deterministic_only and bound is not None and probe is not None:
-            require_deterministic(probe, bound.column, "DELETE", bound.display(), bound.condition)
-        plan = plan_scan(spark, snapshot, condition)
+        if condition is not None and condition.query_text is not None:  # subqueries over Delta tables
+            bound: BoundCondition | None = bind_with_tables(spark, snapshot, condition, self.operation,
+                                                            self.deterministic_only)
+        else:
+            probe = check_condition(spark, snapshot, condition, self.operation)
+            bound = bind(spark, condition, logical_struct(snapshot.schema)) if condition is not None else None
+            if self.deterministic_only and bound is not None and probe is not None:
+                require_deterministic(probe, bound.column, "DELETE", bound.display(), bound.condition)
+        subqueries = condition is not None and condition.has_subquery
+        # only the subquery-free conjuncts prune: a subquery's value depends on rows outside the file
+        plan = plan_scan(spark, snapshot, condition.pruning_part() if condition is not None else None)
         path = row_level.choose_path(spark, snapshot, plan, condition, DELETE_DVS_PERSISTENT)
         return Prepared(snapshot, plan, row_level.candidates_of(snapshot, plan), path, bound,
-                        parameters={"predicate": _predicate_param(condition)})
+                        parameters={"predicate": _predicate_param(condition)}, reads_every_file=subqueries)
 
     def execute(self, prepared: Prepared[BoundCondition | None], txn: OptimisticTransaction) -> Outcome:
         snapshot, plan, candidates, condition = prepared.snapshot, prepared.plan, prepared.candidates, prepared.detail
@@ -138,11 +146,6 @@ def matching_rows_actions(spark: SparkSession, snapshot: Snapshot, condition: st
     return outcome.metrics, list(outcome.actions)
 
 
-def _aliased(df: DataFrame, condition: BoundCondition) -> DataFrame:
-    """The frame under the table alias the condition uses, if any."""
-    return df.alias(condition.alias) if condition.alias else df
-
-
 def _remove_whole_files(files: list[AddFile]) -> tuple[dict[str, Any], list[RemoveFile]]:
     ts = now_ms()
     removes = [a.remove(ts) for a in files]
@@ -160,7 +163,7 @@ def _delete_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
                      condition: BoundCondition) -> tuple[dict[str, Any], list[Any]]:
     if not plan.files:
         return {}, []
-    matches = _aliased(match_frame(spark, snapshot, plan), condition).filter(condition.column)
+    matches = condition.matching(match_frame(spark, snapshot, plan))
     outcome = mark_rows(spark, snapshot.table_root, plan, candidates, matches, FILE_PATH_COL, ROW_INDEX_COL)
     metrics = {"numRemovedFiles": outcome.removed_files, "numAddedFiles": 0, "numAddedChangeFiles": 0,
                **outcome.dv_metrics(), "numDeletedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
@@ -174,15 +177,14 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     if not plan.files:
         return {}, []
     t0 = time.monotonic()
-    df = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), condition)
-    cond = condition.column
-    touched_idx = sorted(r[0] for r in df.filter(cond).select(FILE_INDEX_COL).distinct().collect())
+    df = logical_frame(spark, snapshot, plan, include_row_index=True)
+    touched_idx = sorted(r[0] for r in condition.matching(df).select(FILE_INDEX_COL).distinct().collect())
     scan_ms = int((time.monotonic() - t0) * 1000)
     if not touched_idx:
         return {}, []
     t1 = time.monotonic()
     sub = plan.restricted(touched_idx)
-    kept = _aliased(row_tracking.scan_frame(spark, snapshot, sub), condition).filter(~F.coalesce(cond, F.lit(False)))
+    kept = condition.not_matching(row_tracking.scan_frame(spark, snapshot, sub))
     kept, kept_ids = row_tracking.materialize(kept, snapshot)  # row ids and versions kept (row tracking)
     md = snapshot.metadata
     cm = mode_of(md)
@@ -194,7 +196,7 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
         num_indexed_cols=num_indexed_cols(md.configuration))
     cdc: list[AddCDCFile] = []
     if cdf_enabled(md):  # the change feed's rows: the deleted ones (the copied rows did not change)
-        deleted = _aliased(logical_frame(spark, snapshot, sub), condition).filter(F.coalesce(cond, F.lit(False)))
+        deleted = condition.matching(logical_frame(spark, snapshot, sub))
         cdc = write_change_files(with_change_type(deleted, DELETE), snapshot)
     rewrite_ms = int((time.monotonic() - t1) * 1000)
     ts = now_ms()

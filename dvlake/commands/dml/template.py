@@ -56,6 +56,9 @@ class Prepared(Generic[D]):
     new_metadata: Metadata | None = None
     #: ``operationParameters`` of the commit
     parameters: dict[str, Any] = field(default_factory=dict)
+    #: whether the command's result depends on every file of the snapshot, not only the candidates (a DELETE whose
+    #: condition holds a subquery that may read the target): all of them are then registered as read
+    reads_every_file: bool = False
 
 
 @dataclass
@@ -107,13 +110,14 @@ def candidates_of(snapshot: Snapshot, plan: ScanPlan) -> list[AddFile]:
 def begin(prepared: Prepared[Any], spark: SparkSession | None = None) -> OptimisticTransaction:
     """The transaction of one attempt, with what the command read registered: the candidate files (a concurrent
     remove or DV replacement of one conflicts) and the whole table (a concurrent append the condition could
-    match conflicts), and the evolved metadata if any. ``spark`` goes to the post-commit hooks (auto-compaction)."""
+    match conflicts), or every file when the result depends on them all, and the evolved metadata if any.
+    ``spark`` goes to the post-commit hooks (auto-compaction)."""
     snapshot = prepared.snapshot
     txn = OptimisticTransaction(snapshot.table_root, snapshot)
     if spark is not None:
         txn.hook_context[auto_compact.SESSION] = spark
     txn.read_whole_table()
-    txn.read_files(prepared.candidates)
+    txn.read_files(snapshot.add_files() if prepared.reads_every_file else prepared.candidates)
     if prepared.new_metadata is not None:
         txn.update_metadata(prepared.new_metadata)
     return txn
