@@ -186,6 +186,10 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 REPLACE_WHERE_CHECK_CONF = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
 #: the read path: ``auto`` (native when the jar for this Spark loads), ``true``, ``false`` (commands/health.py).
 NATIVE_SCAN = "spark.dvlake.scan.native"
+#: reads of more files than this hand the native scan its listing as a file, not inline in the plan (spark/scan_listing.py).
+INLINE_LISTING_MAX_FILES = "spark.dvlake.scan.inlineListingMaxFiles"
+#: where those listing files go (a folder every executor can read); default ``<table>/_delta_log/_dvlake/scan``.
+LISTING_DIR = "spark.dvlake.scan.listingDir"
 #: UPDATE/MERGE casts follow ``spark.sql.ansi.enabled`` (delta-spark) (commands/store_assign.py).
 FOLLOW_ANSI_CONF = "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag"
 #: UPDATE/MERGE resolve struct assignments by name (delta-spark) (commands/store_assign.py).
