@@ -201,3 +201,6 @@ SESSION_TABLE_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
 #: delta-spark's setting that lets a startingTimestamp after the last commit start the stream at the next version
 #: (a change-feed batch read: read no changes) instead of failing with DELTA_TIMESTAMP_GREATER_THAN_COMMIT.
 TIMESTAMP_OUT_OF_RANGE = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
+#: ``1``: ``Snapshot.load`` of a table's latest version goes through the process's snapshot cache, updated from the
+#: commits after the cached version (log/snapshot_cache.py); ``0`` (the default for now): every load replays the log.
+SNAPSHOT_CACHE_ENV = "DVLAKE_SNAPSHOT_CACHE"
