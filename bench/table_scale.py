@@ -86,9 +86,9 @@ def _hot(spark: Any, root: str, rows: int, dvs: bool) -> None:
         dvlake.DeltaTable.forPath(spark, root).delete("part = 'hot' AND id % 10 = 0")
 
 
-def _plan_chars(df: Any) -> int:
+def connect_chars(df: Any) -> int:
     """What a Spark Connect client sends for ``df``'s file relations (their read options and root paths), in
-    characters: the proxy for plan bytes over Connect."""
+    characters: the proxy for plan bytes over Connect (tests/spark/test_scan_listing.py asserts with it too)."""
     total = 0
     nodes = [df._jdf.queryExecution().analyzed()]
     while nodes:
@@ -133,8 +133,8 @@ def _scale(spark: Any, work: str, files: int, rows: int, repeat: int) -> dict[st
     assert hot_read(big).count() == expected and hot_read(plain).count() == rows
     out["read_dv"] = median_time(lambda: hot_read(big).write.format("noop").mode("overwrite").save(), repeat)
     out["read_plain"] = median_time(lambda: hot_read(plain).write.format("noop").mode("overwrite").save(), repeat)
-    out["plan_chars"] = _plan_chars(hot_read(big))
-    out["plan_chars_plain"] = _plan_chars(hot_read(plain))
+    out["plan_chars"] = connect_chars(hot_read(big))
+    out["plan_chars_plain"] = connect_chars(hot_read(plain))
 
     small = os.path.join(work, f"small{files}")
     _hot(spark, small, rows, True)

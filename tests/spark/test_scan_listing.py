@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import dvlake
+from bench.table_scale import connect_chars
 from dvlake.config import INLINE_LISTING_MAX_FILES
 from dvlake.errors import ScanListingError
 from dvlake.spark import native, scan_listing
@@ -87,21 +88,6 @@ def test_small_reads_keep_the_inline_listing(spark: SparkSession, tmp_path: Path
     assert df.count() == 45
 
 
-def _sent_chars(df: DataFrame) -> int:
-    """What a Spark Connect client sends for ``df``'s file relations: their read options' values and root paths."""
-    total = 0
-    nodes = [df._jdf.queryExecution().analyzed()]
-    while nodes:
-        node = nodes.pop()
-        if node.getClass().getName().endswith("LogicalRelation"):
-            relation = node.relation()
-            total += len(relation.options().values().mkString("\n"))
-            total += len(relation.location().rootPaths().mkString("\n"))
-        children = node.children()
-        nodes += [children.apply(i) for i in range(children.size())]
-    return total
-
-
 def _fake_lines(n: int) -> list[str]:
     """``n`` listing lines shaped like a warehouse table's: a data file and its DV in a shared DV file."""
     root = "/data/warehouse/sales/events"
@@ -128,9 +114,9 @@ def test_the_plan_stays_small_at_100000_dv_files(spark: SparkSession, tmp_path: 
     assert ref is not None and ref.entries == len(real) + 100_000
     paths = [unquote(line.split("\t")[0]) for line in real]
     big = native.reader(spark, "id long", ref).load(paths)
-    assert _sent_chars(big) < 20_000, _sent_chars(big)
+    assert connect_chars(big) < 20_000, connect_chars(big)
     assert sorted(r[0] for r in big.collect()) == [i for i in range(60) if i % 4]
-    assert _sent_chars(native.reader(spark, "id long", "\n".join(lines)).load(paths)) > 20_000_000  # the measure sees it
+    assert connect_chars(native.reader(spark, "id long", "\n".join(lines)).load(paths)) > 20_000_000  # the measure sees it
 
 
 def _planned(spark: SparkSession, tmp_path: Path) -> tuple[DataFrame, str]:
