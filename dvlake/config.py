@@ -188,6 +188,10 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 REPLACE_WHERE_CHECK_CONF = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
 #: the read path: ``auto`` (native when the jar for this Spark loads), ``true``, ``false`` (commands/health.py).
 NATIVE_SCAN = "spark.dvlake.scan.native"
+#: reads of more files than this hand the native scan its listing as a file, not inline in the plan (spark/scan_listing.py).
+INLINE_LISTING_MAX_FILES = "spark.dvlake.scan.inlineListingMaxFiles"
+#: where those listing files go (a folder every executor can read); default ``<table>/_delta_log/_dvlake/scan``.
+LISTING_DIR = "spark.dvlake.scan.listingDir"
 #: UPDATE/MERGE casts follow ``spark.sql.ansi.enabled`` (delta-spark) (commands/store_assign.py).
 FOLLOW_ANSI_CONF = "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag"
 #: UPDATE/MERGE resolve struct assignments by name (delta-spark) (commands/store_assign.py).
@@ -199,3 +203,6 @@ SESSION_TABLE_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
 #: delta-spark's setting that lets a startingTimestamp after the last commit start the stream at the next version
 #: (a change-feed batch read: read no changes) instead of failing with DELTA_TIMESTAMP_GREATER_THAN_COMMIT.
 TIMESTAMP_OUT_OF_RANGE = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
+#: ``1``: ``Snapshot.load`` of a table's latest version goes through the process's snapshot cache, updated from the
+#: commits after the cached version (log/snapshot_cache.py); ``0`` (the default for now): every load replays the log.
+SNAPSHOT_CACHE_ENV = "DVLAKE_SNAPSHOT_CACHE"

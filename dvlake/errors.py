@@ -207,6 +207,15 @@ class DeltaProtocolError(DvlakeError):
     """The table's log or protocol is not something this client may read or write."""
 
 
+class ScanListingError(DeltaProtocolError):
+    """The native scan's file listing, written to a file for a large read, is missing, changed or malformed.
+
+    Executors check its SHA-256 against the plan before they use it: without it they cannot know each file's
+    deletion vector, so the query fails instead of reading files without their DVs. Running it again writes the
+    listing anew.
+    """
+
+
 class UnsupportedFeatureError(DeltaProtocolError):
     """The table needs a reader or writer feature dvlake does not implement (SQLSTATE 56038)."""
 

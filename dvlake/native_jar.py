@@ -38,10 +38,13 @@ from dvlake.errors import UnsupportedEnvironmentError
 
 log = logging.getLogger(__name__)
 
-#: The ``dvlake.scan.files`` listing's text protocol; the Java format's ``PROTOCOL`` is the same number (a test checks).
-SCAN_PROTOCOL = 1
+#: The scan listing's protocol; the Java format's ``PROTOCOL`` is the same number (a test checks). 2: a large read's
+#: listing travels as a reference to a file (``LISTING_OPTION``) instead of inline text in the plan.
+SCAN_PROTOCOL = 2
 #: The read option that carries it to the Java format, which refuses a listing of another protocol.
 PROTOCOL_OPTION = "dvlake.scan.protocol"
+#: The read option naming a listing file: ``<quoted location> \t <sha256 of its bytes> \t <entries>``.
+LISTING_OPTION = "dvlake.scan.listing"
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOURCES_DIR = PACKAGE_DIR / "jvm"

@@ -102,8 +102,23 @@ def replay(storage: Storage, table_root: str, listing: LogListing, version: int 
     """Reconstruct one version of the table from its log."""
     target, candidates = select_segment(listing, table_root, version)
     base, start = _newest_usable_checkpoint(storage, table_root, candidates)
-    versions = commits_after(listing, table_root, start, target)
+    return _replay_onto(storage, table_root, listing, base, start, target, start if base else None)
 
+
+def replay_onto(storage: Storage, table_root: str, listing: LogListing, state: LogState, target: int) -> LogState:
+    """``state`` moved forward to ``target`` by the commits after it alone: the state of a version is, for every
+    (path, DV) key, the last action on it, so a known version's files and tombstones are as good a base as a
+    checkpoint's (``dvlake.log.snapshot_cache``). A commit missing between them is ``CorruptLogError``, as in
+    ``replay``; the caller replays from a checkpoint instead when cleanup removed them."""
+    base = CheckpointContents(state.files, state.tombstones, state.protocol, state.metadata, dict(state.txns),
+                              dict(state.domains))
+    return _replay_onto(storage, table_root, listing, base, state.version, target, state.checkpoint_version)
+
+
+def _replay_onto(storage: Storage, table_root: str, listing: LogListing, base: CheckpointContents | None, start: int,
+                 target: int, checkpoint_version: int | None) -> LogState:
+    """The commits ``start``+1..``target`` applied on ``base`` (a checkpoint's contents, a known state, or None)."""
+    versions = commits_after(listing, table_root, start, target)
     protocol = base.protocol if base else None
     metadata = base.metadata if base else None
     txns = dict(base.txns) if base else {}
@@ -146,8 +161,7 @@ def replay(storage: Storage, table_root: str, listing: LogListing, version: int 
         raise CorruptLogError(f"the log of {table_root} up to version {target} has an add or remove action with a "
                               f"malformed field ({type(exc).__name__}: {exc})") from exc
     check_paths_unique(files, table_root, target)
-    return LogState(target, protocol, metadata, files, tombstones, txns, domains, commit_info,
-                    start if base else None)
+    return LogState(target, protocol, metadata, files, tombstones, txns, domains, commit_info, checkpoint_version)
 
 
 def check_paths_unique(files: pa.Table, table_root: str, version: int) -> None:

@@ -21,7 +21,7 @@ from dvlake.errors import (
     TimestampGreaterThanCommitError,
     VersionNotFoundError,
 )
-from dvlake.log import features
+from dvlake.log import features, snapshot_cache
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
 from dvlake.log.schema import column_mapping_mode
@@ -49,17 +49,26 @@ class Snapshot:
     @classmethod
     def load(cls, table_root: str, version: int | None = None, timestamp: Any = None,
              storage: Storage | None = None) -> Snapshot:
-        """Load the latest version, or time travel by ``version`` or ``timestamp`` (not both)."""
+        """Load the latest version, or time travel by ``version`` or ``timestamp`` (not both).
+
+        The latest version comes from the process's snapshot cache when it is on (``snapshot_cache``): the log is
+        listed, and only the commits after the cached version are read."""
         root = normalize_table_root(table_root)
         version = _check_version_arg(version)
         storage = storage or storage_for(root)
+        if version is None and timestamp is None and snapshot_cache.enabled():
+            return cls.checked(root, storage, *snapshot_cache.SHARED.latest(root, storage))
         listing = list_log(storage, root)
         if version is not None and timestamp is not None:
             raise DeltaAnalysisException("time travel takes either a version or a timestamp, not both",
                                          error_class="DELTA_ONEOF_IN_TIMETRAVEL")
         if timestamp is not None:
             version = version_at_timestamp(storage, root, listing, timestamp)
-        state = replay(storage, root, listing, version)
+        return cls.checked(root, storage, listing, replay(storage, root, listing, version))
+
+    @classmethod
+    def checked(cls, root: str, storage: Storage, listing: LogListing, state: LogState) -> Snapshot:
+        """A snapshot of a replayed ``state``, once its schema is sound and dvlake may read its protocol."""
         _check_schema(state.metadata, root)
         features.validate_protocol(state.protocol)
         features.check_can_read(state.protocol, root)

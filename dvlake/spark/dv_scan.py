@@ -61,6 +61,8 @@ from dvlake.spark.dv_words import (
 from dvlake.spark.engines import refuse_scan_replacing_engines
 from dvlake.spark.native import enabled as native_enabled
 from dvlake.spark.native import read as native_read
+from dvlake.spark.native import shared_listing
+from dvlake.spark.scan_listing import ListingRef
 from dvlake.spark.task_errors import MapInArrowFn, on_executor
 from dvlake.storage.base import Storage, storage_for
 from dvlake.storage.paths import path_key as path_key
@@ -257,16 +259,17 @@ def _partition_table(spark: SparkSession, group: Indexed, partition_schema: Stru
 
 def _keyed_scan(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
                 table_root: str, data_filter: Column | None, include_row_index: bool, confine: bool = True,
-                native: bool = False) -> DataFrame:
+                native: bool = False, shared: ListingRef | None = None) -> DataFrame:
     """One unique-size group read as one scan; DVs dropped, file index and partition values joined by key (for a
     few files of one partition tuple: literals, and the index looked up by key in a literal map).
 
     ``native``: the native reader drops the deleted rows itself; the key and ``_metadata.row_index`` (the physical
     index: the reader filters after Spark numbered the rows) are Spark's metadata columns on either path. When the
     caller does not keep the row index, Spark prunes it and the native reader finds row indexes its faster way.
+    ``shared``: the read's native listing file (``native.shared_listing``), else the group's listing is inline.
     """
     if native:
-        df = native_read(spark, [f for _, f in group], data_schema, table_root, confine)
+        df = native_read(spark, [f for _, f in group], data_schema, table_root, confine, shared)
         df = df if data_filter is None else df.filter(data_filter)
     else:
         df = _read(spark, [f.path for _, f in group], data_schema, data_filter)
@@ -324,14 +327,16 @@ def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType,
 
 
 def _native_scans(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
-                  table_root: str, data_filter: Column | None, confine: bool) -> list[DataFrame]:
-    """One native scan per partition tuple, values as literals; the reader itself drops each file's deleted rows."""
+                  table_root: str, data_filter: Column | None, confine: bool,
+                  shared: ListingRef | None = None) -> list[DataFrame]:
+    """One native scan per partition tuple, values as literals; the reader itself drops each file's deleted rows.
+    ``shared``: the read's listing file, named by every scan (else each scan's listing is inline)."""
     by_partition: dict[tuple, list[ScanFile]] = defaultdict(list)
     for _, f in group:
         by_partition[tuple(f.partition_values)].append(f)
     out = []
     for values, files in by_partition.items():
-        df = native_read(spark, files, data_schema, table_root, confine)
+        df = native_read(spark, files, data_schema, table_root, confine, shared)
         if data_filter is not None:
             df = df.filter(data_filter)
         if partition_schema.fields:
@@ -373,16 +378,21 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     parts: list[DataFrame] = []
     if include_row_index:
         # DML: every file through the native scan when it loads, DV or not: it fills the row index from the row groups
-        parts = _row_index_scans(spark, plain, with_dv, storage, native_enabled(spark), data_schema, partition_schema,
-                                 table_root, data_filter, confine)
+        native = native_enabled(spark)
+        shared = shared_listing(spark, files, table_root, confine) if native else None
+        parts = _row_index_scans(spark, plain, with_dv, storage, native, data_schema, partition_schema,
+                                 table_root, data_filter, confine, shared)
     else:
         native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
         literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
+        # above the inline bound, one listing file for every native scan of this read (none: each scan's inline)
+        shared = shared_listing(spark, [f for _, f in (live if literal else with_dv)], table_root, confine) \
+            if native else None
         if native and literal:
             # every file of a partition tuple in one native scan (the reader passes DV-less files through): one
             # relation, not a union of two, so a query's own ``_metadata`` columns resolve (a union has none)
             parts += _native_scans(spark, sorted(plain + with_dv, key=lambda p: p[0]), data_schema, partition_schema,
-                                   table_root, data_filter, confine)
+                                   table_root, data_filter, confine, shared)
             plain, with_dv = [], []
         if plain and literal:
             parts += _literal_scans(spark, plain, data_schema, partition_schema, table_root, data_filter, confine)
@@ -393,7 +403,7 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
         if with_dv and native:  # many partition tuples: the values joined by file size, as for files without a DV
             for group in _dv_groups(with_dv, storage, native, by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
-                                         confine, native))
+                                         confine, native, shared))
         elif with_dv:
             for group in _dv_groups(with_dv, storage, native, by_partition=False):
                 if literal:
@@ -410,14 +420,17 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
 
 def _row_index_scans(spark: SparkSession, plain: Indexed, with_dv: Indexed,
                      storage: Storage, native: bool, data_schema: StructType, partition_schema: StructType,
-                     table_root: str, data_filter: Column | None, confine: bool) -> list[DataFrame]:
+                     table_root: str, data_filter: Column | None, confine: bool,
+                     shared: ListingRef | None = None) -> list[DataFrame]:
     """DML's scans with ``FILE_INDEX_COL`` and ``ROW_INDEX_COL``: every file keyed, the file index from the key.
 
     With ``native`` files without a DV go through the native scan too: Spark's reader fills the row index one boxed
     value at a time (about a tenth of a small UPDATE's scan), the native one from each batch's row group."""
-    parts = [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine, native)
+    parts = [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine, native,
+                         shared)
              for group in _scan_groups(_with_actual_sizes(plain, storage))]
-    parts += [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine, native)
+    parts += [_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, True, confine, native,
+                          shared)
               for group in _dv_groups(with_dv, storage, native, by_partition=False)]
     return parts
 

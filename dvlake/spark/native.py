@@ -3,8 +3,8 @@
 ``dvlake.native_jar`` finds the jar for the session's Spark minor (packaged, cached, or compiled on first use when a
 JDK is here). A session gets the jar at first use (``ADD JAR`` on classic sessions, ``addArtifacts`` over Spark
 Connect). Planning stays here: each read lists its files and their DV descriptors in the format's
-``dvlake.scan.files`` option (with the listing's protocol version beside it), and the reader drops the deleted rows
-per batch.
+``dvlake.scan.files`` option, or for a large read in a listing file the ``dvlake.scan.listing`` option names
+(``scan_listing``), with the listing's protocol version beside it; the reader drops the deleted rows per batch.
 
 ``spark.dvlake.scan.native``: ``auto`` (default: native when a jar for this Spark is there or can be built, and
 loads), ``true`` (native or a clear error), ``false`` (the pure-Python path: Spark's reader plus an anti join).
@@ -26,6 +26,8 @@ from pyspark.sql.types import StructType
 from dvlake import native_jar
 from dvlake.config import NATIVE_SCAN as SETTING
 from dvlake.errors import UnsupportedEnvironmentError
+from dvlake.spark import scan_listing
+from dvlake.spark.scan_listing import ListingRef
 from dvlake.storage.confine import dv_file_location
 from dvlake.storage.paths import path_key
 
@@ -137,6 +139,19 @@ def _why_failed(exc: Exception) -> str:
 
 def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:
     """The ``dvlake.scan.files`` option: one line per file, its DV where it has one (see the Java format)."""
+    return "\n".join(listing_lines(files, table_root, confine))
+
+
+def shared_listing(spark: SparkSession, files: Sequence[Any], table_root: str, confine: bool) -> ListingRef | None:
+    """For a read of more files than the session's inline bound: all of their lines in one listing file that every
+    native scan of the read names (``scan_listing``); None: each scan keeps its lines inline."""
+    if not files or len(files) <= scan_listing.inline_max(spark):
+        return None
+    return scan_listing.write(spark, table_root, listing_lines(files, table_root, confine))
+
+
+def listing_lines(files: Sequence[Any], table_root: str, confine: bool) -> list[str]:
+    """The listing's lines, one per file (``path \t kind \t where \t offset \t size \t cardinality``)."""
     lines = []
     for f in files:
         path = quote(path_key(f.path), safe="")
@@ -150,16 +165,21 @@ def listing(files: Sequence[Any], table_root: str, confine: bool) -> str:
             where = dv_file_location(table_root, dv.storage_type, dv.path_or_inline_dv, dv.absolute_path(table_root),
                                      confine)
             lines.append(f"{path}\tf\t{quote(where, safe='')}\t{dv.offset or 0}\t{dv.size_in_bytes}\t{dv.cardinality}")
-    return "\n".join(lines)
+    return lines
 
 
-def reader(spark: SparkSession, schema: StructType | str, files_listing: str) -> DataFrameReader:
-    """The native format's reader for a ``listing``: the one place its options are set (the listing and its
-    protocol version, which the Java format checks)."""
-    return (spark.read.format(FORMAT).schema(schema).option(FILES_OPTION, files_listing)
+def reader(spark: SparkSession, schema: StructType | str, files_listing: str | ListingRef) -> DataFrameReader:
+    """The native format's reader for a ``listing`` (inline text, or a written listing file's reference): the one
+    place its options are set (the listing and its protocol version, which the Java format checks)."""
+    option = (native_jar.LISTING_OPTION, files_listing.option()) if isinstance(files_listing, ListingRef) \
+        else (FILES_OPTION, files_listing)
+    return (spark.read.format(FORMAT).schema(schema).option(*option)
             .option(native_jar.PROTOCOL_OPTION, str(native_jar.SCAN_PROTOCOL)))
 
 
-def read(spark: SparkSession, files: Sequence[Any], data_schema: StructType, table_root: str, confine: bool) -> DataFrame:
-    """``files`` read by the native format: their data columns, deleted rows dropped."""
-    return reader(spark, data_schema, listing(files, table_root, confine)).load([f.path for f in files])
+def read(spark: SparkSession, files: Sequence[Any], data_schema: StructType, table_root: str, confine: bool,
+         shared: ListingRef | None = None) -> DataFrame:
+    """``files`` read by the native format: their data columns, deleted rows dropped. ``shared``: the read's listing
+    file (``shared_listing``), which names these files among others; without it their lines ride inline."""
+    files_listing: str | ListingRef = shared if shared is not None else listing(files, table_root, confine)
+    return reader(spark, data_schema, files_listing).load([f.path for f in files])

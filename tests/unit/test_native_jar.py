@@ -32,6 +32,17 @@ def test_the_java_format_and_python_name_the_same_listing_protocol() -> None:
     assert int(found.group(1)) == native_jar.SCAN_PROTOCOL
     option = re.search(r'PROTOCOL_OPTION = "([^"]+)"', _java("DvlakeParquetFileFormat.java"))
     assert option is not None and option.group(1) == native_jar.PROTOCOL_OPTION
+    listing = re.search(r'LISTING_OPTION = "([^"]+)"', _java("DvlakeParquetFileFormat.java"))
+    assert listing is not None and listing.group(1) == native_jar.LISTING_OPTION
+    magic = re.search(r'MAGIC = "([^"]+)"', _java("ScanListings.java"))
+    assert magic is not None and magic.group(1) == scan_listing_magic()
+
+
+def scan_listing_magic() -> str:
+    """The listing file's header word as the Python writer spells it (Spark-free: read from the source text)."""
+    found = re.search(r'^MAGIC = "([^"]+)"', (REPO / "dvlake" / "spark" / "scan_listing.py").read_text(), re.M)
+    assert found is not None
+    return found.group(1)
 
 
 def test_every_error_class_the_java_side_names_exists_in_dvlake_errors() -> None:

@@ -35,8 +35,9 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * Spark's Parquet format with deletion vectors applied inside the reader: rows a file's DV marks deleted never
  * leave the scan. dvlake's Python planning chooses the files and hands each file's DV descriptor over in the
- * {@code dvlake.scan.files} option (one line per planned file; a file the option does not list fails the task, so
- * a planning mistake cannot silently return deleted rows).
+ * {@code dvlake.scan.files} option (one line per planned file), or, for large reads, in a file the
+ * {@code dvlake.scan.listing} option names by location and digest ({@link ScanListings}); a file the listing does not
+ * name fails the task, so a planning mistake cannot silently return deleted rows.
  *
  * Row indexes come from the row group each batch was read from ({@link RowGroups}) where Spark's reader is as
  * checked; otherwise from Spark's own row-index column (the one behind {@code _metadata.row_index}), requested from
@@ -50,8 +51,11 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public static final String FILES_OPTION = "dvlake.scan.files";
   /** The version of the listing's text protocol that dvlake's Python side writes into {@link #PROTOCOL_OPTION};
    *  dvlake/native_jar.py's SCAN_PROTOCOL names the same number (a Spark-free test keeps the two equal). */
-  public static final int PROTOCOL = 1;
+  public static final int PROTOCOL = 2;
   public static final String PROTOCOL_OPTION = "dvlake.scan.protocol";
+  /** Protocol 2: instead of {@link #FILES_OPTION}, a reference to the listing written into a file
+   *  ({@code location \t sha256 \t entries}, see {@link ScanListings}): the plan stays small however many files. */
+  public static final String LISTING_OPTION = "dvlake.scan.listing";
 
   @Override public String shortName() { return SHORT_NAME; }
 
@@ -90,9 +94,11 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     StructType withIndex = dropIndex ? requiredSchema.add(new StructField(indexName, DataTypes.LongType, true,
         org.apache.spark.sql.types.Metadata.empty())) : requiredSchema;
     String listing = option(options, FILES_OPTION);
-    if (listing == null) {
-      throw new IllegalArgumentException("the " + SHORT_NAME + " format reads only files dvlake planned: option "
-          + FILES_OPTION + " is missing (read Delta tables with dvlake.read or format(\"delta\"))");
+    String reference = option(options, LISTING_OPTION);
+    if ((listing == null) == (reference == null)) {
+      throw new IllegalArgumentException("the " + SHORT_NAME + " format reads only files dvlake planned: exactly one "
+          + "of the options " + FILES_OPTION + " and " + LISTING_OPTION + " must be set (read Delta tables with "
+          + "dvlake.read or format(\"delta\"))");
     }
     String protocol = option(options, PROTOCOL_OPTION);
     if (!String.valueOf(PROTOCOL).equals(protocol)) {
@@ -101,7 +107,9 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
           + "is not the one built for this dvlake (restart the session so dvlake loads the jar it builds, or set "
           + "spark.dvlake.scan.native=false)");
     }
-    parseFiles(listing);  // a malformed listing fails here, on the driver
+    // a malformed listing (or reference) fails here, on the driver; a referenced listing is read by the executors
+    if (reference != null) ScanListings.Ref.parse(reference);
+    if (listing != null) parseFiles(listing);
     // Spark copies every read option into hadoopConf (newHadoopConfWithOptions), and the reader functions keep that
     // conf: without this the listing would ride in every task's binary, not only in the broadcast below
     Configuration conf = withoutListing(hadoopConf);
@@ -127,7 +135,7 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     // the listing (it grows with the number of files read) and the Hadoop conf the DV files are opened with (~100 KB
     // serialized) travel once per executor in one broadcast, as Spark's own reader ships its conf, not in the closure
     // every task deserializes. Text and Spark's own conf wrapper: classes any class loader that reads it knows
-    Object[] shared = {listing, new SerializableConfiguration(conf)};
+    Object[] shared = {listing, new SerializableConfiguration(conf), reference};
     Broadcast<Object[]> files = session.sparkContext().broadcast(shared,
         scala.reflect.ClassTag$.MODULE$.apply(Object[].class));
     return new FilteringReader(parent, plain, files, java.util.UUID.randomUUID().toString(), requiredSchema,
@@ -158,6 +166,8 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     Configuration conf = new Configuration(hadoopConf);
     conf.unset(FILES_OPTION);
     conf.unset(FILES_OPTION.toLowerCase());
+    conf.unset(LISTING_OPTION);
+    conf.unset(LISTING_OPTION.toLowerCase());
     return conf;
   }
 

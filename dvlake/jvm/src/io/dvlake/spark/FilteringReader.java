@@ -33,7 +33,9 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   private final Function1<PartitionedFile, Iterator<InternalRow>> parent;
   /** The same reader without the row-index column (null when the query asked for that column itself). */
   private final Function1<PartitionedFile, Iterator<InternalRow>> plain;
-  /** The listing ({@code String}) and the Hadoop conf DV files are opened with ({@code SerializableConfiguration}). */
+  /** The inline listing ({@code String}, or null), the Hadoop conf DV files are opened with
+   *  ({@code SerializableConfiguration}) and the reference to a listing file ({@code String}, see
+   *  {@link ScanListings.Ref}; or null): only classes any class loader that reads the broadcast knows. */
   private final Broadcast<Object[]> files;
   /** A random id made with the broadcast: the key of its parsed listing. Not the broadcast's id: Spark numbers
    *  broadcasts from 0 again in every SparkContext, while this class (and so {@link #PARSED}) outlives a context in a
@@ -83,11 +85,12 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   @Override public Iterator<InternalRow> apply(PartitionedFile file) {
     String key = DvlakeParquetFileFormat.keyOf(file.toPath().toUri());
     Object[] shared = files.value();
-    HashMap<String, DeletionVectors.FileDv> planned =
-        PARSED.computeIfAbsent(listingId, id -> DvlakeParquetFileFormat.parseFiles((String) shared[0]));
+    HashMap<String, DeletionVectors.FileDv> planned = shared[2] != null
+        ? ScanListings.load(ScanListings.Ref.parse((String) shared[2]), ((SerializableConfiguration) shared[1]).value())
+        : PARSED.computeIfAbsent(listingId, id -> DvlakeParquetFileFormat.parseFiles((String) shared[0]));
     if (!planned.containsKey(key)) {
       throw new IllegalStateException("[DVLAKE_TASK_ERROR DeltaProtocolError]" + key + " was not planned by dvlake "
-          + "(no entry in " + DvlakeParquetFileFormat.FILES_OPTION + "); refusing to read it without its deletion "
+          + "(no entry in its file listing); refusing to read it without its deletion "
           + "vector[/DVLAKE_TASK_ERROR]");
     }
     DeletionVectors.FileDv dv = planned.get(key);

@@ -1,0 +1,168 @@
+"""The process's snapshot cache (``log/snapshot_cache.py``): the same state as a fresh load after appends, DV
+replacements, removes, metadata changes and checkpoints; an unchanged table is answered without reading a log file;
+a new commit is read alone; a recreated table or a gap is replayed in full. No Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dvlake.log import snapshot_cache
+from dvlake.log.snapshot import Snapshot
+from dvlake.log.snapshot_cache import SnapshotCache
+from dvlake.storage.base import RandomAccessFile, storage_for
+from dvlake.txn.transaction import checkpoint
+
+SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
+
+
+def _dv(n: int) -> dict[str, Any]:
+    return {"storageType": "u", "pathOrInlineDv": f"ab^-aqEH.-t@S}}K{{vb[{n:02d}", "offset": 1 + 40 * n,
+            "sizeInBytes": 36, "cardinality": n + 1}
+
+
+def _add(path: str, dv: dict[str, Any] | None = None) -> dict[str, Any]:
+    add: dict[str, Any] = {"path": path, "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}
+    if dv:
+        add["deletionVector"] = dv
+    return {"add": add}
+
+
+def _remove(path: str, dv: dict[str, Any] | None = None) -> dict[str, Any]:
+    rm: dict[str, Any] = {"path": path, "deletionTimestamp": 1, "dataChange": True}
+    if dv:
+        rm["deletionVector"] = dv
+    return {"remove": rm}
+
+
+def _commit(root: Path, version: int, actions: list[dict[str, Any]]) -> None:
+    lines = [{"commitInfo": {"operation": "WRITE"}}, *actions]
+    (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in lines) + "\n")
+
+
+def _meta(conf: dict[str, str]) -> dict[str, Any]:
+    return {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": SCHEMA,
+                         "partitionColumns": [], "configuration": conf}}
+
+
+def _table(root: Path) -> str:
+    (root / "_delta_log").mkdir(parents=True)
+    _commit(root, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, _meta({}),
+                      _add("a.parquet"), _add("b.parquet"), _add("c.parquet")])
+    return str(root)
+
+
+class CountingStorage:
+    """The table's storage, counting the files opened for reading (listing the log is not a read)."""
+
+    def __init__(self, root: str) -> None:
+        self.inner = storage_for(root)
+        self.reads: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def open_input(self, path: str) -> RandomAccessFile:
+        self.reads.append(path)
+        return self.inner.open_input(path)
+
+    def read_bytes(self, path: str) -> bytes:
+        self.reads.append(path)
+        return self.inner.read_bytes(path)
+
+
+def _same(cached: Snapshot, fresh: Snapshot) -> None:
+    """Same version, protocol, metadata, txns, domains, and the same files and tombstones (row order aside)."""
+    assert cached.version == fresh.version
+    assert cached.protocol == fresh.protocol and cached.metadata == fresh.metadata
+    assert cached.txns == fresh.txns and cached.domains == fresh.domains
+
+    def rows(table: Any) -> list[str]:
+        return sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
+
+    assert rows(cached.files) == rows(fresh.files)
+    assert rows(cached.tombstones) == rows(fresh.tombstones)
+
+
+@pytest.fixture()
+def cache() -> Iterator[SnapshotCache]:
+    yield SnapshotCache()
+
+
+def _cached(cache: SnapshotCache, root: str, storage: Any = None) -> Snapshot:
+    return Snapshot.checked(root, storage or storage_for(root), *cache.latest(root, storage or storage_for(root)))
+
+
+def test_the_cache_follows_appends_dv_replacements_metadata_and_checkpoints(tmp_path: Path,
+                                                                            cache: SnapshotCache) -> None:
+    root = _table(tmp_path / "t")
+    _same(_cached(cache, root), Snapshot.load(root))
+    steps: list[list[dict[str, Any]]] = [
+        [_add("d.parquet")],                                                       # append
+        [_remove("a.parquet"), _add("a.parquet", _dv(1))],                         # a DV on a
+        [_remove("a.parquet", _dv(1)), _add("a.parquet", _dv(2)), _remove("b.parquet")],  # DV replaced, b gone
+        [_meta({"delta.appendOnly": "false"}), {"txn": {"appId": "app", "version": 3}}],
+        [_add("b.parquet")],                                                       # b back (its tombstone goes)
+    ]
+    for version, actions in enumerate(steps, start=1):
+        _commit(Path(root), version, actions)
+        if version == 3:
+            checkpoint(root, 3)
+        _same(_cached(cache, root), Snapshot.load(root))
+    # replayed in full at first and once at the checkpoint (its writer dropped expired tombstones); forward else
+    assert (cache.stats.full_replays, cache.stats.forwards, cache.stats.commits_read) == (2, 4, 4)
+    files = {r["path"]: r["deletionVector"] for r in _cached(cache, root).files.to_pylist()}
+    assert sorted(files) == ["a.parquet", "b.parquet", "c.parquet", "d.parquet"]
+    assert files["a.parquet"]["cardinality"] == 3
+
+
+def test_a_hit_reads_no_log_file_and_a_new_commit_is_read_alone(tmp_path: Path, cache: SnapshotCache) -> None:
+    root = _table(tmp_path / "t")
+    for v in range(1, 4):
+        _commit(Path(root), v, [_add(f"n{v}.parquet")])
+    checkpoint(root, 3)
+    _commit(Path(root), 4, [_add("n4.parquet")])
+    storage = CountingStorage(root)
+    _cached(cache, root, storage)
+    assert storage.reads  # the first load replays: the checkpoint and commit 4
+    storage.reads.clear()
+    assert _cached(cache, root, storage).num_files == 7
+    assert storage.reads == [] and cache.stats.hits == 1
+    _commit(Path(root), 5, [_remove("n1.parquet")])
+    assert _cached(cache, root, storage).num_files == 6
+    assert [os.path.basename(p) for p in storage.reads] == [f"{5:020d}.json"]
+
+
+def test_a_recreated_table_is_replayed_in_full(tmp_path: Path, cache: SnapshotCache) -> None:
+    root = _table(tmp_path / "t")
+    _commit(Path(root), 1, [_add("d.parquet")])
+    assert _cached(cache, root).num_files == 4
+    shutil.rmtree(root)
+    _table(Path(root))
+    os.utime(Path(root) / "_delta_log" / f"{0:020d}.json", (1_000, 1_000))  # another file time for version 0
+    _commit(Path(root), 1, [_remove("c.parquet")])
+    os.utime(Path(root) / "_delta_log" / f"{1:020d}.json", (2_000, 2_000))
+    snapshot = _cached(cache, root)
+    _same(snapshot, Snapshot.load(root))
+    assert snapshot.num_files == 2 and cache.stats.full_replays == 2
+
+
+def test_snapshot_load_uses_the_shared_cache_only_when_on(tmp_path: Path) -> None:
+    root = _table(tmp_path / "t")
+    snapshot_cache.enable(True)
+    try:
+        before = snapshot_cache.SHARED.stats.hits
+        Snapshot.load(root)
+        assert Snapshot.load(root).num_files == 3
+        assert snapshot_cache.SHARED.stats.hits == before + 1
+        assert Snapshot.load(root, version=0).num_files == 3  # time travel replays, as always
+        assert snapshot_cache.SHARED.stats.hits == before + 1
+    finally:
+        snapshot_cache.enable(None)
+    assert not snapshot_cache.enabled() or os.environ.get("DVLAKE_SNAPSHOT_CACHE")
