@@ -78,6 +78,9 @@ SQL_STATES: dict[str, str] = {
     "RESERVED_CDC_COLUMNS_ON_WRITE": "42939", "TABLE_OR_VIEW_ALREADY_EXISTS": "42P07", "UNRESOLVED_COLUMN": "42703",
     "UNSUPPORTED_EXPR_FOR_OPERATOR": "42K0E", "UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY": "0A000",
     "MERGE_WITHOUT_WHEN": "42601",
+    "DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED": "42808", "DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED": "42808",
+    "DELTA_IDENTITY_COLUMNS_ILLEGAL_STEP": "42611", "DELTA_IDENTITY_COLUMNS_UNSUPPORTED_DATA_TYPE": "428H2",
+    "DELTA_IDENTITY_COLUMNS_PARTITION_NOT_SUPPORTED": "42601", "DELTA_IDENTITY_COLUMNS_WITH_GENERATED_EXPRESSION": "42613",
     "DVLAKE_LEGACY_STORE_ASSIGNMENT_UNSUPPORTED": "0A000", "DVLAKE_UNSUPPORTED_DELTA_STATEMENT": "0A000",
 }
 
@@ -503,6 +506,14 @@ class DeltaAnalysisException(DeltaErrorClassMixin, InvalidArgumentError):
     DELTA_INVALID_PROTOCOL_VERSION)."""
 
     error_class = "DELTA_MERGE_MISSING_WHEN"
+
+
+class IdentityColumnError(DeltaErrorClassMixin, InvalidArgumentError):
+    """An identity column (``GENERATED … AS IDENTITY``) defined or written against delta-spark's rules: an explicit
+    value for a GENERATED ALWAYS column, an UPDATE of one, a step of 0, a type other than BIGINT, a partition
+    column (``error_class`` says which)."""
+
+    error_class = "DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED"
 
 
 class UnsafeAssignmentCastError(DeltaErrorClassMixin, SchemaMismatchError):

@@ -70,6 +70,7 @@ def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str, *,
     from dvlake.log.generated import KEY as GENERATION_KEY
 
     expressions: dict[str, str] = {}
+    identities: dict[str, dict[str, Any]] = {}
     plain: list[exp.Expr] = []
     for cd in column_defs:
         kept = []
@@ -78,23 +79,51 @@ def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str, *,
             if generated and isinstance(kind, exp.ComputedColumnConstraint):
                 expressions[cd.name] = written(text, kind.this)
                 continue
+            if generated and isinstance(kind, exp.GeneratedAsIdentityColumnConstraint):
+                identities[cd.name] = _identity_metadata(kind, text)
+                continue
             if not isinstance(kind, exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
-                allowed = "identity columns and defaults are not" if generated else \
+                allowed = "defaults are not" if generated else \
                     "generated columns, defaults and identity columns are not"
                 raise sql_error(text, offset_of(cd), f"column constraint {c.sql(DIALECT)!r} is not supported by dvlake "
                                                      f"({allowed})")
             kept.append(c)
-        if cd.name in expressions:  # Spark's DDL parser gets the column without its generation clause
+        if cd.name in expressions or cd.name in identities:  # Spark's DDL parser gets the column without the clause
             cd = cd.copy()
             cd.set("constraints", kept)
         plain.append(cd)
     ddl = ", ".join(cd.sql(DIALECT) for cd in plain)
     schema = spark.createDataFrame([], ddl).schema
-    if not expressions:
+    if not expressions and not identities:
         return schema
-    _check_generation_expressions(spark, schema, expressions, text, column_defs)
-    return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, GENERATION_KEY: expressions[f.name]})
-                       if f.name in expressions else f for f in schema.fields])
+    if expressions:
+        _check_generation_expressions(spark, schema, expressions, text, column_defs)
+    return StructType([StructField(f.name, f.dataType, f.nullable,
+                                   {**f.metadata, **({GENERATION_KEY: expressions[f.name]} if f.name in expressions else {}),
+                                    **identities.get(f.name, {})})
+                       if f.name in expressions or f.name in identities else f for f in schema.fields])
+
+
+def _identity_metadata(kind: exp.GeneratedAsIdentityColumnConstraint, text: str) -> dict[str, Any]:
+    """``GENERATED ALWAYS | BY DEFAULT AS IDENTITY [(START WITH s INCREMENT BY k)]`` → the field metadata of
+    ``dvlake.log.identity`` (start and step 1 unless given, as in delta-spark)."""
+    from dvlake.log import identity
+
+    def number(node: exp.Expr | None) -> int:
+        if node is None:
+            return 1
+        try:
+            return int(written(text, node))
+        except ValueError:
+            raise sql_error(text, offset_of(node), f"an identity column's START WITH and INCREMENT BY take whole "
+                                                   f"numbers, not {written(text, node)!r}") from None
+
+    for unsupported in ("minvalue", "maxvalue", "cycle", "order"):
+        if kind.args.get(unsupported) is not None:
+            raise sql_error(text, offset_of(kind), f"{unsupported.upper()} is not part of Delta's identity columns; "
+                                                   "give START WITH and INCREMENT BY only")
+    return identity.field_metadata(number(kind.args.get("start")), number(kind.args.get("increment")),
+                                   allow_explicit_insert=not kind.this)
 
 
 def _check_generation_expressions(spark: SparkSession, schema: StructType, expressions: dict[str, str], text: str,
@@ -328,6 +357,15 @@ def _generated_columns(path: str) -> dict[str, str]:
     return generated.expressions(snapshot.protocol, snapshot.metadata)
 
 
+def _identity_columns(path: str) -> list[str]:
+    """The table's identity columns (empty when its protocol does not enforce them)."""
+    from dvlake.commands.writes.write import load
+    from dvlake.log import identity
+
+    snapshot = load(path)
+    return [i.name for i in identity.columns(snapshot.schema)] if identity.enforced(snapshot.protocol) else []
+
+
 def delta_target(spark: SparkSession, node: exp.Expr, text: str) -> str | None:
     """The table root of a Table node that is a Delta table (path or Delta table of the catalog), else None."""
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
@@ -392,7 +430,9 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     unknown = [c for c in df.columns if c.lower() not in by_name]
     if unknown:
         raise sql_error(text, offset_of(node), f"the table has no column {unknown[0]!r} (columns: {list(table.names)})")
-    computed = _generated_columns(path)  # left out, the writer computes them (delta-spark); NULL would break the rule
+    # left out, the writer computes them (delta-spark): NULL would break a generated column's rule, and an identity
+    # column left out gets fresh values
+    computed = {**_generated_columns(path), **dict.fromkeys(_identity_columns(path), "")}
     cols = [(F.col(f"`{next(c for c in df.columns if c.lower() == f.name.lower())}`") if f.name.lower() in present
              else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields
             if f.name.lower() in present or f.name not in computed]
