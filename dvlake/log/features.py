@@ -26,6 +26,8 @@ SUPPORTED_READER_FEATURES = frozenset({
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
     "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
+    # defaults are applied where SQL omits a column or says DEFAULT (log/defaults.py, sqlfront)
+    "allowColumnDefaults",
     # log cleanup never removes versions below delta.requireCheckpointProtectionBeforeVersion piecemeal
     # (log/cleanup.py), which is all checkpointProtection asks of a writer; DROP FEATURE adds it
     "checkpointProtection",

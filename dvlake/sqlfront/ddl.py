@@ -67,10 +67,11 @@ def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str, *,
     text in the field metadata ``delta.generationExpression`` (``_generation_expressions`` checks it first)."""
     from pyspark.sql.types import StructField, StructType
 
+    from dvlake.log.defaults import KEY as DEFAULT_KEY
     from dvlake.log.generated import KEY as GENERATION_KEY
 
     expressions: dict[str, str] = {}
-    identities: dict[str, dict[str, Any]] = {}
+    extra: dict[str, dict[str, Any]] = {}  # field metadata of identity columns and defaults
     plain: list[exp.Expr] = []
     for cd in column_defs:
         kept = []
@@ -80,28 +81,35 @@ def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str, *,
                 expressions[cd.name] = written(text, kind.this)
                 continue
             if generated and isinstance(kind, exp.GeneratedAsIdentityColumnConstraint):
-                identities[cd.name] = _identity_metadata(kind, text)
+                extra.setdefault(cd.name, {}).update(_identity_metadata(kind, text))
                 continue
+            if generated and isinstance(kind, exp.DefaultColumnConstraint):
+                extra.setdefault(cd.name, {})[DEFAULT_KEY] = written(text, kind.this)  # kept as Spark keeps a default
+                continue
+            if isinstance(kind, exp.DefaultColumnConstraint):
+                raise sql_error(text, offset_of(cd), f"ADD COLUMNS with a DEFAULT ({c.sql(DIALECT)!r}) is not supported "
+                                "for Delta tables: add the column, then ALTER TABLE … ALTER COLUMN … SET DEFAULT",
+                                error_class="WRONG_COLUMN_DEFAULTS_FOR_DELTA_ALTER_TABLE_ADD_COLUMN_NOT_SUPPORTED")
             if not isinstance(kind, exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
-                allowed = "defaults are not" if generated else \
+                allowed = "this constraint is not" if generated else \
                     "generated columns, defaults and identity columns are not"
                 raise sql_error(text, offset_of(cd), f"column constraint {c.sql(DIALECT)!r} is not supported by dvlake "
                                                      f"({allowed})")
             kept.append(c)
-        if cd.name in expressions or cd.name in identities:  # Spark's DDL parser gets the column without the clause
+        if cd.name in expressions or cd.name in extra:  # Spark's DDL parser gets the column without the clause
             cd = cd.copy()
             cd.set("constraints", kept)
         plain.append(cd)
     ddl = ", ".join(cd.sql(DIALECT) for cd in plain)
     schema = spark.createDataFrame([], ddl).schema
-    if not expressions and not identities:
+    if not expressions and not extra:
         return schema
     if expressions:
         _check_generation_expressions(spark, schema, expressions, text, column_defs)
     return StructType([StructField(f.name, f.dataType, f.nullable,
                                    {**f.metadata, **({GENERATION_KEY: expressions[f.name]} if f.name in expressions else {}),
-                                    **identities.get(f.name, {})})
-                       if f.name in expressions or f.name in identities else f for f in schema.fields])
+                                    **extra.get(f.name, {})})
+                       if f.name in expressions or f.name in extra else f for f in schema.fields])
 
 
 def _identity_metadata(kind: exp.GeneratedAsIdentityColumnConstraint, text: str) -> dict[str, Any]:
@@ -409,7 +417,15 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     source = node.args.get("expression")
     if source is None:
         raise sql_error(text, offset_of(node), "INSERT needs SELECT … or VALUES …")
-    df = run_query(spark, source, text)
+    from dvlake.sqlfront import defaults as column_defaults
+
+    defaults = column_defaults.table_defaults(path)
+    targets = None if node.args.get("by_name") else (
+        [c.name for c in columns] if columns else [f.name for f in table.fields if f.name.lower() not in
+                                                   {s.lower() for s in static}])
+    with_defaults = column_defaults.values_with_defaults(spark, source, text, targets, defaults) \
+        if targets is not None else None
+    df = with_defaults if with_defaults is not None else run_query(spark, source, text)
     by_name = {f.name.lower(): f for f in table.fields}
     for col in static:
         if col.lower() not in by_name:
@@ -434,6 +450,7 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     # column left out gets fresh values
     computed = {**_generated_columns(path), **dict.fromkeys(_identity_columns(path), "")}
     cols = [(F.col(f"`{next(c for c in df.columns if c.lower() == f.name.lower())}`") if f.name.lower() in present
+             else F.expr(defaults[f.name]) if f.name in defaults  # an omitted column gets its default (Spark's rule)
              else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields
             if f.name.lower() in present or f.name not in computed]
     rows = df.select(*cols)
@@ -485,7 +502,7 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
         elif isinstance(action, exp.Schema) and all(isinstance(c, exp.ColumnDef) for c in action.expressions):
             fields = json.loads(spark_schema(spark, list(action.expressions), text).json())["fields"]
             add_columns(path, fields)
-        elif not _column_change(path, action, text):
+        elif not _column_change(path, action, text) and not _alter_default(spark, path, action, text):
             raise sql_error(text, offset_of(action) or offset_of(node),
                             f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
                             "TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), DROP FEATURE, ADD/DROP CONSTRAINT")
@@ -535,6 +552,13 @@ def _rename_table(spark: SparkSession, source: exp.Table, action: exp.AlterRenam
     _register(spark, new_name, location, False, text, offset_of(target), managed)
     unregister(spark, old_name)
     return empty(spark)
+
+
+def _alter_default(spark: SparkSession, path: str, action: exp.Expr, text: str) -> bool:
+    """ALTER COLUMN c SET DEFAULT / DROP DEFAULT (``sqlfront.defaults``); False for other actions."""
+    from dvlake.sqlfront.defaults import alter_default
+
+    return alter_default(spark, path, action, text)
 
 
 def _column_path(node: exp.Expr, text: str) -> list[str]:

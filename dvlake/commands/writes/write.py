@@ -30,7 +30,7 @@ from dvlake.errors import (
     SchemaMismatchError,
     TableAlreadyExistsError,
 )
-from dvlake.log import features, generated, identity
+from dvlake.log import defaults, features, generated, identity
 from dvlake.log.actions import AddFile, Metadata, Txn, now_ms
 from dvlake.log.condition import display_text as condition_text
 from dvlake.log.schema import (
@@ -393,9 +393,16 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}")
     defines_generated = any(generated.KEY in (f.get("metadata") or {}) for f in schema.get("fields", []))
     identity.check_definitions(schema, tuple(partition_by))
+    with_defaults = defaults.requested(properties)
+    if defaults.expressions(schema) and not with_defaults:
+        defaults.refuse_without_feature("CREATE TABLE", root)
+    if with_defaults:  # a protocol feature, not a property (delta-spark keeps delta.feature.* out of the configuration)
+        properties = {k: v for k, v in (properties or {}).items() if k != defaults.PROPERTY}
     metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults,
                                             generated_columns=defines_generated,
                                             identity_columns=identity.defines_identity(schema))
+    if with_defaults:
+        protocol = features.with_features(protocol, (), [defaults.FEATURE])
     if snapshot is None and storage_for(root).is_local:
         check_creatable_root(root)
     txn = OptimisticTransaction(root, snapshot)
