@@ -192,6 +192,10 @@ class _CreateParts:
                 self.temporary = True
             elif isinstance(p, exp.GlobalProperty):
                 self.is_global = True
+            elif isinstance(p, exp.ClusterProperty):  # a Property without a value: it must not reach properties_of
+                raise sql_error(text, offset_of(p), "CLUSTER BY (liquid clustering, the clustering table feature) is not "
+                                                    "supported by dvlake yet; create the table without it (PARTITIONED BY "
+                                                    "for a layout by column, OPTIMIZE … ZORDER BY to co-locate rows)")
             elif isinstance(p, exp.Property):
                 self.properties.update(properties_of([p], text))
             else:
