@@ -22,10 +22,12 @@ SUPPORTED_READER_FEATURES = frozenset({
 })
 
 #: Writer features dvlake honours when it commits. CHECK constraints, invariants and generated columns are enforced on
-#: every written row; a table that has identity columns is still refused (``_check_unenforced_rules``).
+#: every written row; identity columns get values above their high-water mark, moved in the same commit (log/identity.py).
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "changeDataFeed",
     "domainMetadata", "vacuumProtocolCheck", "checkConstraints", "generatedColumns", "identityColumns",
+    # defaults are applied where SQL omits a column or says DEFAULT (log/defaults.py, sqlfront)
+    "allowColumnDefaults",
     # log cleanup never removes versions below delta.requireCheckpointProtectionBeforeVersion piecemeal
     # (log/cleanup.py), which is all checkpointProtection asks of a writer; DROP FEATURE adds it
     "checkpointProtection",
@@ -113,20 +115,10 @@ def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table:
         raise UnsupportedTableFeaturesError(
             f"table {table} needs writer feature(s) {sorted(missing)} "
             f"that dvlake does not implement. {HELP}", error_class=FOR_WRITE)
-    if metadata is not None:
-        _check_unenforced_rules(metadata, table)
-
-
-def _check_unenforced_rules(metadata: Metadata, table: str) -> None:
-    """Refuse writes to tables with rules dvlake cannot enforce yet (identity columns).
-
-    CHECK constraints, column invariants and generated columns are enforced on every row a command writes
-    (``dvlake.spark.constraints``, ``dvlake.log.generated``; a command that cannot compute generated columns
-    refuses them itself); identity columns would need values assigned above a high-water mark."""
-    if "delta.identity." in metadata.schema_string:
-        raise UnsupportedTableFeaturesError(
-            f"table {table} has identity columns; dvlake cannot enforce them yet, so it will not write "
-            f"(DELETE, UPDATE and MERGE included). {HELP}", error_class=FOR_WRITE)
+    # ``metadata`` is kept in the signature for rules that depend on the schema; CHECK constraints, invariants,
+    # generated and identity columns are all enforced by the commands that write rows (dvlake.spark.constraints,
+    # dvlake.log.generated, dvlake.log.identity)
+    del metadata
 
 
 def dvs_supported(protocol: Protocol) -> bool:
@@ -159,8 +151,26 @@ def with_features(protocol: Protocol, reader: Iterable[str] = (), writer: Iterab
     return Protocol(max(protocol.min_reader_version, 1), 7, None, tuple(sorted(new_writer)))
 
 
+def _legacy_writer_features_for_new_table(configuration: dict[str, str], generated_columns: bool,
+                                          identity_columns: bool) -> set[str]:
+    """The legacy writer features a new table's properties and column definitions ask for."""
+    writer: set[str] = set()
+    if configuration.get("delta.enableChangeDataFeed", "").lower() == "true":
+        writer.add("changeDataFeed")
+    if configuration.get("delta.appendOnly", "").lower() == "true":
+        writer.add("appendOnly")
+    if any(k.lower().startswith("delta.constraints.") for k in configuration):  # CHECK constraints given at creation
+        writer.add("checkConstraints")
+    if generated_columns:  # CREATE TABLE with a column GENERATED ALWAYS AS (expr)
+        writer.add("generatedColumns")
+    if identity_columns:  # CREATE TABLE with a column GENERATED … AS IDENTITY
+        writer.add("identityColumns")
+    return writer
+
+
 def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool = False,
-                           schema_string: str = "", generated_columns: bool = False) -> Protocol:
+                           schema_string: str = "", generated_columns: bool = False,
+                           identity_columns: bool = False) -> Protocol:
     """The protocol delta-spark would give a new table with these properties and schema.
 
     ``generated_columns``: the table is created with generated columns (a column definition, not metadata a
@@ -173,14 +183,7 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         reader.add(DELETION_VECTORS)
     if column_mapping:
         reader.add(COLUMN_MAPPING)
-    if configuration.get("delta.enableChangeDataFeed", "").lower() == "true":
-        writer.add("changeDataFeed")
-    if configuration.get("delta.appendOnly", "").lower() == "true":
-        writer.add("appendOnly")
-    if any(k.lower().startswith("delta.constraints.") for k in configuration):  # CHECK constraints given at creation
-        writer.add("checkConstraints")
-    if generated_columns:  # CREATE TABLE with a column GENERATED ALWAYS AS (expr)
-        writer.add("generatedColumns")
+    writer |= _legacy_writer_features_for_new_table(configuration, generated_columns, identity_columns)
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")
     if configuration.get("delta.enableIcebergCompatV3", "").lower() == "true":
@@ -189,6 +192,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         writer |= {ROW_TRACKING, *REQUIRED_WRITER_FEATURES[ROW_TRACKING]}
     if not reader and not writer:
         return Protocol(1, 2)
+    if not reader and "identityColumns" in writer and writer <= LEGACY_WRITER_FEATURES[6]:
+        return Protocol(1, 6)  # identity columns are a legacy feature of writer version 6, as delta-spark gives them
     if not reader and writer & {"changeDataFeed", "generatedColumns"} and \
             writer <= {"changeDataFeed", "generatedColumns", "appendOnly", "checkConstraints"}:
         return Protocol(1, 4)  # legacy features only: delta-spark keeps the legacy versions that imply them

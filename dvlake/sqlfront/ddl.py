@@ -67,9 +67,11 @@ def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str, *,
     text in the field metadata ``delta.generationExpression`` (``_generation_expressions`` checks it first)."""
     from pyspark.sql.types import StructField, StructType
 
+    from dvlake.log.defaults import KEY as DEFAULT_KEY
     from dvlake.log.generated import KEY as GENERATION_KEY
 
     expressions: dict[str, str] = {}
+    extra: dict[str, dict[str, Any]] = {}  # field metadata of identity columns and defaults
     plain: list[exp.Expr] = []
     for cd in column_defs:
         kept = []
@@ -78,23 +80,58 @@ def spark_schema(spark: SparkSession, column_defs: list[exp.Expr], text: str, *,
             if generated and isinstance(kind, exp.ComputedColumnConstraint):
                 expressions[cd.name] = written(text, kind.this)
                 continue
+            if generated and isinstance(kind, exp.GeneratedAsIdentityColumnConstraint):
+                extra.setdefault(cd.name, {}).update(_identity_metadata(kind, text))
+                continue
+            if generated and isinstance(kind, exp.DefaultColumnConstraint):
+                extra.setdefault(cd.name, {})[DEFAULT_KEY] = written(text, kind.this)  # kept as Spark keeps a default
+                continue
+            if isinstance(kind, exp.DefaultColumnConstraint):
+                raise sql_error(text, offset_of(cd), f"ADD COLUMNS with a DEFAULT ({c.sql(DIALECT)!r}) is not supported "
+                                "for Delta tables: add the column, then ALTER TABLE … ALTER COLUMN … SET DEFAULT",
+                                error_class="WRONG_COLUMN_DEFAULTS_FOR_DELTA_ALTER_TABLE_ADD_COLUMN_NOT_SUPPORTED")
             if not isinstance(kind, exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
-                allowed = "identity columns and defaults are not" if generated else \
+                allowed = "this constraint is not" if generated else \
                     "generated columns, defaults and identity columns are not"
                 raise sql_error(text, offset_of(cd), f"column constraint {c.sql(DIALECT)!r} is not supported by dvlake "
                                                      f"({allowed})")
             kept.append(c)
-        if cd.name in expressions:  # Spark's DDL parser gets the column without its generation clause
+        if cd.name in expressions or cd.name in extra:  # Spark's DDL parser gets the column without the clause
             cd = cd.copy()
             cd.set("constraints", kept)
         plain.append(cd)
     ddl = ", ".join(cd.sql(DIALECT) for cd in plain)
     schema = spark.createDataFrame([], ddl).schema
-    if not expressions:
+    if not expressions and not extra:
         return schema
-    _check_generation_expressions(spark, schema, expressions, text, column_defs)
-    return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, GENERATION_KEY: expressions[f.name]})
-                       if f.name in expressions else f for f in schema.fields])
+    if expressions:
+        _check_generation_expressions(spark, schema, expressions, text, column_defs)
+    return StructType([StructField(f.name, f.dataType, f.nullable,
+                                   {**f.metadata, **({GENERATION_KEY: expressions[f.name]} if f.name in expressions else {}),
+                                    **extra.get(f.name, {})})
+                       if f.name in expressions or f.name in extra else f for f in schema.fields])
+
+
+def _identity_metadata(kind: exp.GeneratedAsIdentityColumnConstraint, text: str) -> dict[str, Any]:
+    """``GENERATED ALWAYS | BY DEFAULT AS IDENTITY [(START WITH s INCREMENT BY k)]`` → the field metadata of
+    ``dvlake.log.identity`` (start and step 1 unless given, as in delta-spark)."""
+    from dvlake.log import identity
+
+    def number(node: exp.Expr | None) -> int:
+        if node is None:
+            return 1
+        try:
+            return int(written(text, node))
+        except ValueError:
+            raise sql_error(text, offset_of(node), f"an identity column's START WITH and INCREMENT BY take whole "
+                                                   f"numbers, not {written(text, node)!r}") from None
+
+    for unsupported in ("minvalue", "maxvalue", "cycle", "order"):
+        if kind.args.get(unsupported) is not None:
+            raise sql_error(text, offset_of(kind), f"{unsupported.upper()} is not part of Delta's identity columns; "
+                                                   "give START WITH and INCREMENT BY only")
+    return identity.field_metadata(number(kind.args.get("start")), number(kind.args.get("increment")),
+                                   allow_explicit_insert=not kind.this)
 
 
 def _check_generation_expressions(spark: SparkSession, schema: StructType, expressions: dict[str, str], text: str,
@@ -155,6 +192,10 @@ class _CreateParts:
                 self.temporary = True
             elif isinstance(p, exp.GlobalProperty):
                 self.is_global = True
+            elif isinstance(p, exp.ClusterProperty):  # a Property without a value: it must not reach properties_of
+                raise sql_error(text, offset_of(p), "CLUSTER BY (liquid clustering, the clustering table feature) is not "
+                                                    "supported by dvlake yet; create the table without it (PARTITIONED BY "
+                                                    "for a layout by column, OPTIMIZE … ZORDER BY to co-locate rows)")
             elif isinstance(p, exp.Property):
                 self.properties.update(properties_of([p], text))
             else:
@@ -328,6 +369,15 @@ def _generated_columns(path: str) -> dict[str, str]:
     return generated.expressions(snapshot.protocol, snapshot.metadata)
 
 
+def _identity_columns(path: str) -> list[str]:
+    """The table's identity columns (empty when its protocol does not enforce them)."""
+    from dvlake.commands.writes.write import load
+    from dvlake.log import identity
+
+    snapshot = load(path)
+    return [i.name for i in identity.columns(snapshot.schema)] if identity.enforced(snapshot.protocol) else []
+
+
 def delta_target(spark: SparkSession, node: exp.Expr, text: str) -> str | None:
     """The table root of a Table node that is a Delta table (path or Delta table of the catalog), else None."""
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
@@ -372,12 +422,20 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
     source = node.args.get("expression")
     if source is None:
         raise sql_error(text, offset_of(node), "INSERT needs SELECT … or VALUES …")
-    df = run_query(spark, source, text)
+    from dvlake.sqlfront import defaults as column_defaults
+
     sensitive = case_sensitive(spark)  # a column list names the table's columns as Spark resolves names
 
     def key(name: str) -> str:
         return name_key(name, sensitive)
 
+    defaults = column_defaults.table_defaults(path)
+    targets = None if node.args.get("by_name") else (
+        [c.name for c in columns] if columns else [f.name for f in table.fields if key(f.name) not in
+                                                   {key(s) for s in static}])
+    with_defaults = column_defaults.values_with_defaults(spark, source, text, targets, defaults) \
+        if targets is not None else None
+    df = with_defaults if with_defaults is not None else run_query(spark, source, text)
     by_name = {key(f.name): f for f in table.fields}
     for col in static:
         if key(col) not in by_name:
@@ -396,8 +454,11 @@ def insert(spark: SparkSession, node: exp.Insert, text: str) -> DataFrame | None
         df = df.withColumn(col, F.expr(written(text, value)))
     present = {key(c) for c in df.columns}
     _refuse_unknown([c for c in df.columns if key(c) not in by_name], table, sensitive, text, offset_of(node))
-    computed = _generated_columns(path)  # left out, the writer computes them (delta-spark); NULL would break the rule
+    # left out, the writer computes them (delta-spark): NULL would break a generated column's rule, and an identity
+    # column left out gets fresh values
+    computed = {**_generated_columns(path), **dict.fromkeys(_identity_columns(path), "")}
     cols = [(F.col(f"`{next(c for c in df.columns if key(c) == key(f.name))}`") if key(f.name) in present
+             else F.expr(defaults[f.name]) if f.name in defaults  # an omitted column gets its default (Spark's rule)
              else F.lit(None)).cast(f.dataType).alias(f.name) for f in table.fields
             if key(f.name) in present or f.name not in computed]
     rows = df.select(*cols)
@@ -457,7 +518,7 @@ def alter(spark: SparkSession, node: exp.Alter, text: str) -> DataFrame | None:
         elif isinstance(action, exp.Schema) and all(isinstance(c, exp.ColumnDef) for c in action.expressions):
             fields = json.loads(spark_schema(spark, list(action.expressions), text).json())["fields"]
             add_columns(path, fields)
-        elif not _column_change(path, action, text):
+        elif not _column_change(path, action, text) and not _alter_default(spark, path, action, text):
             raise sql_error(text, offset_of(action) or offset_of(node),
                             f"ALTER TABLE … {action.sql(DIALECT)[:40]!r} is not supported by dvlake; supported: SET/UNSET "
                             "TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), DROP FEATURE, ADD/DROP CONSTRAINT")
@@ -507,6 +568,13 @@ def _rename_table(spark: SparkSession, source: exp.Table, action: exp.AlterRenam
     _register(spark, new_name, location, False, text, offset_of(target), managed)
     unregister(spark, old_name)
     return empty(spark)
+
+
+def _alter_default(spark: SparkSession, path: str, action: exp.Expr, text: str) -> bool:
+    """ALTER COLUMN c SET DEFAULT / DROP DEFAULT (``sqlfront.defaults``); False for other actions."""
+    from dvlake.sqlfront.defaults import alter_default
+
+    return alter_default(spark, path, action, text)
 
 
 def _column_path(node: exp.Expr, text: str) -> list[str]:

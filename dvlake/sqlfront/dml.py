@@ -191,6 +191,10 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     where = node.args.get("where")
     _no_subqueries(where.this if where is not None else None, text, "UPDATE")
     pairs = assignments(node.expressions, text, target_qualifiers(node.this, alias), case_sensitive(spark))
+    if any(v.strip().upper() == "DEFAULT" for v in pairs.values()):  # SET c = DEFAULT: the column's default
+        from dvlake.sqlfront.defaults import keywords_replaced, table_defaults
+
+        pairs = keywords_replaced(pairs, table_defaults(path))
     condition = written(text, where.this) if where is not None else None
     # SET b = (SELECT … FROM <Delta table>): scalar subqueries in values run, as in delta-spark (only the condition
     # refuses subqueries); the tables they read are dvlake's reads, never what plain Spark sees of a name
@@ -311,6 +315,9 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     if not clauses:  # Spark's parser refuses it before delta-spark sees it
         raise sql_error(text, offset_of(node), "There must be at least one WHEN clause in a MERGE statement.",
                         parse=True, error_class="MERGE_WITHOUT_WHEN")
+    from dvlake.sqlfront.defaults import clauses_with_defaults
+
+    clauses = clauses_with_defaults(clauses, path)  # UPDATE SET c = DEFAULT, INSERT … VALUES (…, DEFAULT)
     spec = MergeSpec(source, Condition.parse(written(text, on)), clauses, target_alias, source_alias, schema_evolution)
     if view is not None and view.is_projection:
         view.refuse_merge(spark, target_alias, source, spec)

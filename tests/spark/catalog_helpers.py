@@ -76,3 +76,19 @@ def configured_with_database(spark: SparkSession, name: str, location: str) -> I
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
         faces.disable(spark)
+
+
+def target_location(spark: SparkSession, target: str) -> str:
+    """The table root of a SQL target: ``delta.`<path>``` or a catalog name."""
+    from dvlake.spark.catalog import table_location
+
+    return target[len("delta.`"):-1] if target.startswith("delta.`") else table_location(spark, target)
+
+
+def location_and_writer_features(spark: SparkSession, target: str) -> tuple[str, set[str]]:
+    """A SQL target's table root and the writer features its protocol demands (legacy versions expanded)."""
+    from dvlake.log import features
+    from dvlake.log.snapshot import Snapshot
+
+    path = target_location(spark, target)
+    return path, features.writer_features(Snapshot.load(path).protocol)

@@ -351,15 +351,6 @@ def test_create_table_refuses_a_bad_generation_expression(spark, tmp_path, colum
     assert not (path / "_delta_log").exists()
 
 
-def test_identity_columns_are_still_refused(spark, tmp_path):
-    """Rule: identity columns need values above a high-water mark, which dvlake does not assign: CREATE TABLE with
-    one is refused, as is every write to a table that has one."""
-    from dvlake.errors import DvlakeError
-
-    with pytest.raises(DvlakeError, match="identity"):
-        sql(spark, f"CREATE TABLE delta.`{tmp_path / 't'}` (a BIGINT, id BIGINT GENERATED ALWAYS AS IDENTITY) USING delta")
-
-
 def test_a_dataframe_carrying_the_metadata_does_not_create_a_generated_column(spark, tmp_path):
     """Rule: only a column definition makes a generated column; a new table written from a DataFrame whose field
     happens to carry ``delta.generationExpression`` gets no ``generatedColumns`` feature, so the key is inert

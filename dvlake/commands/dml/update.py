@@ -40,7 +40,7 @@ from dvlake.commands.dml.store_assign import Casting, casting
 from dvlake.commands.dml.template import Outcome, Prepared
 from dvlake.config import UPDATE_DVS_PERSISTENT
 from dvlake.errors import InvalidArgumentError
-from dvlake.log import generated
+from dvlake.log import generated, identity
 from dvlake.log.actions import Action, AddCDCFile, AddFile, now_ms
 from dvlake.log.cdf_plan import UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from dvlake.log.condition import Condition
@@ -108,6 +108,8 @@ class UpdateCommand:
         condition = bound.column if bound is not None else None
         paths = resolve_assignments(schema, self.assignments, f"UPDATE {root}", strip_qualifier=alias,
                                     case_sensitive=case_sensitive(spark))
+        if identity.enforced(snapshot.protocol):  # before any data is read
+            identity.refuse_update(identity.columns(snapshot.schema), [p[0] for p in paths])
         empty = _aliased(spark.createDataFrame([], schema), alias)
         if condition is not None:
             empty.filter(condition).schema  # noqa: B018 - analysis only: a bad condition fails before any scan

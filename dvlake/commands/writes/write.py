@@ -30,7 +30,7 @@ from dvlake.errors import (
     SchemaMismatchError,
     TableAlreadyExistsError,
 )
-from dvlake.log import features, generated
+from dvlake.log import defaults, features, generated, identity
 from dvlake.log.actions import AddFile, Metadata, Txn, now_ms
 from dvlake.log.condition import display_text as condition_text
 from dvlake.log.schema import (
@@ -42,6 +42,7 @@ from dvlake.log.schema import (
 )
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark import constraints
+from dvlake.spark import identity as identity_values
 from dvlake.spark.layout import all_nullable, logical_struct
 from dvlake.spark.task_errors import translated
 from dvlake.spark.write import to_physical, write_data_files
@@ -58,9 +59,10 @@ MODES = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "
 def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], properties: dict[str, Any] | None,
                        name: str | None = None, description: str | None = None,
                        session_defaults: dict[str, str] | None = None,
-                       generated_columns: bool = False) -> tuple[Metadata, Any]:
+                       generated_columns: bool = False, identity_columns: bool = False) -> tuple[Metadata, Any]:
     """Metadata and protocol of a new table; column mapping 'name'/'id' assigns physical names.
-    ``generated_columns``: the schema defines generated columns (``generatedColumns`` joins the protocol)."""
+    ``generated_columns`` / ``identity_columns``: the schema defines generated / identity columns (their feature joins
+    the protocol)."""
     conf = dict(session_defaults or {})
     conf.update(normalize_properties(properties))
     _check_columns(schema, partition_by)
@@ -76,7 +78,7 @@ def new_table_metadata(schema: dict[str, Any], partition_by: Sequence[str], prop
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_json(schema), partition_columns=tuple(partition_by),
                         configuration=conf, name=name, description=description, created_time=now_ms())
     protocol = features.protocol_for_new_table(conf, column_mapping=mode != "none", schema_string=metadata.schema_string,
-                                               generated_columns=generated_columns)
+                                               generated_columns=generated_columns, identity_columns=identity_columns)
     return metadata, protocol
 
 
@@ -226,6 +228,10 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
         raise
     if not opts.data_change:
         adds = [dataclasses.replace(a, data_change=False) for a in adds]
+    if identity.enforced(protocol):  # the identity high-water marks move in the same commit as the data
+        moved = identity_values.moved_schema(adds, schema, cm, root, df)
+        if moved is not None:
+            txn.update_metadata(dataclasses.replace(metadata, schema_string=schema_json(moved)))
     dynamic = opts.dynamic_partition_overwrite and bool(metadata.partition_columns)
     removal_metrics, removal = _replaced(df, snapshot, mode_key, replace_schema, dynamic, adds, opts, txn)
     operation, params, metrics = _commit_description(snapshot, mode_key, as_select, dynamic, adds, removal_metrics,
@@ -286,8 +292,13 @@ def _aligned_to_table(df: DataFrame, df_schema: dict[str, Any], snapshot: Snapsh
         raise PartitionColumnNotFoundError(
             f"partition column {absent[0]!r} of {root} is not in the data (columns: "
             f"{[f['name'] for f in df_schema['fields']]}); add it to the DataFrame before writing")
+    identities = identity.columns(txn.metadata.schema) if identity.enforced(txn.protocol) else []
+    identity.refuse_explicit(identities, [f["name"] for f in df_schema["fields"]])
+    missing_identity = [i for i in identities if i.name.lower() not in data_columns]
     table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
-    aligned = align_to_table(df, table_schema, root, fill_missing=True, generated=missing_generated)
+    aligned = align_to_table(df, table_schema, root, fill_missing=True,
+                             generated=missing_generated | {i.name for i in missing_identity})
+    aligned = identity_values.fill(aligned, missing_identity)  # before generated columns, which may read them
     return constraints.fill_generated(aligned, logical_struct(table_schema), txn.protocol, txn.metadata, missing_generated)
 
 
@@ -381,8 +392,17 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
             return None
         raise TableAlreadyExistsError(f"a Delta table already exists at {root}")
     defines_generated = any(generated.KEY in (f.get("metadata") or {}) for f in schema.get("fields", []))
+    identity.check_definitions(schema, tuple(partition_by))
+    with_defaults = defaults.requested(properties)
+    if defaults.expressions(schema) and not with_defaults:
+        defaults.refuse_without_feature("CREATE TABLE", root)
+    if with_defaults:  # a protocol feature, not a property (delta-spark keeps delta.feature.* out of the configuration)
+        properties = {k: v for k, v in (properties or {}).items() if k != defaults.PROPERTY}
     metadata, protocol = new_table_metadata(schema, partition_by, properties, name, description, session_defaults,
-                                            generated_columns=defines_generated)
+                                            generated_columns=defines_generated,
+                                            identity_columns=identity.defines_identity(schema))
+    if with_defaults:
+        protocol = features.with_features(protocol, (), [defaults.FEATURE])
     if snapshot is None and storage_for(root).is_local:
         check_creatable_root(root)
     txn = OptimisticTransaction(root, snapshot)
