@@ -8,6 +8,10 @@ contiguous commits after it. Every version from ``C`` on stays reconstructable; 
 older one fails with VersionNotFoundError naming the available range. With
 ``delta.requireCheckpointProtectionBeforeVersion = P`` nothing below ``P`` is removed unless the cut
 reaches ``P`` (delta-spark's checkpointProtection).
+
+The native scan's listing files (``SCAN_LISTINGS_SUBDIR``, written by large reads) go by the same cutoff, by their
+modification time: a read rewrites its listing when the file is gone, so only a plan older than the retention could
+miss one, and that fails with ``ScanListingError``, never reads rows without their DVs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ CHECKPOINT_PROTECTION = "delta.requireCheckpointProtectionBeforeVersion"
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
 _VERSIONED = re.compile(r"^(\d{20})\.(?:json|crc|checkpoint\..*parquet|checkpoint\..*json)$")
+#: Where large reads leave their native-scan listing files, under the table root: inside ``_delta_log``, where no
+#: Delta reader parses names it does not know and VACUUM never walks (``spark/scan_listing.py`` writes them).
+SCAN_LISTINGS_SUBDIR = "_delta_log/_dvlake/scan"
 _COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
 
@@ -59,10 +66,12 @@ def cleanup_cut(storage: Storage, table_root: str, configuration: dict[str, str]
 def cleanup_expired_logs(storage: Storage, table_root: str, configuration: dict[str, str],
                          now: int | None = None, retention_ms: int | None = None,
                          granularity_ms: int = DAY_MS) -> list[str]:
-    """Delete the log files of versions below the cut; returns what was deleted (oldest first)."""
+    """Delete the log files of versions below the cut, and scan listings older than the retention; returns what was
+    deleted (log files oldest first, then listings)."""
+    listings = cleanup_scan_listings(storage, table_root, configuration, now, retention_ms)
     cut = cleanup_cut(storage, table_root, configuration, now, retention_ms, granularity_ms)
     if cut is None:
-        return []
+        return listings
     doomed: list[tuple[int, str]] = []
     for info in storage.list_dir(log_path(table_root)):
         name = info.path.rsplit("/", 1)[-1]
@@ -76,4 +85,16 @@ def cleanup_expired_logs(storage: Storage, table_root: str, configuration: dict[
     storage.delete_many([path for _, path in doomed])
     if doomed:
         log.info("log cleanup of %s removed %s files of versions below %s", table_root, len(doomed), cut)
-    return [p for _, p in doomed]
+    return [p for _, p in doomed] + listings
+
+
+def cleanup_scan_listings(storage: Storage, table_root: str, configuration: dict[str, str], now: int | None = None,
+                          retention_ms: int | None = None) -> list[str]:
+    """Delete the native-scan listing files last written before ``now - retention`` (see the module docstring)."""
+    retention = log_retention_ms(configuration) if retention_ms is None else retention_ms
+    cutoff = (now if now is not None else now_ms()) - retention
+    folder = f"{table_root.rstrip('/')}/{SCAN_LISTINGS_SUBDIR}"
+    old = sorted(info.path for info in storage.list_dir(folder)
+                 if info.path.endswith(".listing.gz") and info.mtime_ms < cutoff)
+    storage.delete_many(old)
+    return old

@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from dvlake.config import INLINE_LISTING_MAX_FILES, LISTING_DIR
 from dvlake.errors import DvlakeError, InvalidArgumentError
+from dvlake.log.cleanup import SCAN_LISTINGS_SUBDIR
 from dvlake.native_jar import SCAN_PROTOCOL
 from dvlake.storage import storage_for
 from dvlake.storage.confine import normalize_location
@@ -39,8 +40,9 @@ log = logging.getLogger(__name__)
 MAGIC = "dvlake-scan-listing"
 #: Reads of up to this many files keep the inline listing: a few KB in the plan, and no file to write or read.
 DEFAULT_INLINE_MAX = 1000
-#: The folder under the table root, inside ``_delta_log`` where no Delta reader or VACUUM looks.
-TABLE_SUBDIR = "_delta_log/_dvlake/scan"
+#: The folder under the table root, inside ``_delta_log`` where no Delta reader or VACUUM looks (log cleanup removes
+#: listings older than the log's retention).
+TABLE_SUBDIR = SCAN_LISTINGS_SUBDIR
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,25 @@ def _versions(root: Path) -> list[int]:
     return sorted(int(n[:20]) for n in os.listdir(root / "_delta_log") if n.endswith(".json"))
 
 
+def test_log_cleanup_removes_scan_listings_older_than_the_retention_only(tmp_path: Path) -> None:
+    """Large reads leave native-scan listing files under _delta_log/_dvlake/scan; the cleanup after a checkpoint drops
+    those last written before the log retention and keeps recent ones (a read rewrites a listing that is gone)."""
+    from dvlake.log.cleanup import SCAN_LISTINGS_SUBDIR
+
+    root = tmp_path / "t"
+    _table(root)
+    listings = root / SCAN_LISTINGS_SUBDIR
+    listings.mkdir(parents=True)
+    old, new, other = listings / "a.listing.gz", listings / "b.listing.gz", listings / "notes.txt"
+    for f in (old, new, other):
+        f.write_bytes(b"x")
+    os.utime(old, (OLD, OLD))
+    os.utime(other, (OLD, OLD))
+    _commit(root)  # v5
+    _commit(root)  # v6: checkpoint, then cleanup
+    assert sorted(p.name for p in listings.iterdir()) == ["b.listing.gz", "notes.txt"]
+
+
 def test_checkpoint_cleans_up_expired_commits_but_keeps_what_versions_need(tmp_path: Path) -> None:
     root = tmp_path / "t"
     _table(root)
