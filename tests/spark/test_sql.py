@@ -248,7 +248,6 @@ def test_unsupported_and_malformed_statements_name_statement_and_position(spark,
     p = str(tmp_path / "e")
     dvlake.write(spark.range(3), p)
     cases = [
-        (f"EXPLAIN SELECT * FROM delta.`{p}`", DeltaSqlError, "EXPLAIN", (1, len("EXPLAIN SELECT * FROM ") + 1)),
         (f"OPTIMIZE delta.`{p}` ZORDER (id)", DeltaSqlParseError, "OPTIMIZE", (1, len(f"OPTIMIZE delta.`{p}` ") + 1)),
         (f"SELECT *\nFROM delta.`{p}` VERSION AS OF 'x'", DeltaSqlError, "SELECT",
          (2, len(f"FROM delta.`{p}` VERSION AS OF ") + 1)),
@@ -256,7 +255,6 @@ def test_unsupported_and_malformed_statements_name_statement_and_position(spark,
          (1, len(f"REORG TABLE delta.`{p}` APPLY ") + 1)),
         (f"UPDATE delta.`{p}` SET id = 1 FROM x", DeltaSqlError, "UPDATE", None),
         (f"DELETE FROM delta.`{p}` WHERE", DeltaSqlParseError, "DELETE", (1, len(f"DELETE FROM delta.`{p}` ") + 1)),
-        (f"CACHE TABLE c AS SELECT * FROM delta.`{p}`", DeltaSqlError, "CACHE", (1, len("CACHE TABLE c AS SELECT * FROM ") + 1)),
     ]
     for stmt, cls, name, pos in cases:
         with pytest.raises(cls) as err:
