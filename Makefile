@@ -70,11 +70,16 @@ test-minors: $(STAMP) $(foreach m,$(MINORS),.spark/$(m)/.installed)  ## the nati
 		PYTHONPATH=.spark/$$m $(BIN)/python -m pytest -q -p no:cacheprovider $(MINOR_TIER) || exit 1; \
 	done
 
+# The suite runs in TEST_WORKERS pytest-xdist processes, whole test files to a worker (module fixtures stay whole);
+# each worker holds one local[2] Spark session. Spark on small tables keeps about one core busy, so two workers fill
+# the 2 cores a CI machine has. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
+
 # While the suite runs on 4.3, the other minors' pyspark (sdists, minutes of mostly unpacking) install beside it.
 test: lint jar emulators  ## lint, build the jar, the whole suite on the installed PySpark (4.3; object stores too), then the tier on 4.0-4.2: what CI runs
 	@mkdir -p .spark; \
 	( $(MAKE) --no-print-directory minors-install > .spark/install.log 2>&1 ) & installer=$$!; \
-	$(BIN)/python -m pytest --durations=25; status=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25; status=$$?; \
 	wait $$installer || { echo "installing the other PySpark minors failed:" >&2; cat .spark/install.log >&2; exit 1; }; \
 	exit $$status
 	@$(MAKE) --no-print-directory test-minors

@@ -37,14 +37,21 @@ def testdata() -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """One local[2] SparkSession for the whole test run (starting Spark costs seconds)."""
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """One local[2] SparkSession for the whole test run (starting Spark costs seconds).
+
+    Under ``make test`` the suite runs in two pytest-xdist workers (``-n 2 --dist loadfile``), each with this one
+    session; its warehouse is the worker's own temporary folder, so managed tables of two workers never meet in the
+    checkout's ``spark-warehouse``.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("TZ", "UTC")
     from dvlake.spark.session import local_session
 
-    session = local_session(app_name="dvlake-tests", shuffle_partitions=4)
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = local_session(app_name="dvlake-tests", shuffle_partitions=4,
+                            extra_conf={"spark.sql.warehouse.dir": str(warehouse)})
     yield session
     session.stop()
 

@@ -41,6 +41,8 @@ def run_cli(*args: str, expect: int | None = 0, timeout: float = 900) -> Result:
     """Run ``dvlake ARGS`` in a subprocess (not a terminal); check the exit code when ``expect`` is given."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.pop("DVLAKE_DEBUG", None)
+    for name in ("COLUMNS", "LINES"):  # pytest-xdist workers carry COLUMNS=80: a pipe's output is one row per line
+        env.pop(name, None)
     proc = subprocess.run([*cli_command(), *args], capture_output=True, text=True, timeout=timeout, env=env,
                           stdin=subprocess.DEVNULL)
     result = Result(proc.returncode, proc.stdout, proc.stderr)
