@@ -105,6 +105,12 @@ def test_ctas_replace_and_column_mapping(dspark: SparkSession, tmp_path: Path) -
     assert physical != "k" and _domain(mpath, 0)["configuration"] == _config([[physical]])
     dspark.sql(f"ALTER TABLE {mapped} RENAME COLUMN k TO key")
     assert _detail(dspark, mapped) == ["key"]
+    with pytest.raises(ClusteringError) as info:
+        dspark.sql(f"ALTER TABLE {mapped} DROP COLUMN key")
+    assert info.value.error_class == "DELTA_UNSUPPORTED_DROP_CLUSTERING_COLUMN"
+    dspark.sql(f"ALTER TABLE {mapped} DROP COLUMN id")  # not a clustering column
+    assert [f["name"] for f in Snapshot.load(mpath).schema["fields"]] == ["key"]
+    assert _detail(dspark, mapped) == ["key"]
 
 
 def test_cluster_by_refusals(dspark: SparkSession, tmp_path: Path) -> None:

@@ -90,3 +90,14 @@ def columns_of(snapshot: Snapshot) -> list[str]:
     if not clustering.enabled(snapshot.protocol):
         return []
     return clustering.logical_columns(snapshot.domains, snapshot.schema, mode_of(snapshot.metadata))
+
+
+def refuse_drop(snapshot: Snapshot, column: Sequence[str]) -> None:
+    """DROP COLUMN of a clustering column (or of a struct holding one) is refused, as delta-spark refuses it: the
+    domain would name a column the table no longer has."""
+    path = [p.lower() for p in column]
+    hit = [c for c in columns_of(snapshot) if [p.lower() for p in clustering.split(c)][:len(path)] == path]
+    if hit:
+        raise ClusteringError(f"cannot drop {'.'.join(column)} of {snapshot.table_root}: it is or holds the clustering "
+                              f"columns {hit}; change them first (ALTER TABLE … CLUSTER BY (…) or NONE)",
+                              error_class="DELTA_UNSUPPORTED_DROP_CLUSTERING_COLUMN")
