@@ -261,3 +261,18 @@ def test_builder_cluster_by(dspark: SparkSession, tmp_path: Path) -> None:
     assert _domain(path, 0)["configuration"] == _config([["k"], ["id"]])
     assert {"clustering", "domainMetadata"} <= set(Snapshot.load(path).protocol.writer_features or ())
     assert _detail(dspark, f"delta.`{path}`") == ["k", "id"]
+
+
+def test_by_name_ctas_alter_and_replace_as_select(dspark: SparkSession) -> None:
+    """By name: CTAS with CLUSTER BY, ALTER TABLE name CLUSTER BY, CREATE OR REPLACE … CLUSTER BY … AS SELECT (new
+    columns and rows), OPTIMIZE by name."""
+    dspark.sql("CREATE TABLE lc_db.named USING delta CLUSTER BY (k) AS SELECT * FROM VALUES (1L, 2), (2L, 1) AS t(id, k)")
+    path = target_location(dspark, "lc_db.named")
+    assert _detail(dspark, "lc_db.named") == ["k"]
+    dspark.sql("ALTER TABLE lc_db.named CLUSTER BY (id, k)")
+    assert _domain(path, 1)["configuration"] == _config([["id"], ["k"]])
+    dspark.sql("CREATE OR REPLACE TABLE lc_db.named USING delta CLUSTER BY (id) AS SELECT * FROM VALUES (5L, 9) AS t(id, k)")
+    assert _domain(path, 2)["configuration"] == _config([["id"]])
+    dspark.sql("OPTIMIZE lc_db.named").collect()
+    assert _rows(dspark, "lc_db.named") == [(5, 9)]
+    assert set(_adds(path).values()) == {"liquid"}
