@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -226,6 +227,10 @@ def test_optimize_clusters_incrementally_and_writes_keep_the_domain(dspark: Spar
     dvlake.DeltaTable.forPath(dspark, path).delete("id = 3")
     hooks = __import__("dvlake.txn.hooks", fromlist=["checkpoint"])
     hooks.checkpoint(path)
+    [checkpoint] = (Path(path) / "_delta_log").glob("*.checkpoint.parquet")
+    rows = pq.read_table(checkpoint, columns=["domainMetadata"]).column("domainMetadata").to_pylist()
+    assert [r for r in rows if r] == [{"domain": "delta.clustering", "configuration": _config([["k"]]),
+                                       "removed": False}]
     snap = Snapshot.load(path)
     assert snap.domains[clustering.DOMAIN].configuration == _config([["k"]])
     assert _detail(dspark, target) == ["k"]
