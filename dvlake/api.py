@@ -495,6 +495,7 @@ class DeltaTableBuilder:
         self._location: str | None = None
         self._fields: list[StructField] = []
         self._partitioned_by: list[str] = []
+        self._cluster_by: list[str] | None = None
         self._properties: dict[str, str] = {}
         self._comment: str | None = None
         self._name: str | None = None
@@ -555,6 +556,28 @@ class DeltaTableBuilder:
         self._partitioned_by.extend(str(n) for n in names)
         return self
 
+    def clusterBy(self, *cols: str | Sequence[str]) -> DeltaTableBuilder:
+        """Liquid clustering columns (SQL's ``CLUSTER BY``): OPTIMIZE co-locates rows by them instead of partitioning.
+
+        Args:
+            cols: column names (``"s.a"`` for a nested field), or one list of them; at most four.
+
+        Returns:
+            The builder.
+
+        Raises:
+            ClusteringError: at ``execute()``, beside ``partitionedBy`` (DELTA_CLUSTER_BY_WITH_PARTITIONED_BY), or a
+                column without stats or of a type data skipping cannot use.
+
+        Example:
+            >>> DeltaTable.create(spark).location("/data/lc").addColumn("k", "int").clusterBy("k").execute()
+        """
+        names = list(cols[0]) if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else list(cols)
+        for c in names:
+            require_type(c, str, "Clustering column must be str")
+        self._cluster_by = [str(n) for n in names]
+        return self
+
     def property(self, key: str, value: str) -> DeltaTableBuilder:
         """A table property, e.g. ``("delta.enableDeletionVectors", "true")``."""
         require_type(key, str, "Key and value of property must be string")
@@ -593,7 +616,8 @@ class DeltaTableBuilder:
         defaults = session_defaults(self._spark) if self._spark is not None else {}
         write_cmd.create_table(self._location, schema, self._partitioned_by, self._properties,
                                if_not_exists=self._mode == "createIfNotExists", replace=self._mode == "createOrReplace",
-                               name=self._name, description=self._comment, session_defaults=defaults)
+                               name=self._name, description=self._comment, session_defaults=defaults,
+                               cluster_by=self._cluster_by)
         if catalog_name is not None:
 
             register_table(self._spark, catalog_name, self._location, if_not_exists=True,  # type: ignore[arg-type]

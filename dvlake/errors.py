@@ -925,3 +925,14 @@ class RowTrackingError(DeltaErrorClassMixin, DeltaProtocolError):
     ``error_class`` says which rule (e.g. DELTA_ROW_ID_ASSIGNMENT_WITHOUT_STATS)."""
 
     error_class = "DVLAKE_ROW_TRACKING_ILLEGAL_STATE"
+
+
+# --- liquid clustering (delta-spark's DELTA_CLUSTER* classes) -----------------------------------------
+
+
+class ClusteringError(DeltaErrorClassMixin, InvalidArgumentError):
+    """CLUSTER BY, ALTER TABLE … CLUSTER BY or OPTIMIZE on a clustered table asks for something delta-spark refuses
+    (clustering columns without stats or of a type data skipping cannot use, CLUSTER BY beside PARTITIONED BY, ZORDER
+    BY or a WHERE on a clustered table); ``error_class`` says which."""
+
+    error_class = "DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS"

@@ -38,10 +38,13 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "icebergCompatV3",
     # ids assigned above the high-water mark on every commit and preserved by rewrites (log/row_tracking.py)
     ROW_TRACKING,
+    # the clustering columns live in the delta.clustering domain, which every commit carries over (log/clustering.py);
+    # writers owe nothing else: clustering happens in OPTIMIZE
+    "clustering",
 })
 
 #: Features another feature needs in the same protocol (delta-spark's requiredFeatures).
-REQUIRED_WRITER_FEATURES = {ROW_TRACKING: frozenset({"domainMetadata"}),
+REQUIRED_WRITER_FEATURES = {ROW_TRACKING: frozenset({"domainMetadata"}), "clustering": frozenset({"domainMetadata"}),
                             "icebergCompatV3": frozenset({COLUMN_MAPPING, ROW_TRACKING, "domainMetadata"})}
 
 #: Features a legacy writer version implies (delta-spark's LEGACY table features).

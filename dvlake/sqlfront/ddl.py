@@ -173,6 +173,7 @@ class _CreateParts:
     def __init__(self, node: exp.Create, text: str) -> None:
         self.using: str | None = None
         self.partitioned_by: list[str] = []
+        self.cluster_by: list[str] | None = None
         self.location: str | None = None
         self.comment: str | None = None
         self.properties: dict[str, str] = {}
@@ -193,13 +194,21 @@ class _CreateParts:
             elif isinstance(p, exp.GlobalProperty):
                 self.is_global = True
             elif isinstance(p, exp.ClusterProperty):  # a Property without a value: it must not reach properties_of
-                raise sql_error(text, offset_of(p), "CLUSTER BY (liquid clustering, the clustering table feature) is not "
-                                                    "supported by dvlake yet; create the table without it (PARTITIONED BY "
-                                                    "for a layout by column, OPTIMIZE … ZORDER BY to co-locate rows)")
+                self.cluster_by = [".".join(f"`{part}`" if "." in part else part for part in _column_parts(c, text))
+                                   for c in p.expressions]  # liquid clustering (commands/ddl/clustering.py)
             elif isinstance(p, exp.Property):
                 self.properties.update(properties_of([p], text))
             else:
                 raise sql_error(text, offset_of(p), f"the clause {p.sql(DIALECT)!r} is not supported by dvlake for Delta tables")
+
+
+def _column_parts(node: exp.Expr, text: str) -> list[str]:
+    """A CLUSTER BY column as its name parts (``s.a`` → ``["s", "a"]``)."""
+    if isinstance(node, exp.Column | exp.Dot):
+        return [p.name for p in node.parts]
+    if isinstance(node, exp.Identifier):
+        return [node.name]
+    raise sql_error(text, offset_of(node), f"CLUSTER BY takes column names, not {node.sql(DIALECT)!r}")
 
 
 def _split_target(node: exp.Expr) -> tuple[exp.Expr, list[exp.Expr]]:
@@ -254,7 +263,8 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         df = run_query(spark, query, text)
         mode = "overwrite" if replace else ("ignore" if if_not_exists else "error")
         write_cmd.write(df, path, mode, list(parts.partitioned_by or []), parts.properties or None, overwrite_schema=replace,
-                        session_defaults=session_defaults(spark), as_select=True)  # recorded as CREATE TABLE AS SELECT
+                        session_defaults=session_defaults(spark), as_select=True,  # recorded as CREATE TABLE AS SELECT
+                        cluster_by=parts.cluster_by)
     else:
         if not columns:
             try:  # CREATE TABLE … USING delta LOCATION '<existing table>' registers it without a schema
@@ -265,7 +275,8 @@ def create(spark: SparkSession, node: exp.Create, text: str) -> DataFrame | None
         else:
             schema = json.loads(spark_schema(spark, columns, text, generated=True).json())
             create_table(path, schema, parts.partitioned_by, parts.properties, if_not_exists=if_not_exists,
-                         replace=replace, name=name, description=parts.comment, session_defaults=session_defaults(spark))
+                         replace=replace, name=name, description=parts.comment, session_defaults=session_defaults(spark),
+                         cluster_by=parts.cluster_by)
     if name is not None:
         _register(spark, name, path, if_not_exists or replace, text, offset_of(target), managed)
     return empty(spark)

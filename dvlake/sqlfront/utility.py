@@ -38,12 +38,13 @@ def _target_ref(spark: SparkSession, cur: Cursor, statement: str) -> tuple[str, 
 
 
 def optimize(spark: SparkSession, cur: Cursor) -> DataFrame:
-    """OPTIMIZE <table> [WHERE <partition predicate>] [ZORDER BY (col, …) | col, …]"""
+    """OPTIMIZE <table> [FULL] [WHERE <partition predicate>] [ZORDER BY (col, …) | col, …]"""
     from dvlake.commands.maintenance import optimize as run
 
-    form = "OPTIMIZE delta.`<path>` [WHERE <partition predicate>] [ZORDER BY (col, …)]"
+    form = "OPTIMIZE delta.`<path>` [FULL] [WHERE <partition predicate>] [ZORDER BY (col, …)]"
     cur.expect("OPTIMIZE")
     path = _target(spark, cur, "OPTIMIZE")
+    full = cur.accept("FULL")  # a clustered table: recluster every file, not only those no OPTIMIZE clustered yet
     where = cur.condition(("ZORDER", "BY"))[0] if cur.accept("WHERE") else None
     zorder: list[str] = []
     if cur.accept("ZORDER", "BY"):
@@ -55,7 +56,7 @@ def optimize(spark: SparkSession, cur: Cursor) -> DataFrame:
         if not zorder:
             raise cur.error("ZORDER BY needs at least one column", parse=True)
     cur.expect_end(form)
-    return run.run(spark, path, where, zorder)
+    return run.run(spark, path, where, zorder, full=full)
 
 
 def reorg(spark: SparkSession, cur: Cursor) -> DataFrame:
@@ -187,11 +188,13 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     except DeltaSqlError:
         return None  # not a table name dvlake reads: Spark (or the AST path) reports it
     if not (cur.at("UNSET", "TBLPROPERTIES") or cur.at("DROP", "FEATURE") or cur.at("ADD", "CONSTRAINT")
-            or cur.at("DROP", "CONSTRAINT") or cur.at("ALTER")):
+            or cur.at("DROP", "CONSTRAINT") or cur.at("ALTER") or cur.at("CLUSTER", "BY")):
         return None
     path = _delta_path(spark, ref, cur)
     if path is None:
         return None
+    if cur.accept("CLUSTER", "BY"):
+        return _cluster_by(spark, cur, path)
     if cur.at("ALTER"):
         return _alter_column(spark, cur, path, ref)
     if cur.at("ADD", "CONSTRAINT") or cur.at("DROP", "CONSTRAINT"):
@@ -215,6 +218,17 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
         drop_feature(spark, path, name, truncate_history=truncate)
         return _empty(spark)
     return None
+
+
+def _cluster_by(spark: SparkSession, cur: Cursor, path: str) -> DataFrame:
+    """ALTER TABLE … CLUSTER BY (col, …) | NONE (the table and CLUSTER BY already read): liquid clustering's columns."""
+    from dvlake.commands.ddl.clustering import alter_cluster_by
+
+    form = "ALTER TABLE delta.`<path>` CLUSTER BY (col, …) | NONE"
+    columns = [] if cur.accept("NONE") else [column_name(cur.text, t, o) for t, o in cur.paren_list()]
+    cur.expect_end(form)
+    alter_cluster_by(path, columns)
+    return _empty(spark)
 
 
 def _alter_column(spark: SparkSession, cur: Cursor, path: str, ref: TableRef) -> DataFrame | None:

@@ -115,8 +115,8 @@ def test_upgrade_protocol_and_add_features(tmp_path: Path) -> None:
     with pytest.raises(ProtocolFeatureError) as err:
         add_feature_support(str(root), "noSuchFeature")
     assert err.value.error_class == "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG"
-    with pytest.raises(UnsupportedFeatureError, match="clustering"):
-        add_feature_support(str(root), "clustering")
+    with pytest.raises(UnsupportedFeatureError, match="inCommitTimestamp"):
+        add_feature_support(str(root), "inCommitTimestamp")
     upgrade_table_protocol(str(root), 3, 7)  # already table features: nothing changes
     assert Snapshot.load(str(root)).protocol == snap.protocol
     add_feature_support(str(root), "rowTracking")  # brings the feature it requires along

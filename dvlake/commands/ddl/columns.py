@@ -18,6 +18,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from dvlake.commands.ddl.clustering import refuse_drop as refuse_clustering_drop
 from dvlake.errors import ColumnNotFoundError, DeltaAnalysisException, SchemaMismatchError
 from dvlake.log import constraints, generated
 from dvlake.log.schema import MODE_KEY, column_mapping_mode, schema_json
@@ -164,6 +165,7 @@ def drop_columns(path: str, columns: list[list[str]], if_exists: bool = False) -
                 continue
             raise
         _check_dependents(snapshot, column)
+        refuse_clustering_drop(snapshot, [*column[:-1], field["name"]])
         if len(struct["fields"]) == 1:
             raise SchemaMismatchError(f"cannot drop {_dotted(column)} from {root}: it is the only field of "
                                       f"{'the table' if len(column) == 1 else _dotted(column[:-1])}")

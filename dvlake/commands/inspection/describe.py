@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from dvlake.commands.ddl.clustering import columns_of
 from dvlake.log import features
 from dvlake.log.snapshot import Snapshot
 
@@ -43,7 +44,7 @@ def detail_row(snapshot: Snapshot) -> dict[str, Any]:
         "format": "delta", "id": md.id, "name": md.name, "description": md.description,
         "location": snapshot.table_root if "://" in snapshot.table_root else f"file:{snapshot.table_root}",
         "createdAt": _ts(md.created_time), "lastModified": _ts(snapshot.commit_timestamp()),
-        "partitionColumns": list(md.partition_columns), "clusteringColumns": [],
+        "partitionColumns": list(md.partition_columns), "clusteringColumns": columns_of(snapshot),
         "numFiles": snapshot.num_files,
         "sizeInBytes": int(snapshot.files.column("size").to_numpy(zero_copy_only=False).sum()) if snapshot.num_files else 0,
         "properties": dict(md.configuration), "minReaderVersion": proto.min_reader_version,

@@ -7,7 +7,10 @@ DVs go away with the files that carried them and reads are plain Parquet scans a
 1. **Selection** (delta-spark's): among the files the partition filter keeps, a file is chosen when
    it is smaller than ``optimize.minFileSize``, when its deleted-row ratio exceeds
    ``optimize.maxDeletedRowsRatio`` (0.05), or when it has a DV but no ``numRecords``. Z-order
-   chooses every file; REORG … APPLY (PURGE) chooses every file with a DV (``reorg.py``).
+   chooses every file; REORG … APPLY (PURGE) chooses every file with a DV (``reorg.py``). On a clustered
+   table (liquid clustering, ``log/clustering.py``) OPTIMIZE Z-orders by the clustering columns every file
+   no clustering OPTIMIZE wrote (``clusteringProvider`` unset), or whose DV needs purging; FULL takes every
+   file. delta-spark orders by a Hilbert curve; dvlake's Z-order curve gives the same kind of layout.
 2. **Bins**: per partition, files sorted by size are packed greedily up to ``optimize.maxFileSize``.
    delta-spark drops bins holding one file; dvlake keeps a lone file whose deleted ratio is above
    the threshold (or whose DV lacks ``numRecords``), because compaction exists to purge those
@@ -61,12 +64,13 @@ from dvlake.config import (
     OPTIMIZE_REPARTITION,
 )
 from dvlake.errors import (
+    ClusteringError,
     DeltaConcurrentModificationException,
     NonPartitionColumnReferenceError,
     ZOrderingColumnDoesNotExistError,
     ZOrderingOnPartitionColumnError,
 )
-from dvlake.log import features
+from dvlake.log import clustering, features
 from dvlake.log.actions import Action, AddFile, RemoveFile, now_ms
 from dvlake.log.condition import Condition
 from dvlake.log.replay import normalize_path
@@ -178,6 +182,8 @@ class OptimizeRequest:
     #: only files in these partitions (partitionValues dicts) - auto-compaction's scope
     partitions: list[dict[str, str | None]] | None = None
     settings: OptimizeSettings | None = None
+    #: OPTIMIZE … FULL: on a clustered table, recluster every file (not only those no clustering OPTIMIZE wrote)
+    full: bool = False
 
 
 @dataclass
@@ -196,8 +202,9 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
     snapshot = Snapshot.load(root)
     features.check_can_write(snapshot.protocol, snapshot.metadata, root)
     settings = request.settings or OptimizeSettings.from_session(spark)
+    cluster_by = _clustering_columns(snapshot, request)
     _check_condition(snapshot, request.condition)
-    zorder = _check_zorder_columns(snapshot, request.zorder_by)
+    zorder = cluster_by or _check_zorder_columns(snapshot, request.zorder_by)
 
     plan = plan_scan(spark, snapshot, request.condition)
     adds = snapshot.add_files()
@@ -207,7 +214,10 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
         wanted = {tuple(sorted(p.items())) for p in request.partitions}
         considered_idx = {i for i in considered_idx if _partition_key(adds[i]) in wanted}
     considered = [adds[i] for i in sorted(considered_idx)]
-    if zorder:
+    if cluster_by:  # incremental: files a clustering OPTIMIZE wrote stay unless FULL or their DV needs purging
+        bins = pack_bins([a for a in considered if request.full or a.clustering_provider != clustering.PROVIDER
+                          or dv_needs_purge(a, settings.max_deleted_rows_ratio)], 2**62, keep_single=True)
+    elif zorder:
         bins = pack_bins(considered, 2**62, keep_single=True)
     elif request.purge:
         bins = pack_bins([a for a in considered if select_for_purge(a)], settings.max_file_size, keep_single=True)
@@ -218,6 +228,8 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
     scan_file_of = {int(idx): sf for idx, sf in zip(plan.rows_indexes, plan.files, strict=True)}
     index_of = {a.path: i for i, a in enumerate(adds)}
     new_files = _rewrite_bins(spark, snapshot, plan, bins, scan_file_of, index_of, zorder, settings)
+    if cluster_by:  # delta-spark's mark of a clustered file: the next incremental OPTIMIZE leaves it
+        new_files = [replace(a, clustering_provider=clustering.PROVIDER) for a in new_files]
     removed = [a for b in bins for a in b]
     version = None
     # delta-spark commits only when something was written; dvlake also commits bins whose every row was deleted
@@ -229,12 +241,42 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
         params: dict[str, Any] = {"predicate": _predicate_param(request.condition)}
         if request.purge:
             params["applyPurge"] = True
+        elif cluster_by:
+            params.update({"zOrderBy": json.dumps([]), "clusterBy": json.dumps(cluster_by, separators=(",", ":")),
+                           "auto": request.auto,
+                           "isFull": request.full})
         else:
             params.update({"zOrderBy": json.dumps(zorder), "clusterBy": json.dumps([]), "auto": request.auto})
         version = commit_with_retry(root, snapshot, removed, actions, "REORG" if request.purge else "OPTIMIZE", params,
                                     commit_metrics(new_files, removed))
     metrics = optimize_metrics(snapshot, considered, removed, new_files, bins, zorder, started)
     return OptimizeOutcome(root, metrics, version)
+
+
+def _clustering_columns(snapshot: Snapshot, request: OptimizeRequest) -> list[str]:
+    """The clustering columns OPTIMIZE clusters by (empty: not a clustered table, or CLUSTER BY NONE); refuses what
+    delta-spark refuses on a clustered table (ZORDER BY, a WHERE) and FULL on one that is not clustered."""
+    if not clustering.enabled(snapshot.protocol) or request.purge:
+        if request.full:
+            raise ClusteringError(f"OPTIMIZE FULL is only supported for clustered tables with non-empty clustering "
+                                  f"columns; {snapshot.table_root} is not clustered",
+                                  error_class="DELTA_OPTIMIZE_FULL_NOT_SUPPORTED")
+        return []
+    if request.zorder_by:
+        raise ClusteringError(f"OPTIMIZE of the clustered table {snapshot.table_root} cannot specify ZORDER BY: it is "
+                              f"clustered by its clustering columns; remove ZORDER BY ({', '.join(request.zorder_by)})",
+                              error_class="DELTA_CLUSTERING_WITH_ZORDER_BY")
+    cond = Condition.of(request.condition)
+    if cond is not None:
+        raise ClusteringError(f"OPTIMIZE of the clustered table {snapshot.table_root} does not take partition "
+                              f"predicates (a clustered table has no partitions); remove the predicate {cond.display()}",
+                              error_class="DELTA_CLUSTERING_WITH_PARTITION_PREDICATE")
+    columns = clustering.logical_columns(snapshot.domains, snapshot.schema, snapshot.column_mapping_mode)
+    if request.full and not columns:
+        raise ClusteringError(f"OPTIMIZE FULL is only supported for clustered tables with non-empty clustering "
+                              f"columns; {snapshot.table_root} is clustered by none (CLUSTER BY NONE)",
+                              error_class="DELTA_OPTIMIZE_FULL_NOT_SUPPORTED")
+    return columns
 
 
 def _check_condition(snapshot: Snapshot, condition: str | Column | None) -> None:
@@ -483,8 +525,8 @@ def result_frame(spark: SparkSession, outcome: OptimizeOutcome) -> DataFrame:
 
 
 def run(spark: SparkSession, path: str, condition: str | Column | None = None, zorder_by: Sequence[str] = (),
-        *, auto: bool = False) -> DataFrame:
-    """OPTIMIZE ``path`` [WHERE condition] [ZORDER BY zorder_by]; returns delta-spark's result DataFrame."""
-    outcome = optimize(spark, path, OptimizeRequest(condition=condition, zorder_by=list(zorder_by), auto=auto))
+        *, auto: bool = False, full: bool = False) -> DataFrame:
+    """OPTIMIZE ``path`` [FULL] [WHERE condition] [ZORDER BY zorder_by]; returns delta-spark's result DataFrame."""
+    outcome = optimize(spark, path, OptimizeRequest(condition=condition, zorder_by=list(zorder_by), auto=auto, full=full))
     return result_frame(spark, outcome)
 

@@ -19,6 +19,7 @@ from dvlake.commands.common import (
     tight_bounds_flag,
     try_load,
 )
+from dvlake.commands.ddl import clustering as table_clustering
 from dvlake.commands.dml.delete import matching_rows_actions
 from dvlake.commands.writes.options import WriteOptions
 from dvlake.config import normalize_properties
@@ -161,8 +162,11 @@ def align_to_table(df: DataFrame, table_schema: dict[str, Any], table: str, *, f
 def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[str] | None = None,
           properties: dict[str, Any] | None = None, *, overwrite_schema: bool = False,
           session_defaults: dict[str, str] | None = None, options: WriteOptions | None = None,
-          as_select: bool = False) -> int | None:
+          as_select: bool = False, cluster_by: Sequence[str] | None = None) -> int | None:
     """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored or skipped).
+
+    ``cluster_by``: CTAS's CLUSTER BY columns (the new table is clustered; its rows are written as they come, as
+    delta-spark writes them: OPTIMIZE clusters them).
 
     A write that creates the table is recorded as delta-spark records it: ``WRITE`` for a path write
     (``df.write…save``, ``dvlake.write``), ``CREATE TABLE AS SELECT`` with ``as_select`` (CTAS, ``saveAsTable``,
@@ -180,12 +184,13 @@ def write(df: DataFrame, path: str, mode: str = "error", partition_by: Sequence[
     snapshot = try_load(root)
     with translated():
         return _write(df, root, snapshot, mode, mode_key, partition_by, properties, overwrite_schema or opts.overwrite_schema,
-                      session_defaults, opts, as_select)
+                      session_defaults, opts, as_select, cluster_by)
 
 
 def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_key: str,
            partition_by: Sequence[str] | None, properties: dict[str, Any] | None, overwrite_schema: bool,
-           session_defaults: dict[str, str] | None, opts: WriteOptions, as_select: bool = False) -> int | None:
+           session_defaults: dict[str, str] | None, opts: WriteOptions, as_select: bool = False,
+           cluster_by: Sequence[str] | None = None) -> int | None:
     if _nothing_to_write(snapshot, mode_key, opts, root):
         return None
     storage = snapshot.storage if snapshot else storage_for(root)
@@ -204,6 +209,11 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     replace_schema = snapshot is None or (mode_key == "overwrite" and overwrite_schema)
     if replace_schema:
         _stage_new_schema(txn, snapshot, df_schema, partition_by, properties, opts, session_defaults)
+        if cluster_by or (as_select and snapshot is not None):  # CTAS's CLUSTER BY; CREATE OR REPLACE … AS SELECT
+            protocol, domain = table_clustering.for_new_table(txn.metadata, txn.protocol, txn.metadata.partition_columns,
+                                                              cluster_by, snapshot, root)
+            txn.update_protocol(protocol)
+            txn_actions += [domain] if domain is not None else []
     else:
         assert snapshot is not None  # replace_schema is True whenever there is no table yet
         df = _aligned_to_table(df, df_schema, snapshot, partition_by, properties, opts, txn, root)
@@ -236,6 +246,8 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     removal_metrics, removal = _replaced(df, snapshot, mode_key, replace_schema, dynamic, adds, opts, txn)
     operation, params, metrics = _commit_description(snapshot, mode_key, as_select, dynamic, adds, removal_metrics,
                                                      metadata, opts)
+    if operation != "WRITE" and cluster_by:
+        params = {**params, **table_clustering.create_parameter(cluster_by)}
     return txn.commit([*removal, *adds, *txn_actions], operation, params, metrics, user_metadata=opts.user_metadata)
 
 
@@ -383,8 +395,10 @@ def _check_replace_where(df: DataFrame, condition: Any, root: str) -> None:
 
 def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] = (), properties: dict[str, Any] | None = None,
                  *, if_not_exists: bool = False, replace: bool = False, name: str | None = None,
-                 description: str | None = None, session_defaults: dict[str, str] | None = None) -> int | None:
-    """CREATE TABLE with no data (the DeltaTableBuilder's ``execute``)."""
+                 description: str | None = None, session_defaults: dict[str, str] | None = None,
+                 cluster_by: Sequence[str] | None = None) -> int | None:
+    """CREATE TABLE with no data (the DeltaTableBuilder's ``execute``); ``cluster_by``: CLUSTER BY's columns (a
+    clustered table, ``dvlake.commands.ddl.clustering``)."""
     root = normalize_table_root(path)
     snapshot = try_load(root)
     if snapshot is not None and not replace:
@@ -403,10 +417,11 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
                                             identity_columns=identity.defines_identity(schema))
     if with_defaults:
         protocol = features.with_features(protocol, (), [defaults.FEATURE])
+    protocol, domain = table_clustering.for_new_table(metadata, protocol, partition_by, cluster_by, snapshot, root)
     if snapshot is None and storage_for(root).is_local:
         check_creatable_root(root)
     txn = OptimisticTransaction(root, snapshot)
-    actions = []
+    actions: list[Any] = []
     if snapshot is not None:
         protocol = features.with_features(snapshot.protocol, features.reader_features(protocol),
                                           features.writer_features(protocol))
@@ -414,8 +429,10 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
         actions = [a.remove() for a in snapshot.add_files()]
     txn.update_metadata(metadata)
     txn.update_protocol(protocol)
+    if domain is not None:
+        actions.append(domain)
     params = {"isManaged": "false", "description": description, "partitionBy": json.dumps(list(partition_by)),
-              "properties": json.dumps(metadata.configuration)}
+              **table_clustering.create_parameter(cluster_by), "properties": json.dumps(metadata.configuration)}
     return txn.commit(actions, "REPLACE TABLE" if snapshot is not None else "CREATE TABLE",
                       {k: v for k, v in params.items() if v is not None})
 
