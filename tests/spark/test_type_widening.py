@@ -12,6 +12,7 @@ are written wide; time travel before the change gives the old schema; the change
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -162,7 +163,7 @@ def test_without_the_property_a_type_change_is_refused(dspark: SparkSession, tmp
     ("id", "SMALLINT"),          # narrowing
     ("id", "DOUBLE"), ("f", "DECIMAL(20, 2)"),   # not in the list: int → double is, float → decimal is not
     ("id", "DECIMAL(9, 0)"),     # fewer than 10 integer digits
-    ("d", "DECIMAL(6, 3)"),      # scale up without precision up
+    ("d", "DECIMAL(6, 4)"),      # scale up by more than precision
     ("d", "DECIMAL(5, 1)"),      # scale down
     ("dt", "TIMESTAMP"),         # date → timestamp with zone
     ("b", "STRING"), ("f", "INT"),
@@ -179,3 +180,126 @@ def test_unsupported_changes_refused_nothing_committed(dspark: SparkSession, tmp
         dspark.sql(f"ALTER TABLE {target} ALTER COLUMN {column} TYPE {to}")
     assert refused.value.error_class == CHANGE_OP
     assert Snapshot.load(path).version == version
+
+
+def _footer_types(path: str) -> set[tuple[str, str]]:
+    """(column, arrow type) of every live file's footer, for id and d."""
+    import pyarrow.parquet as pq
+
+    snapshot = Snapshot.load(path)
+    out = set()
+    for add in snapshot.add_files():
+        schema = pq.read_schema(str(Path(path) / add.path))
+        out |= {(name, str(schema.field(name).type)) for name in ("id", "d")}
+    return out
+
+
+@pytest.mark.parametrize("by_name", [True, False])
+def test_drop_feature_rewrites_old_files_then_drops_it(dspark: SparkSession, tmp_path: Path, by_name: bool) -> None:
+    target = _target(tmp_path, "drop_tw", by_name)
+    path = _create(dspark, target, dvs=True)
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN id TYPE BIGINT")
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN d TYPE DECIMAL(10, 4)")
+    dspark.sql(f"INSERT INTO {target} (id, b, d) VALUES (5000000000, 5, 12345.6789)")
+    assert _footer_types(path) == {("id", "int32"), ("id", "int64"), ("d", "decimal128(5, 2)"), ("d", "decimal128(10, 4)")}
+    dspark.sql(f"ALTER TABLE {target} DROP FEATURE typeWidening")
+    snapshot = Snapshot.load(path)
+    assert "typeWidening" not in set(snapshot.protocol.reader_features or ()) | set(snapshot.protocol.writer_features or ())
+    assert "checkpointProtection" in (snapshot.protocol.writer_features or ())
+    assert "delta.enableTypeWidening" not in snapshot.configuration
+    assert "delta.typeChanges" not in json.dumps(snapshot.schema)
+    assert _footer_types(path) == {("id", "int64"), ("d", "decimal128(10, 4)")}  # every file holds the wide types
+    assert snapshot.dv_count() == 0  # the rewritten file's DV was applied
+    got = [(r.id, r.b, r.d) for r in dspark.sql(f"SELECT id, b, d FROM {target} ORDER BY id").collect()]
+    assert got == [(1, 1, Decimal("1.2500")), (3, -3, Decimal("-3.7500")), (4, 127, Decimal("999.9900")),
+                   (5000000000, 5, Decimal("12345.6789"))]
+    operations = [r.operation for r in dspark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()]
+    assert operations[:6] == ["DROP FEATURE", "Empty Commit", "Empty Commit", "Empty Commit", "DROP FEATURE", "REORG"]
+    assert operations[6] == "UNSET TBLPROPERTIES"
+
+
+def test_drop_feature_truncate_history_waits_for_the_widened_versions(dspark: SparkSession, tmp_path: Path) -> None:
+    from dvlake.errors import DeltaTableFeatureException
+
+    target = _target(tmp_path, "trunc", False)
+    path = _create(dspark, target, dvs=False)
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN id TYPE BIGINT")
+    with pytest.raises(DeltaTableFeatureException) as waiting:
+        dspark.sql(f"ALTER TABLE {target} DROP FEATURE typeWidening TRUNCATE HISTORY")
+    assert waiting.value.error_class == "DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD"
+    snapshot = Snapshot.load(path)
+    assert "typeWidening" in (snapshot.protocol.reader_features or ())  # still there: history holds the changes
+    assert "delta.typeChanges" not in json.dumps(snapshot.schema)
+    with pytest.raises(DeltaTableFeatureException) as historical:
+        dspark.sql(f"ALTER TABLE {target} DROP FEATURE typeWidening TRUNCATE HISTORY")
+    assert historical.value.error_class == "DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST"
+    assert [r.id for r in dspark.sql(f"SELECT id FROM {target} ORDER BY id").collect()] == [1, 3, 4]
+
+
+def test_independent_readers_of_a_widened_table(dspark: SparkSession, tmp_path: Path) -> None:
+    """DuckDB's delta extension reads the widened table (old narrow files widened, DVs applied); delta-rs refuses the
+    feature by name, and reads the table once DROP FEATURE typeWidening has rewritten it."""
+    from tests.peers import read_with_deltalake, read_with_duckdb, rows
+
+    target = _target(tmp_path, "peers", False)
+    path = _create(dspark, target, dvs=True)
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN id TYPE BIGINT")
+    dspark.sql(f"INSERT INTO {target} (id, b) VALUES (5000000000, 5)")
+    dspark.sql(f"DELETE FROM {target} WHERE id = 3")
+    assert Snapshot.load(path).dv_count() == 2
+    expected = [(1, 1), (4, 127), (5000000000, 5)]
+    duck = read_with_duckdb(path)
+    assert str(duck.schema.field("id").type) == "int64" and sorted(rows(duck, ["id", "b"])) == expected
+    with pytest.raises(Exception, match="TypeWidening"):  # delta-rs: "Unsupported table features required: [TypeWidening]"
+        read_with_deltalake(path)
+    dspark.sql(f"ALTER TABLE {target} DROP FEATURE typeWidening")
+    rs = read_with_deltalake(path)
+    assert str(rs.schema.field("id").type) == "int64" and sorted(rows(rs, ["id", "b"])) == expected
+
+
+def test_change_feed_reads_across_the_widening(dspark: SparkSession, tmp_path: Path) -> None:
+    target = _target(tmp_path, "cdf", False)
+    path = _create(dspark, target, dvs=True, extra="")
+    dspark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    start = Snapshot.load(path).version
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN id TYPE BIGINT")
+    dspark.sql(f"DELETE FROM {target} WHERE id = 1")  # a DV on the old narrow file: its deleted row read by pyarrow
+    dspark.sql(f"INSERT INTO {target} (id, b) VALUES (5000000000, 5)")
+    df = dspark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", start).load(path)
+    assert df.schema["id"].dataType.simpleString() == "bigint"
+    got = sorted((r.id, r.b, r._change_type) for r in df.collect())
+    assert got == [(1, 1, "delete"), (5000000000, 5, "insert")]
+
+
+@pytest.mark.parametrize("dvs", [True, False])
+def test_map_array_and_partition_columns_widen_and_constraint_columns_do_not(dspark: SparkSession, tmp_path: Path,
+                                                                             dvs: bool) -> None:
+    target = _target(tmp_path, f"nested_{dvs}", True)
+    dspark.sql(f"CREATE TABLE {target} (id INT, m MAP<STRING, INT>, a ARRAY<FLOAT>, c INT, p SMALLINT) USING delta "
+               f"PARTITIONED BY (p) TBLPROPERTIES ('delta.enableDeletionVectors' = '{str(dvs).lower()}', "
+               "'delta.enableTypeWidening' = 'true')")
+    dspark.sql(f"INSERT INTO {target} SELECT /*+ REPARTITION(1) */ * FROM VALUES "
+               "(1, map('k', 7), array(CAST(0.5 AS FLOAT), CAST(NULL AS FLOAT)), 1, CAST(1 AS SMALLINT)), "
+               "(2, map('k', -8), array(CAST(1.25 AS FLOAT)), 2, CAST(1 AS SMALLINT))")
+    dspark.sql(f"ALTER TABLE {target} ADD CONSTRAINT c_pos CHECK (c > 0)")
+    dspark.sql(f"DELETE FROM {target} WHERE id = 2")
+    path = _path(dspark, target)
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN m.value TYPE BIGINT")
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN a.element TYPE DOUBLE")
+    dspark.sql(f"ALTER TABLE {target} ALTER COLUMN p TYPE BIGINT")
+    fields = {f["name"]: f for f in Snapshot.load(path).schema["fields"]}
+    assert fields["m"]["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long", "fieldPath": "value"}]
+    assert fields["a"]["metadata"]["delta.typeChanges"] == [{"fromType": "float", "toType": "double", "fieldPath": "element"}]
+    assert fields["p"]["type"] == "long"
+    version = Snapshot.load(path).version
+    with pytest.raises(DeltaAnalysisException) as refused:
+        dspark.sql(f"ALTER TABLE {target} ALTER COLUMN c TYPE BIGINT")
+    assert refused.value.error_class == "DELTA_CONSTRAINT_DEPENDENT_COLUMN_CHANGE"
+    assert Snapshot.load(path).version == version
+    dspark.sql(f"INSERT INTO {target} VALUES (3, map('k', 9000000000), array(1.0E200), 3, 5000000000)")
+    df = dspark.sql(f"SELECT * FROM {target} ORDER BY id")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("id", "int"), ("m", "map<string,bigint>"), ("a", "array<double>"), ("c", "int"), ("p", "bigint")]
+    assert [(r.id, r.m, r.a, r.c, r.p) for r in df.collect()] == [
+        (1, {"k": 7}, [0.5, None], 1, 1), (3, {"k": 9000000000}, [1e200], 3, 5000000000)]
+    assert [r.id for r in dspark.sql(f"SELECT id FROM {target} WHERE p = 1").collect()] == [1]

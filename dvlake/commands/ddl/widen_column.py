@@ -99,6 +99,6 @@ def widen_column(snapshot: Snapshot, schema: dict[str, Any], column: list[str], 
                       f"{e.why}. Supported widenings: byte → short → int → long, float → double, byte/short/int → double, "
                       "date → timestamp_ntz, decimal(p, s) → decimal(p + k1, s + k2) with k1 >= k2 >= 0, byte/short/int → "
                       "decimal(10 + k1, k2) and long → decimal(20 + k1, k2)") from None
-    _check_dependents(snapshot, column[:len(column) - len(inner)])
+    _check_dependents(snapshot, column[:len(column) - len(inner)], "change the type of")
     owner["fields"] = [widened if f is field else f for f in owner["fields"]]
     return widened
