@@ -246,7 +246,7 @@ def test_independent_readers_of_a_widened_table(dspark: SparkSession, tmp_path: 
     dspark.sql(f"ALTER TABLE {target} ALTER COLUMN id TYPE BIGINT")
     dspark.sql(f"INSERT INTO {target} (id, b) VALUES (5000000000, 5)")
     dspark.sql(f"DELETE FROM {target} WHERE id = 3")
-    assert Snapshot.load(path).dv_count() == 2
+    assert Snapshot.load(path).dv_count() == 1  # id 2 in the first file; id 3 was a file of its own
     expected = [(1, 1), (4, 127), (5000000000, 5)]
     duck = read_with_duckdb(path)
     assert str(duck.schema.field("id").type) == "int64" and sorted(rows(duck, ["id", "b"])) == expected
