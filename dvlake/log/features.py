@@ -15,10 +15,15 @@ from dvlake.log.actions import Metadata, Protocol
 DELETION_VECTORS = "deletionVectors"
 COLUMN_MAPPING = "columnMapping"
 ROW_TRACKING = "rowTracking"
+TYPE_WIDENING = "typeWidening"
+TYPE_WIDENING_PREVIEW = "typeWidening-preview"
 
 #: Reader features dvlake's scan implements.
 SUPPORTED_READER_FEATURES = frozenset({
     DELETION_VECTORS, COLUMN_MAPPING, "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
+    # files older than a widening hold the narrow type: Spark's Parquet reader converts them to the table's type
+    # (log/type_widening.py lists the changes; both read paths read through it)
+    TYPE_WIDENING, TYPE_WIDENING_PREVIEW,
 })
 
 #: Writer features dvlake honours when it commits. CHECK constraints, invariants and generated columns are enforced on
@@ -41,6 +46,9 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     # the clustering columns live in the delta.clustering domain, which every commit carries over (log/clustering.py);
     # writers owe nothing else: clustering happens in OPTIMIZE
     "clustering",
+    # writes cast rows to the table's (wide) types; ALTER COLUMN TYPE applies only the widenings of
+    # log/type_widening.py and records them in delta.typeChanges
+    TYPE_WIDENING, TYPE_WIDENING_PREVIEW,
 })
 
 #: Features another feature needs in the same protocol (delta-spark's requiredFeatures).
@@ -186,6 +194,8 @@ def protocol_for_new_table(configuration: dict[str, str], column_mapping: bool =
         reader.add(DELETION_VECTORS)
     if column_mapping:
         reader.add(COLUMN_MAPPING)
+    if configuration.get("delta.enableTypeWidening", "").lower() == "true":
+        reader.add(TYPE_WIDENING)
     writer |= _legacy_writer_features_for_new_table(configuration, generated_columns, identity_columns)
     if configuration.get("delta.enableIcebergCompatV2", "").lower() == "true":
         writer.add("icebergCompatV2")

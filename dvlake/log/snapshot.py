@@ -21,7 +21,7 @@ from dvlake.errors import (
     TimestampGreaterThanCommitError,
     VersionNotFoundError,
 )
-from dvlake.log import features, snapshot_cache
+from dvlake.log import features, snapshot_cache, type_widening
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.replay import LogState, read_commit, replay
 from dvlake.log.schema import column_mapping_mode
@@ -72,6 +72,7 @@ class Snapshot:
         _check_schema(state.metadata, root)
         features.validate_protocol(state.protocol)
         features.check_can_read(state.protocol, root)
+        _check_type_changes(state, root)
         return cls(root, storage, listing, state)
 
     # -- state ---------------------------------------------------------------------------------
@@ -269,3 +270,17 @@ def version_at_timestamp(storage: Storage, table_root: str, listing: LogListing,
             f"the timestamp {timestamp} is before the earliest version {first} of {table_root} (committed {earliest}); "
             f"use a later timestamp")
     return max(candidates)
+
+
+def _check_type_changes(state: LogState, root: str) -> None:
+    """PROTOCOL.md's reader rule for type widening: refuse a recorded type change this reader cannot convert."""
+    if not type_widening.is_supported(features.reader_features(state.protocol)):
+        return
+    if type_widening.TYPE_CHANGES_KEY not in state.metadata.schema_string:
+        return
+    bad = type_widening.unsupported_changes(state.metadata.schema)
+    if bad:
+        raise DeltaAnalysisException(
+            f"the schema of {root} records type changes that are not widenings dvlake can read: {'; '.join(bad)}. A writer "
+            "outside the typeWidening feature's rules changed them; read the table with that writer's engine.",
+            error_class="DELTA_UNSUPPORTED_TYPE_CHANGE_IN_SCHEMA")

@@ -75,6 +75,38 @@ def _clause(spark: SparkSession, cur: Cursor) -> ColumnChange | None:
     raise cur.error(f"cannot read this ALTER COLUMN action; the form is {FORM}", parse=True)
 
 
+CHANGE_FORM = "ALTER TABLE <table> CHANGE [COLUMN] <column> <same name> <type> [COMMENT '<text>'] [FIRST | AFTER <column>]"
+
+
+def read_change_column(spark: SparkSession, cur: Cursor) -> list[ColumnChange]:
+    """Hive-style ``CHANGE [COLUMN] c c <type> [COMMENT …] [FIRST | AFTER x]`` (the cursor at CHANGE): one change.
+
+    Spark reads it into the same column changes as ALTER COLUMN; a different second name is a rename, which Spark
+    and delta-spark refuse here (RENAME COLUMN does it).
+    """
+    from dvlake.commands.ddl.alter_column import ColumnChange
+
+    cur.expect("CHANGE", form=CHANGE_FORM)
+    cur.accept("COLUMN")
+    column = _path(cur)
+    start = cur.offset()
+    new_name = _name(cur)
+    if new_name.strip("`").lower() != column[-1].strip("`").lower():
+        raise sql_error(cur.text, start, f"CHANGE COLUMN cannot rename {column[-1]} to {new_name}: use ALTER TABLE … "
+                        "RENAME COLUMN", parse=True)
+    text, _ = cur.span_until(("COMMENT",), ("FIRST",), ("AFTER",))
+    data_type = _type(spark, Cursor(text)) if text.strip() else None
+    comment = None
+    if cur.accept("COMMENT"):
+        tok = cur.next()
+        if tok.token_type != TokenType.STRING:
+            raise sql_error(cur.text, tok.start, "COMMENT takes a string literal", parse=True)
+        comment = tok.text
+    position = "FIRST" if cur.accept("FIRST") else (f"AFTER {_name(cur)}" if cur.accept("AFTER") else None)
+    cur.expect_end(CHANGE_FORM)
+    return [ColumnChange(column, comment=comment, position=position, data_type=data_type)]
+
+
 def read_changes(spark: SparkSession, cur: Cursor) -> list[ColumnChange] | None:
     """The clauses after ``ALTER TABLE <table>`` (the cursor at ALTER); None when one is a DEFAULT change."""
     cur.expect("ALTER", form=FORM)

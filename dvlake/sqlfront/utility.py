@@ -188,14 +188,14 @@ def alter(spark: SparkSession, cur: Cursor) -> DataFrame | None:
     except DeltaSqlError:
         return None  # not a table name dvlake reads: Spark (or the AST path) reports it
     if not (cur.at("UNSET", "TBLPROPERTIES") or cur.at("DROP", "FEATURE") or cur.at("ADD", "CONSTRAINT")
-            or cur.at("DROP", "CONSTRAINT") or cur.at("ALTER") or cur.at("CLUSTER", "BY")):
+            or cur.at("DROP", "CONSTRAINT") or cur.at("ALTER") or cur.at("CLUSTER", "BY") or cur.at("CHANGE")):
         return None
     path = _delta_path(spark, ref, cur)
     if path is None:
         return None
     if cur.accept("CLUSTER", "BY"):
         return _cluster_by(spark, cur, path)
-    if cur.at("ALTER"):
+    if cur.at("ALTER") or cur.at("CHANGE"):
         return _alter_column(spark, cur, path, ref)
     if cur.at("ADD", "CONSTRAINT") or cur.at("DROP", "CONSTRAINT"):
         _constraint(spark, cur, path)
@@ -234,9 +234,9 @@ def _cluster_by(spark: SparkSession, cur: Cursor, path: str) -> DataFrame:
 def _alter_column(spark: SparkSession, cur: Cursor, path: str, ref: TableRef) -> DataFrame | None:
     """ALTER [COLUMN] … (the table already read); None for SET/DROP DEFAULT, which the AST path answers."""
     from dvlake.commands.ddl.alter_column import alter_columns
-    from dvlake.sqlfront.alter_column import read_changes
+    from dvlake.sqlfront.alter_column import read_change_column, read_changes
 
-    changes = read_changes(spark, cur)
+    changes = read_change_column(spark, cur) if cur.at("CHANGE") else read_changes(spark, cur)
     if changes is None:
         return None
     alter_columns(path, changes)

@@ -59,7 +59,7 @@ DV_TABLE = Protocol(3, 7, (DV,), ("appendOnly", DV, "invariants"))
     (Protocol(3, 7, (DV,), (DV, "adaptiveMetadata-preview")), DV, False, "DELTA_FEATURE_DROP_DEPENDENT_FEATURE"),
     (Protocol(1, 7, None, (CP,)), CP, False, "DELTA_FEATURE_CAN_ONLY_DROP_CHECKPOINT_PROTECTION_WITH_HISTORY_TRUNCATION"),
     (Protocol(1, 7, None, (CP,)), CP, True, "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"),
-    # removable in delta-spark, but dvlake only knows how to drop deletionVectors and checkConstraints
+    # removable in delta-spark, but dvlake only knows how to drop deletionVectors, typeWidening and checkConstraints
     (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), "rowTracking", False,
      "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"),
 ])

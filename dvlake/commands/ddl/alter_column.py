@@ -11,9 +11,9 @@ file is read or rewritten, because none of them changes what a Parquet file hold
 - SET NOT NULL on a nullable column is refused, as delta-spark 4.x refuses it (``DELTA_UNSUPPORTED_ALTER_TABLE_
   CHANGE_COL_OP``) whatever the rows hold; the way delta-spark offers is a CHECK constraint ``c IS NOT NULL``,
   which does check the live rows (ADD CONSTRAINT). On a column that is already NOT NULL it is a no-op change.
-- TYPE to the column's own type is a no-op change; to any other type it is refused with delta-spark's class: the
-  table's files hold the old type, and dvlake does not implement the ``typeWidening`` table feature that would let
-  readers widen them (it refuses tables that have it).
+- TYPE to the column's own type is a no-op change; to a wider type it is type widening (``widen_column.py``: needs
+  ``delta.enableTypeWidening``, records ``delta.typeChanges``); any other change of type is refused with
+  delta-spark's class.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dvlake.commands.ddl.columns import _dotted, _field, _struct_at
+from dvlake.commands.ddl.widen_column import widen_column
 from dvlake.errors import ColumnNotFoundError, DeltaAnalysisException
 from dvlake.log.schema import schema_json
 from dvlake.log.snapshot import Snapshot
@@ -71,10 +72,8 @@ def _apply(root: str, struct: dict[str, Any], change: ColumnChange) -> dict[str,
     field = _field(struct, change.column[-1], change.column, root)
     data_type = field["type"] if change.data_type is None else change.data_type
     nullable = field.get("nullable", True) if change.nullable is None else change.nullable
-    if data_type != field["type"]:
-        _refuse(root, change, field, data_type, nullable,
-                "the files hold the old type and dvlake does not implement type widening (the typeWidening feature); "
-                "write the rows into a new column of the new type instead")
+    if data_type != field["type"]:  # TYPE clauses are applied by widen_column before this
+        _refuse(root, change, field, data_type, nullable, "change the type with its own ALTER COLUMN … TYPE clause")
     if field.get("nullable", True) and not nullable:
         _refuse(root, change, field, data_type, nullable,
                 f"delta-spark does not make a nullable column NOT NULL; add a CHECK constraint instead: ALTER TABLE … ADD "
@@ -127,8 +126,8 @@ def alter_columns(path: str, changes: list[ColumnChange]) -> int:
 
     Raises:
         ColumnNotFoundError: no such column, or no such sibling for AFTER.
-        DeltaAnalysisException: SET NOT NULL on a nullable column or a change of type
-            (DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP).
+        DeltaAnalysisException: SET NOT NULL on a nullable column or a change of type that is not a widening or
+            on a table without delta.enableTypeWidening (DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP).
         SchemaMismatchError: a path through something that is not a struct.
 
     Example:
@@ -139,6 +138,12 @@ def alter_columns(path: str, changes: list[ColumnChange]) -> int:
     schema = copy.deepcopy(snapshot.schema)
     parameters = []
     for change in changes:
+        if change.data_type is not None:  # TYPE: a widening, or refused (widen_column.py)
+            field = widen_column(snapshot, schema, change.column, change.data_type)
+            change = replace(change, data_type=None)
+            if change == ColumnChange(change.column):
+                parameters.append(_parameters(change, field))
+                continue
         field = _apply(root, _struct_at(schema, change.column[:-1], root), change)
         parameters.append(_parameters(change, field))
     txn = OptimisticTransaction(root, snapshot)

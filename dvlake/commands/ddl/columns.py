@@ -68,18 +68,18 @@ def _reads(expression: str, path: list[str]) -> bool:
     return False
 
 
-def _check_dependents(snapshot: Snapshot, path: list[str]) -> None:
+def _check_dependents(snapshot: Snapshot, path: list[str], what: str = "rename or drop") -> None:
     """delta-spark refuses changing a column a CHECK constraint or a generated column's expression reads."""
     checks = {constraints.property_key(c.name): c.text for c in constraints.check_constraints(snapshot.metadata)
               if _reads(c.text, path)}
     if checks:
         listed = "; ".join(f"{k} -> {v}" for k, v in checks.items())
-        raise DeltaAnalysisException(f"cannot rename or drop column {_dotted(path)}: CHECK constraints read it ({listed}); "
+        raise DeltaAnalysisException(f"cannot {what} column {_dotted(path)}: CHECK constraints read it ({listed}); "
                                      "drop those constraints first", error_class="DELTA_CONSTRAINT_DEPENDENT_COLUMN_CHANGE")
     exprs = {c: e for c, e in generated.expressions(snapshot.protocol, snapshot.metadata).items() if _reads(e, path)}
     if exprs:
         listed = "; ".join(f"{k} -> {v}" for k, v in exprs.items())
-        raise DeltaAnalysisException(f"cannot rename or drop column {_dotted(path)}: generated columns read it ({listed})",
+        raise DeltaAnalysisException(f"cannot {what} column {_dotted(path)}: generated columns read it ({listed})",
                                      error_class="DELTA_GENERATED_COLUMNS_DEPENDENT_COLUMN_CHANGE")
 
 

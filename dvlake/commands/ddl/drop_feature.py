@@ -1,4 +1,8 @@
-"""ALTER TABLE … DROP FEATURE deletionVectors | checkConstraints [TRUNCATE HISTORY], as delta-spark 4.x runs it.
+"""ALTER TABLE … DROP FEATURE deletionVectors | typeWidening | checkConstraints [TRUNCATE HISTORY], as delta-spark 4.x.
+
+``typeWidening`` takes the same path as ``deletionVectors`` below with its own pre-downgrade
+(``drop_type_widening.py``: unset ``delta.enableTypeWidening``, rewrite the files that hold an older type, remove
+``delta.typeChanges``); its history is "in use" while a retained version's schema records type changes.
 
 ``checkConstraints`` is a writer feature: readers never need it, so there is no history to protect and
 no pre-downgrade work. As delta-spark's ``CheckConstraintsPreDowngradeTableFeatureCommand``, the drop is
@@ -46,6 +50,8 @@ from urllib.parse import quote
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from dvlake.commands.ddl.drop_type_widening import files_to_rewrite, metadata_uses, remove_type_widening_traces
+from dvlake.commands.ddl.drop_type_widening import traces_left as type_widening_traces
 from dvlake.commands.ddl.properties import unset_properties
 from dvlake.commands.ddl.protocol import KNOWN_FEATURES, READER_WRITER_FEATURES
 from dvlake.commands.maintenance.reorg import purge
@@ -54,7 +60,7 @@ from dvlake.config import ENABLE_DVS, deleted_file_retention_ms, parse_interval_
 from dvlake.config import FAST_DROP as FAST_DROP
 from dvlake.config import GENERATE_DV_TOMBSTONES as GENERATE_DV_TOMBSTONES
 from dvlake.errors import DeltaAnalysisException, DeltaConcurrentModificationException, DeltaTableFeatureException
-from dvlake.log import constraints, features
+from dvlake.log import constraints, features, type_widening
 from dvlake.log.actions import Protocol, RemoveFile, now_ms
 from dvlake.log.cleanup import CHECKPOINT_PROTECTION, MINUTE_MS, cleanup_expired_logs, log_retention_ms
 from dvlake.log.protocol_ops import drop_feature_protocol
@@ -79,7 +85,10 @@ REMOVABLE_FEATURES = frozenset({
     "coordinatedCommits-preview", "catalogOwned-preview", "rowTracking",
 })
 #: The removable features dvlake knows how to remove (the rest are refused before anything is written).
-DROPPABLE_BY_DVLAKE = frozenset({features.DELETION_VECTORS, constraints.FEATURE})
+DROPPABLE_BY_DVLAKE = frozenset({features.DELETION_VECTORS, constraints.FEATURE, features.TYPE_WIDENING,
+                                 features.TYPE_WIDENING_PREVIEW})
+#: reader-writer features whose traces are widened types (drop_type_widening.py), not DVs
+_TYPE_WIDENING = frozenset({features.TYPE_WIDENING, features.TYPE_WIDENING_PREVIEW})
 #: feature → features that require it (delta-spark's ``requiredFeatures``, inverted); those must be dropped first.
 DEPENDENT_FEATURES: dict[str, frozenset[str]] = {
     "domainMetadata": frozenset({"rowTracking", "clustering"}),
@@ -184,8 +193,9 @@ def _action_uses_dvs(line: dict[str, Any]) -> bool:
     return False
 
 
-def history_uses_dvs(snapshot: Snapshot) -> bool:
-    """Whether a version the log can still reconstruct uses DVs (delta-spark's ``historyContainsFeature``).
+def history_uses_dvs(snapshot: Snapshot, name: str = features.DELETION_VECTORS) -> bool:
+    """Whether a version the log can still reconstruct uses DVs, or type widening when ``name`` is it (delta-spark's
+    ``historyContainsFeature``).
 
     The snapshot at the earliest checkpoint is checked without its tombstones (they are irrelevant to
     readers), then every commit file still in the log up to ``snapshot.version``.
@@ -194,10 +204,15 @@ def history_uses_dvs(snapshot: Snapshot) -> bool:
     earliest = listing.checkpoints[0].version if listing.checkpoints else 0
     if earliest <= snapshot.version:
         base = Snapshot.load(snapshot.table_root, version=earliest, storage=snapshot.storage)
-        if table_bool(base.configuration, ENABLE_DVS) or live_dv_count(base) > 0:
+        if name in _TYPE_WIDENING:
+            if type_widening.type_changes(base.schema):
+                return True
+        elif table_bool(base.configuration, ENABLE_DVS) or live_dv_count(base) > 0:
             return True
+    uses = _action_uses_dvs if name not in _TYPE_WIDENING else \
+        (lambda line: "metaData" in line and metadata_uses(line["metaData"]))
     for version in sorted(v for v in listing.commits if v <= snapshot.version):
-        if any(_action_uses_dvs(line) for line in read_commit(snapshot.storage, listing.commits[version][0])):
+        if any(uses(line) for line in read_commit(snapshot.storage, listing.commits[version][0])):
             return True
     return False
 
@@ -290,6 +305,11 @@ def _traces_left(snapshot: Snapshot, name: str) -> str | None:
     if name == constraints.FEATURE:
         names = check_constraint_names(snapshot)
         return f"added the CHECK constraint(s) {names}" if names else None
+    if name in _TYPE_WIDENING:
+        left = type_widening_traces(snapshot)
+        if left is None and files_to_rewrite(snapshot):
+            left = "wrote files with an older type of a widened column"
+        return left
     if not dvs_removed(snapshot):
         return (f"enabled deletion vectors again or added some (version {snapshot.version} has "
                 f"{live_dv_count(snapshot)} live file(s) with a DV)")
@@ -356,8 +376,11 @@ def drop_feature(spark: SparkSession, path: str, feature_name: str, truncate_his
         return _commit_downgrade(root, name, truncate_history=False, protect=False)
     fast = not truncate_history and _session_bool(spark, FAST_DROP, True)
     # delta-spark writes DV tombstones on the TRUNCATE HISTORY path too (a later fast drop relies on them)
-    made_changes = remove_dv_traces(spark, root, _session_bool(spark, GENERATE_DV_TOMBSTONES,
-                                                               _session_bool(spark, FAST_DROP, True)))
+    if name in _TYPE_WIDENING:  # unset the property, rewrite files holding older types, drop delta.typeChanges
+        made_changes = remove_type_widening_traces(spark, root)
+    else:
+        made_changes = remove_dv_traces(spark, root, _session_bool(spark, GENERATE_DV_TOMBSTONES,
+                                                                   _session_bool(spark, FAST_DROP, True)))
     if fast:
         for _ in range(BARRIER_CHECKPOINTS):
             _empty_commit_and_checkpoint(root)
@@ -379,7 +402,7 @@ def drop_feature(spark: SparkSession, path: str, feature_name: str, truncate_his
     _revalidate(current, name)
     cleanup_expired_logs(current.storage, root, current.configuration, retention_ms=retention_ms,
                          granularity_ms=MINUTE_MS)
-    if history_uses_dvs(current):
+    if history_uses_dvs(current, name):
         raise DeltaTableFeatureException(
             f"cannot drop {name!r} from {root} yet: versions still kept in the log use it. They expire after "
             f"{setting} (counted from when they were committed); run the command again then.",

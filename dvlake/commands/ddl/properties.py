@@ -30,6 +30,7 @@ _AUTO_FEATURES = {
     "delta.enableIcebergCompatV2": (set(), {"icebergCompatV2"}),
     "delta.enableIcebergCompatV3": (set(), {"icebergCompatV3"}),
     row_tracking.ENABLE_KEY: (set(), {row_tracking.FEATURE}),
+    "delta.enableTypeWidening": ({features.TYPE_WIDENING}, set()),
 }
 #: Properties whose feature is a legacy one: the protocol is merged with the legacy versions that
 #: imply it, as delta-spark's Protocol.merge does ((1,2) → (1,4); a table-features protocol gains the

@@ -184,6 +184,9 @@ class OptimizeRequest:
     settings: OptimizeSettings | None = None
     #: OPTIMIZE … FULL: on a clustered table, recluster every file (not only those no clustering OPTIMIZE wrote)
     full: bool = False
+    #: with ``purge``: rewrite exactly these files (their log paths) instead of those with DVs - DROP FEATURE
+    #: typeWidening's rewrite of files that still hold an older type (each read with the table's types)
+    rewrite_paths: frozenset[str] | None = None
 
 
 @dataclass
@@ -220,7 +223,9 @@ def optimize(spark: SparkSession, path: str, request: OptimizeRequest) -> Optimi
     elif zorder:
         bins = pack_bins(considered, 2**62, keep_single=True)
     elif request.purge:
-        bins = pack_bins([a for a in considered if select_for_purge(a)], settings.max_file_size, keep_single=True)
+        chosen = [a for a in considered if (select_for_purge(a) if request.rewrite_paths is None
+                                            else a.path in request.rewrite_paths)]
+        bins = pack_bins(chosen, settings.max_file_size, keep_single=True)
     else:
         bins = pack_bins([a for a in considered if select_for_compaction(a, settings)], settings.max_file_size,
                          keep_single=None, max_ratio=settings.max_deleted_rows_ratio)
