@@ -197,3 +197,71 @@ def test_create_by_location_refuses_an_existing_table(spark: SparkSession, tmp_p
     assert err.value.error_class == "DELTA_PATH_EXISTS"
     with pytest.raises(InvalidArgumentError, match="tableName"):
         DeltaTable.create(spark).addColumn("id", "bigint").execute()
+
+
+# -- the rest of test_deltatable.py's behaviours: OPTIMIZE's filter, Z-order, protocol upgrades --------------------
+
+
+def _key_value_table(spark: SparkSession, path: str, partition_by: list[str]) -> DeltaTable:
+    """Three appends of two rows each: ('a', 1), ('a', 2) | ('a', 3), ('a', 4) | ('b', 1), ('b', 2)."""
+    for i, data in enumerate([[("a", 1), ("a", 2)], [("a", 3), ("a", 4)], [("b", 1), ("b", 2)]]):
+        dvlake.write(spark.createDataFrame(data, "key string, value long").repartition(1), path,
+                     mode="append" if i else "error", partitionBy=partition_by)
+    return DeltaTable.forPath(spark, path)
+
+
+def test_optimize_filter_on_a_data_column_is_refused_with_delta_sparks_message(spark: SparkSession,
+                                                                                tmp_path: Path) -> None:
+    from dvlake.errors import NonPartitionColumnReferenceError
+
+    dt = _key_value_table(spark, str(tmp_path / "t"), [])
+    with pytest.raises(NonPartitionColumnReferenceError, match=r"^\[DELTA_NON_PARTITION_COLUMN_REFERENCE\] Predicate "
+                       r"references non-partition column 'key'. Only the partition columns may be referenced: \[\] "):
+        dt.optimize().where("key = 'a'").executeCompaction()
+    assert dt.snapshot().version == 2
+    metrics = dt.optimize().executeCompaction().first().metrics
+    assert (metrics.numFilesAdded, metrics.numFilesRemoved) == (1, 3)
+    assert _last_commit(dt)[1]["predicate"] == "[]"
+
+
+def test_optimize_partition_filter_recorded_as_delta_spark_records_it(spark: SparkSession, tmp_path: Path) -> None:
+    from dvlake.errors import NonPartitionColumnReferenceError
+
+    dt = _key_value_table(spark, str(tmp_path / "t"), ["key"])
+    metrics = dt.optimize().where("key = 'a'").executeCompaction().first().metrics
+    assert (metrics.numFilesAdded, metrics.numFilesRemoved) == (1, 2)
+    assert _last_commit(dt)[1]["predicate"] == '["(\'key = a)"]'  # Catalyst's unresolved expression text
+    with pytest.raises(NonPartitionColumnReferenceError, match=r"'value'. Only the partition columns may be referenced: "
+                                                               r"\[key\]"):
+        dt.optimize().where("value = 1").executeCompaction()
+    assert rows(dt.toDF()) == [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 1), ("b", 2)]
+
+
+def test_zorder_on_test_deltatables_table(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    df = (spark.range(0, 100).select(F.col("id").cast("int").alias("value"))
+          .withColumn("col1", F.floor(F.col("value") % 7)).withColumn("col2", F.floor(F.col("value") % 27))
+          .withColumn("p", F.floor(F.col("value") % 10)))
+    dvlake.write(df.repartition(4), path, partitionBy="p")
+    before = len(Snapshot.load(path).add_files())
+    metrics = DeltaTable.forPath(spark, path).optimize().executeZOrderBy(["col1", "col2"]).select("metrics.*").head()
+    assert (metrics.numFilesAdded, metrics.numFilesRemoved, metrics.totalFilesSkipped, metrics.totalConsideredFiles) \
+        == (10, before, 0, before)
+    assert (metrics.zOrderStats.strategyName, metrics.zOrderStats.numOutputCubes) == ("all", 10)
+    assert len(Snapshot.load(path).add_files()) == 10
+    assert dvlake.read(spark, path).count() == 100
+    metrics = DeltaTable.forPath(spark, path).optimize().where("p = 2").executeZOrderBy("col1").select("metrics.*").head()
+    assert (metrics.numFilesAdded, metrics.numFilesRemoved, metrics.zOrderStats.numOutputCubes) == (1, 1, 1)
+
+
+def test_upgrade_table_protocol_never_downgrades(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    dvlake.write(spark.createDataFrame([("a", 1)], "key string, value long"), path)
+    dt = DeltaTable.forPath(spark, path)
+    dt.upgradeTableProtocol(1, 3)
+    version = dt.snapshot().version
+    dt.upgradeTableProtocol(1, 2)  # less than the table has: a no-op, as delta-spark
+    detail = dt.detail().first()
+    assert (detail.minReaderVersion, detail.minWriterVersion, dt.snapshot().version) == (1, 3, version)
+    assert _last_commit(dt) == ("SET TBLPROPERTIES", {"properties": json.dumps(
+        {"delta.minReaderVersion": "1", "delta.minWriterVersion": "3"})})
