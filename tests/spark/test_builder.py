@@ -33,8 +33,7 @@ DB = "builderdb"
 @pytest.fixture
 def db(dspark: SparkSession) -> Iterator[str]:
     """The database's directory under the warehouse; it is the current database during the test."""
-    with warehouse_databases(dspark, DB) as dirs:
-        dspark.catalog.setCurrentDatabase(DB)
+    with warehouse_databases(dspark, DB, use_first=True) as dirs:
         yield dirs[0]
 
 
