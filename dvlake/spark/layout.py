@@ -94,7 +94,10 @@ def to_logical(df: DataFrame, logical_schema: StructType, physical_to_logical: l
 
 
 def _with_comment(column: Column, field: StructField) -> Column:
-    """A column carrying its table comment in the frame's schema, as delta-spark's ``toDF().schema`` shows it (only
-    the comment: the table's internal field metadata - generation expressions, identity marks - stays in the log)."""
-    comment = (field.metadata or {}).get("comment")
-    return column.alias(field.name, metadata={"comment": comment}) if comment is not None else column
+    """A column as delta-spark's ``toDF().schema`` shows it: with its comment (and other user metadata), without the
+    table's internal field metadata (``delta.*``: generation expressions, identity marks), which a data file's own
+    schema may carry from its writer but which belongs to the log, not to the rows."""
+    meta = field.metadata or {}
+    if "comment" not in meta and not any(k.startswith("delta.") for k in meta):
+        return column
+    return column.alias(field.name, metadata={k: v for k, v in meta.items() if not k.startswith("delta.")})

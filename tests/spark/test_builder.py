@@ -63,8 +63,8 @@ def test_generated_column_by_name_is_a_managed_table(dspark: SparkSession, db: s
     dspark.sql("INSERT INTO gen (col1) VALUES (1)")  # col2 is computed
     dt.update(F.expr("col2 = 11"), {"col1": F.expr("2")})  # and recomputed
     assert rows(dt.toDF()) == [(2, 12)]
-    assert [(f.name, f.nullable, f.metadata.get("comment")) for f in dt.toDF().schema.fields] == \
-        [("col1", False, "first"), ("col2", True, None)]
+    assert [(f.name, f.nullable, f.metadata) for f in dt.toDF().schema.fields] == \
+        [("col1", False, {"comment": "first"}), ("col2", True, {})]  # the generation expression stays in the log
 
 
 def test_generated_column_by_location_rejects_a_wrong_value(dspark: SparkSession, tmp_path: Path) -> None:
@@ -104,6 +104,7 @@ def test_identity_columns(dspark: SparkSession, db: str) -> None:
         dspark.sql(f"INSERT INTO ids (val) VALUES ({i})")
     dspark.sql("INSERT INTO ids (id3, val) VALUES (8, 2)")  # BY DEFAULT takes an explicit value
     assert rows(dt.toDF()) == [(1, 2, 2, 0), (2, 3, 4, 1), (3, 4, 8, 2)]
+    assert [f.metadata for f in dt.toDF().schema.fields] == [{}, {}, {}, {}]  # identity marks stay in the log
     assert "identityColumns" in dt.detail().first().tableFeatures
 
 
