@@ -11,12 +11,12 @@ from typing import Any
 from dvlake._version import __version__
 from dvlake.sql import sql  # the function shadows its module's name on the package, as users expect
 
-__all__ = ["DeltaTable", "DeltaTableBuilder", "read", "read_changes", "read_stream", "write", "sql", "configure_spark",
-           "configure_spark_with_delta_pip", "session", "__version__"]
+__all__ = ["DeltaTable", "DeltaTableBuilder", "IdentityGenerator", "read", "read_changes", "read_stream", "write", "sql",
+           "configure_spark", "configure_spark_with_delta_pip", "session", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("DeltaTable", "DeltaTableBuilder", "read", "write", "read_changes", "read_stream"):
+    if name in ("DeltaTable", "DeltaTableBuilder", "IdentityGenerator", "read", "write", "read_changes", "read_stream"):
         from dvlake import api
 
         return getattr(api, name)

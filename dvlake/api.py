@@ -6,7 +6,6 @@ import (``from dvlake import DeltaTable``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,10 +20,11 @@ from pyspark.sql.types import (
     StructField,
     StructType,
     TimestampType,
-    _parse_datatype_string,
 )
 
+from dvlake.commands.ddl import builder
 from dvlake.commands.ddl import properties as alter
+from dvlake.commands.ddl.builder import IdentityGenerator
 from dvlake.commands.ddl.convert import convert_to_delta, split_identifier
 from dvlake.commands.ddl.drop_feature import drop_feature
 from dvlake.commands.ddl.protocol import add_feature_support, upgrade_table_protocol
@@ -43,9 +43,9 @@ from dvlake.config import SESSION_TABLE_DEFAULTS_PREFIX
 from dvlake.errors import InvalidArgumentError, TableNotFoundError
 from dvlake.log.condition import conjunction
 from dvlake.log.snapshot import Snapshot
-from dvlake.spark import catalog, scan
 from dvlake.spark import row_tracking as row_tracking_reads
-from dvlake.spark.catalog import path_of_identifier, refresh_registration, register_table, table_location
+from dvlake.spark import scan
+from dvlake.spark.catalog import path_of_identifier, refresh_registration, table_location
 from dvlake.spark.object_stores import configure_object_stores
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.storage.paths import normalize_table_root
@@ -168,6 +168,17 @@ class DeltaTable:
     def createOrReplace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
         """A builder that creates the table, or replaces the schema, partitioning and data of an existing one."""
         return DeltaTableBuilder(sparkSession, "createOrReplace")
+
+    @classmethod
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that replaces an existing table's schema, partitioning, properties and data (its history stays);
+        ``execute()`` raises ``CannotReplaceMissingTableError`` (``DELTA_CANNOT_REPLACE_MISSING_TABLE``) when there is
+        no table to replace.
+
+        Example:
+            >>> DeltaTable.replace(spark).tableName("events").addColumn("id", "bigint").execute()
+        """
+        return DeltaTableBuilder(sparkSession, "replace")
 
     # -- CONVERT TO DELTA (issue 14) ------------------------------------------------------------------
     @classmethod
@@ -479,14 +490,17 @@ class DeltaOptimizeBuilder:
         return optimize.run(self._spark, self._path, self._condition, names)
 
 class DeltaTableBuilder:
-    """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).location(p).addColumns(s)…execute()``.
+    """delta-spark's DeltaTableBuilder: ``DeltaTable.create(spark).tableName(n)…addColumns(s)…execute()``.
 
-    Every setter returns the builder; ``execute()`` commits version 0 (or the replacement).
+    Every setter returns the builder; ``execute()`` commits version 0 (or the replacement). A name alone makes a
+    managed table in the database's folder, a location alone a path table, both an external table
+    (``dvlake.commands.ddl.builder`` has the rules).
 
     Example:
-        >>> (DeltaTable.createIfNotExists(spark).location("/data/events")
-        ...     .addColumn("user_id", "long").addColumn("day", "date").partitionedBy("day")
-        ...     .property("delta.enableDeletionVectors", "true").execute())
+        >>> (DeltaTable.createIfNotExists(spark).tableName("events")
+        ...     .addColumn("id", "bigint", generatedAlwaysAs=IdentityGenerator())
+        ...     .addColumn("day", "date").addColumn("month", "int", generatedAlwaysAs="month(day)")
+        ...     .partitionedBy("month").property("delta.enableDeletionVectors", "true").execute())
     """
 
     def __init__(self, spark: SparkSession | None, mode: str) -> None:
@@ -501,13 +515,13 @@ class DeltaTableBuilder:
         self._name: str | None = None
 
     def tableName(self, identifier: str) -> DeltaTableBuilder:
-        """The name recorded in the table's metadata (dvlake tables are opened by path)."""
+        """The catalog name (``db.t``) or ``delta.`<path>```; without ``location`` a name makes a managed table."""
         require_type(identifier, str, "Identifier must be str")
         self._name = identifier
         return self
 
     def location(self, location: str) -> DeltaTableBuilder:
-        """The table root (required)."""
+        """The table root; with ``tableName`` the table is external, registered at this location."""
         require_type(location, str, "Location must be str")
         self._location = location
         return self
@@ -518,34 +532,31 @@ class DeltaTableBuilder:
         self._comment = comment
         return self
 
-    def addColumn(self, colName: str, dataType: Any, nullable: bool = True, generatedAlwaysAs: str | None = None,
-                  comment: str | None = None) -> DeltaTableBuilder:
+    def addColumn(self, colName: str, dataType: str | DataType, nullable: bool = True,
+                  generatedAlwaysAs: str | IdentityGenerator | None = None,
+                  generatedByDefaultAs: IdentityGenerator | None = None, comment: str | None = None) -> DeltaTableBuilder:
         """Add a column; ``dataType`` is a Spark type or a DDL string such as ``"decimal(10,2)"``.
 
-        Raises:
-            InvalidArgumentError: ``generatedAlwaysAs`` was given (generated columns are not supported).
-        """
-        require_type(colName, str, "Column name must be str")
-        require_type(dataType, (str, DataType), "Column data type must be str or DataType")
-        require_type(nullable, bool, "Column nullable must be bool")
-        if comment is not None:
-            require_type(comment, str, "Column comment must be str")
-        if generatedAlwaysAs is not None:
-            require_type(generatedAlwaysAs, str, "Generated always as expression must be str")
-            raise InvalidArgumentError("generated columns are not supported by dvlake yet")
-        if isinstance(dataType, str):
+        Args:
+            colName: the column's name.
+            dataType: its type.
+            nullable: whether it may hold NULL.
+            generatedAlwaysAs: a SQL expression over the other columns (a generated column, as SQL's
+                ``GENERATED ALWAYS AS (expr)``), or an ``IdentityGenerator`` (``GENERATED ALWAYS AS IDENTITY``).
+            generatedByDefaultAs: an ``IdentityGenerator`` (``GENERATED BY DEFAULT AS IDENTITY``).
+            comment: the column's comment.
 
-            dataType = _parse_datatype_string(dataType)
-        meta = {"comment": comment} if comment else {}
-        self._fields.append(StructField(colName, dataType, nullable, meta))
+        Raises:
+            InvalidArgumentTypeError: an argument of the wrong type (a ``TypeError``, as delta-spark).
+            InvalidArgumentError: both generated arguments, or an identity step of 0 (a ``ValueError``).
+        """
+        self._fields.append(builder.column_field(colName, dataType, nullable, generatedAlwaysAs, generatedByDefaultAs,
+                                                 comment))
         return self
 
     def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder:
-        """Add every field of a StructType (or a list of StructFields)."""
-        require_type(cols, (StructType, list), "Schema must be StructType or a list of StructField")
-        for field in cols if isinstance(cols, list) else []:
-            require_type(field, StructField, "Schema must be StructType or a list of StructField")
-        self._fields.extend(list(cols.fields if isinstance(cols, StructType) else cols))
+        """Add every field of a StructType (or a list of StructFields), metadata (comments) included."""
+        self._fields.extend(builder.schema_fields(cols))
         return self
 
     def partitionedBy(self, *cols: str | Sequence[str]) -> DeltaTableBuilder:
@@ -586,43 +597,25 @@ class DeltaTableBuilder:
         return self
 
     def execute(self) -> DeltaTable:
-        """Commit the table.
+        """Create, or replace, the table.
 
         Returns:
-            The created (or replaced) table.
+            The table (opened by its name when it has one, so later schema changes reach the catalog).
 
         Raises:
-            InvalidArgumentError: no ``location`` or no column was given.
-            TableAlreadyExistsError: ``create()`` found a table at the location.
+            InvalidArgumentError: neither ``tableName`` nor ``location``, or no column.
+            TableAlreadyExistsError: ``create()`` found a table (``DELTA_TABLE_ALREADY_EXISTS`` / ``DELTA_PATH_EXISTS``).
+            CannotReplaceMissingTableError: ``replace()`` found none (``DELTA_CANNOT_REPLACE_MISSING_TABLE``).
+            DeltaAnalysisException: a generation expression delta-spark refuses (its error class).
+            IdentityColumnError: an identity column that is not BIGINT or is a partition column.
         """
-        catalog_name = None
-        managed = False
-        if self._name is not None and self._spark is not None:
-
-            path = catalog.path_of_identifier(self._name)
-            if path is not None:
-                self._location = self._location or path
-            else:  # a catalog name: registered after the commit, placed in the warehouse unless .location(...) says
-                catalog_name = self._name
-                existing = catalog.location_for_create(self._spark, self._name)  # refused before writing if not Delta
-                managed = self._location is None and existing is None
-                self._location = self._location or existing or catalog.default_table_location(self._spark, self._name)
-        if self._location is None:
-            raise InvalidArgumentError("dvlake tables are path-based: call .location(path) before execute()")
-        if not self._fields:
-            raise InvalidArgumentError("the table needs at least one column: call addColumn/addColumns")
-
-        schema = json.loads(StructType(self._fields).json())
-        defaults = session_defaults(self._spark) if self._spark is not None else {}
-        write_cmd.create_table(self._location, schema, self._partitioned_by, self._properties,
-                               if_not_exists=self._mode == "createIfNotExists", replace=self._mode == "createOrReplace",
-                               name=self._name, description=self._comment, session_defaults=defaults,
-                               cluster_by=self._cluster_by)
-        if catalog_name is not None:
-
-            register_table(self._spark, catalog_name, self._location, if_not_exists=True,  # type: ignore[arg-type]
-                           managed=managed)
-        return DeltaTable(self._spark, self._location) if self._spark is not None else DeltaTable(None, self._location)  # type: ignore[arg-type]
+        spark = self._spark or SparkSession.getActiveSession()
+        if spark is None:
+            raise InvalidArgumentError("no active SparkSession: pass one to DeltaTable.create(spark) (or start one)")
+        spec = builder.TableSpec(self._mode, self._name, self._location, list(self._fields), list(self._partitioned_by),
+                                 dict(self._properties), self._comment, self._cluster_by)
+        root, name = builder.execute(spark, spec, session_defaults(spark))
+        return DeltaTable(spark, root, name=name)
 
 
 def read(spark: SparkSession, path: str, version: int | None = None, timestamp: Any = None,

@@ -21,7 +21,8 @@ SQL_STATES: dict[str, str] = {
     "AMBIGUOUS_REFERENCE": "42704", "CANNOT_MERGE_SCHEMAS": "42KD9", "CANNOT_UP_CAST_DATATYPE": "42846",
     "CAST_INVALID_INPUT": "22018", "DATATYPE_MISMATCH": "42K09", "DELTA_ADDING_DELETION_VECTORS_DISALLOWED": "0A000",
     "DELTA_AGGREGATION_NOT_SUPPORTED": "42903", "DELTA_CANNOT_RESOLVE_COLUMN": "42703",
-    "DELTA_CANNOT_RESTORE_TABLE_VERSION": "22003", "DELTA_CANNOT_VACUUM_LITE": "55000",
+    "DELTA_CANNOT_REPLACE_MISSING_TABLE": "42P01", "DELTA_CANNOT_RESTORE_TABLE_VERSION": "22003",
+    "DELTA_CANNOT_VACUUM_LITE": "55000",
     "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE": "22003", "DELTA_CDC_READ_NULL_RANGE_BOUNDARY": "22004",
     "DELTA_CDC_START_VERSION_AFTER_LATEST": "22003", "DELTA_COLUMN_NOT_FOUND": "42703",
     "DELTA_COLUMN_NOT_FOUND_IN_SCHEMA": "42703", "DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP": "0AKDC",
@@ -698,6 +699,13 @@ class InvalidTableNameError(DeltaErrorClassMixin, InvalidArgumentError):
 
     error_class = "INVALID_SCHEMA_OR_RELATION_NAME"
 
+
+
+class CannotReplaceMissingTableError(DeltaErrorClassMixin, TableNotFoundError):
+    """``DeltaTable.replace()`` (REPLACE TABLE) of a name or location with no Delta table: replacing is only for a
+    table that exists, so a typo never silently creates a new one (``createOrReplace`` creates)."""
+
+    error_class = "DELTA_CANNOT_REPLACE_MISSING_TABLE"
 
 
 # --- SQL front end and CONVERT TO DELTA (issue 14) ------------------------------------------------

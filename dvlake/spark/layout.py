@@ -19,7 +19,7 @@ from dvlake.log.partitions import parse_partition_value
 from dvlake.log.schema import physical_name, physical_schema, strip_column_mapping
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from dvlake.log.snapshot import Snapshot
 
@@ -89,5 +89,15 @@ def to_logical(df: DataFrame, logical_schema: StructType, physical_to_logical: l
     """Rename (and cast to the logical types) the physical data columns, keep the others, append ``extra``."""
     renamed = {logical: F.col(f"`{phys}`").cast(dtype).alias(logical) if phys != logical else F.col(f"`{phys}`")
                for phys, logical, dtype in physical_to_logical}
-    cols = [renamed.get(f.name, F.col(f"`{f.name}`")) for f in logical_schema.fields]
+    cols = [_with_comment(renamed.get(f.name, F.col(f"`{f.name}`")), f) for f in logical_schema.fields]
     return df.select(*cols, *[F.col(c) for c in extra])
+
+
+def _with_comment(column: Column, field: StructField) -> Column:
+    """A column as delta-spark's ``toDF().schema`` shows it: with its comment (and other user metadata), without the
+    table's internal field metadata (``delta.*``: generation expressions, identity marks), which a data file's own
+    schema may carry from its writer but which belongs to the log, not to the rows."""
+    meta = field.metadata or {}
+    if "comment" not in meta and not any(k.startswith("delta.") for k in meta):
+        return column
+    return column.alias(field.name, metadata={k: v for k, v in meta.items() if not k.startswith("delta.")})

@@ -136,35 +136,13 @@ def _identity_metadata(kind: exp.GeneratedAsIdentityColumnConstraint, text: str)
 
 def _check_generation_expressions(spark: SparkSession, schema: StructType, expressions: dict[str, str], text: str,
                                   column_defs: list[exp.Expr]) -> None:
-    """delta-spark's ``validateGeneratedColumns``, the parts dvlake checks: an expression reads only other, not
-    generated, columns of the table, is deterministic, and its value casts to the column's type."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    from dvlake.log import constraints
+    """The checks of ``dvlake.spark.generated_columns`` (shared with the table builder), refusals naming the column's
+    position in the statement."""
+    from dvlake.spark.generated_columns import check_generation_expressions
 
     at = {cd.name: offset_of(cd) for cd in column_defs}
-    names = {f.name.lower() for f in schema.fields}
-    for column, expression in expressions.items():
-        for ref in constraints.referenced_columns(expression):
-            base = ref.split(".")[0].strip("`").lower()
-            if base not in names or base in {c.lower() for c in expressions}:
-                raise sql_error(text, at[column], f"the generation expression of {column!r} ({expression}) reads "
-                                f"{ref!r}, which is {'not a column of the table' if base not in names else 'a generated column'}"
-                                "; a generated column may read only the table's other, not generated, columns",
-                                error_class="DELTA_INVALID_GENERATED_COLUMN_REFERENCES")
-        if constraints.non_deterministic_call(expression) is not None:
-            raise sql_error(text, at[column], f"the generation expression of {column!r} ({expression}) is not "
-                            "deterministic; a generated column needs a deterministic expression",
-                            error_class="DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN")
-    probe = spark.createDataFrame([], StructType([f for f in schema.fields if f.name not in expressions]))
-    types = {f.name: f.dataType for f in schema.fields}
-    for column, expression in expressions.items():
-        got = probe.select(F.expr(expression).alias("v")).schema.fields[0].dataType
-        if got != types[column]:
-            raise sql_error(text, at[column], f"the generation expression of {column!r} ({expression}) has type "
-                            f"{got.simpleString()}, but the column is {types[column].simpleString()}; cast the "
-                            "expression to the column's type", error_class="DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH")
+    check_generation_expressions(spark, schema, expressions,
+                                 lambda column, problem, cls: sql_error(text, at[column], problem, error_class=cls))
 
 
 class _CreateParts:

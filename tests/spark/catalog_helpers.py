@@ -46,8 +46,9 @@ def catalog_columns(spark: SparkSession, name: str) -> tuple[list[str], list[str
 
 
 @contextlib.contextmanager
-def warehouse_databases(spark: SparkSession, *names: str) -> Iterator[list[str]]:
-    """Create databases without LOCATION (so under the warehouse directory), drop them and their directories after."""
+def warehouse_databases(spark: SparkSession, *names: str, use_first: bool = False) -> Iterator[list[str]]:
+    """Create databases without LOCATION (so under the warehouse directory), drop them and their directories after;
+    ``use_first`` makes the first one the current database meanwhile (names without a database land there)."""
     dirs = [os.path.join(warehouse_dir(spark), f"{n}.db") for n in names]
 
     def clear() -> None:
@@ -59,6 +60,8 @@ def warehouse_databases(spark: SparkSession, *names: str) -> Iterator[list[str]]
     for n in names:
         spark.sql(f"CREATE DATABASE {n}")
     try:
+        if use_first:
+            spark.catalog.setCurrentDatabase(names[0])
         yield dirs
     finally:
         spark.catalog.setCurrentDatabase("default")

@@ -26,8 +26,7 @@ DB = "cattbl"
 @pytest.fixture
 def db(dspark: SparkSession) -> Iterator[str]:
     """The database's directory (``<warehouse>/cattbl.db``); it is the current database during the test."""
-    with warehouse_databases(dspark, DB) as dirs:
-        dspark.catalog.setCurrentDatabase(DB)
+    with warehouse_databases(dspark, DB, use_first=True) as dirs:
         yield dirs[0]
 
 

@@ -98,8 +98,10 @@ def test_upgrade_protocol_and_add_features(tmp_path: Path) -> None:
     snap = Snapshot.load(str(root))
     assert snap.protocol == Protocol(1, 3) and "delta.minWriterVersion" not in snap.configuration
     assert upgrade_table_protocol(str(root), 1, 3) is None
-    with pytest.raises(InvalidArgumentError, match="DELTA_INVALID_PROTOCOL_DOWNGRADE"):
-        upgrade_table_protocol(str(root), 1, 2)
+    assert upgrade_table_protocol(str(root), 1, 2) is None  # never downgrades: a no-op, as delta-spark
+    assert Snapshot.load(str(root)).protocol == Protocol(1, 3)
+    with pytest.raises(InvalidArgumentError, match="DELTA_INVALID_PROTOCOL_VERSION"):
+        upgrade_table_protocol(str(root), 1, 8)
     add_feature_support(str(root), "deletionVectors")
     snap = Snapshot.load(str(root))
     assert snap.protocol == Protocol(3, 7, ("deletionVectors",),

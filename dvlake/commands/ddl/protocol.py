@@ -92,11 +92,19 @@ def split_protocol_properties(current: Protocol, props: dict[str, str]) -> tuple
 
 
 def upgrade_table_protocol(path: str, reader_version: int, writer_version: int) -> int | None:
-    """delta-spark's ``upgradeTableProtocol``; returns the committed version (None when already there)."""
+    """delta-spark's ``upgradeTableProtocol``; returns the committed version (None when nothing changes).
+
+    delta-spark runs it as ``SET TBLPROPERTIES (delta.minReaderVersion, delta.minWriterVersion)``, which only ever
+    raises the protocol: asking for less than the table has (``(1, 2)`` on a ``(1, 3)`` table) is a no-op, not an
+    error. Versions that do not exist are still refused."""
     root = normalize_table_root(path)
     snapshot = Snapshot.load(root)
-    protocol = version_protocol(snapshot.protocol, reader_version, writer_version)
-    return _commit_protocol(snapshot, protocol, "UPGRADE PROTOCOL", {"newProtocol": json.dumps(protocol.to_json())})
+    current = snapshot.protocol
+    version_protocol(Protocol(1, 1), reader_version, writer_version)  # the versions themselves must exist
+    protocol = version_protocol(current, max(reader_version, current.min_reader_version),
+                                max(writer_version, current.min_writer_version))
+    props = {"delta.minReaderVersion": str(reader_version), "delta.minWriterVersion": str(writer_version)}
+    return _commit_protocol(snapshot, protocol, "SET TBLPROPERTIES", {"properties": json.dumps(props)})
 
 
 def add_feature_support(path: str, feature_name: str) -> int | None:

@@ -72,6 +72,7 @@ from dvlake.errors import (
 )
 from dvlake.log import clustering, features
 from dvlake.log.actions import Action, AddFile, RemoveFile, now_ms
+from dvlake.log.catalyst_text import catalyst_text
 from dvlake.log.condition import Condition
 from dvlake.log.replay import normalize_path
 from dvlake.log.snapshot import Snapshot
@@ -285,15 +286,18 @@ def _clustering_columns(snapshot: Snapshot, request: OptimizeRequest) -> list[st
 
 
 def _check_condition(snapshot: Snapshot, condition: str | Column | None) -> None:
-    parts = set(snapshot.partition_columns)
+    """delta-spark's ``verifyPartitionPredicates``: OPTIMIZE and REORG pick whole files, so the filter may only name
+    partition columns; its message names the first other column and lists the partition columns."""
+    parts = list(snapshot.partition_columns)
     cond = Condition.of(condition)
-    if cond is None:
+    if cond is None or cond.references_only(set(parts)):
         return
-    if not cond.references_only(parts):
-        raise NonPartitionColumnReferenceError(
-            f"the predicate {cond.display()!r} references a column that "
-            f"is not a partition column of {snapshot.table_root}. OPTIMIZE and REORG choose whole files, so WHERE may "
-            f"only use the partition columns {sorted(parts) or '(the table is not partitioned)'}.")
+    allowed = {p.lower() for p in parts}
+    others = sorted(c for c in (cond.columns or ()) if c.lower() not in allowed)
+    named = f"column '{others[0]}'" if others else f"column (in {cond.display()!r})"
+    raise NonPartitionColumnReferenceError(
+        f"Predicate references non-partition {named}. Only the partition columns may be referenced: [{', '.join(parts)}]"
+        f" (OPTIMIZE and REORG choose whole files of {snapshot.table_root}, so WHERE may only filter partitions).")
 
 
 def _check_zorder_columns(snapshot: Snapshot, columns: Sequence[str]) -> list[str]:
@@ -390,8 +394,13 @@ def _remove_of(add: AddFile, ts: int) -> RemoveFile:
 
 
 def _predicate_param(condition: str | Column | None) -> str:
+    """The partition filter as delta-spark records it: its unresolved Catalyst expression's text (``["('p = 1)"]``),
+    the user's text where dvlake cannot render that exactly (``log.catalyst_text``)."""
     cond = Condition.of(condition)
-    return cond.predicate_param() if cond is not None else json.dumps([])
+    if cond is None:
+        return json.dumps([])
+    rendered = catalyst_text(cond.tree)
+    return json.dumps([rendered]) if rendered is not None else cond.predicate_param()
 
 
 # -- committing ---------------------------------------------------------------------------------

@@ -396,8 +396,13 @@ def _check_replace_where(df: DataFrame, condition: Any, root: str) -> None:
 def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] = (), properties: dict[str, Any] | None = None,
                  *, if_not_exists: bool = False, replace: bool = False, name: str | None = None,
                  description: str | None = None, session_defaults: dict[str, str] | None = None,
+                 operation: str | None = None, managed: bool = False,
                  cluster_by: Sequence[str] | None = None) -> int | None:
-    """CREATE TABLE with no data (the DeltaTableBuilder's ``execute``); ``cluster_by``: CLUSTER BY's columns (a
+    """CREATE TABLE with no data (the DeltaTableBuilder's ``execute``).
+
+    ``operation`` is the name the commit records when the caller knows better than "create or replace, by whether a
+    table was there" (delta-spark's builder records ``CREATE OR REPLACE TABLE`` for ``createOrReplace`` whether or
+    not it found one); ``managed`` is ``operationParameters.isManaged``; ``cluster_by``: CLUSTER BY's columns (a
     clustered table, ``dvlake.commands.ddl.clustering``)."""
     root = normalize_table_root(path)
     snapshot = try_load(root)
@@ -431,9 +436,9 @@ def create_table(path: str, schema: dict[str, Any], partition_by: Sequence[str] 
     txn.update_protocol(protocol)
     if domain is not None:
         actions.append(domain)
-    params = {"isManaged": "false", "description": description, "partitionBy": json.dumps(list(partition_by)),
+    params = {"isManaged": str(managed).lower(), "description": description, "partitionBy": json.dumps(list(partition_by)),
               **table_clustering.create_parameter(cluster_by), "properties": json.dumps(metadata.configuration)}
-    return txn.commit(actions, "REPLACE TABLE" if snapshot is not None else "CREATE TABLE",
+    return txn.commit(actions, operation or ("REPLACE TABLE" if snapshot is not None else "CREATE TABLE"),
                       {k: v for k, v in params.items() if v is not None})
 
 
