@@ -114,6 +114,9 @@ UPDATE_DVS_PERSISTENT = "spark.databricks.delta.update.deletionVectors.persisten
 MERGE_DVS_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
 MERGE_INSERT_ONLY_FAST_PATH = "spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled"
 MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+#: delta-spark's internal flag (default false): with materializeSource=none, a MERGE (not insert-only) over a
+#: nondeterministic source fails instead of reading it twice (commands/dml/merge/source.py)
+MERGE_FAIL_IF_SOURCE_CHANGED = "spark.databricks.delta.merge.failIfSourceChanged"
 #: delta-spark's internal flag (default true): MERGE repartitions its output by the partition columns before writing
 MERGE_REPARTITION_BEFORE_WRITE = "spark.databricks.delta.merge.repartitionBeforeWrite.enabled"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"

@@ -617,6 +617,12 @@ class MultipleSourceRowMatchingTargetRowError(DeltaErrorClassMixin, DeltaUnsuppo
     error_class = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 
 
+class NondeterministicMergeSourceError(DvlakeError, NotImplementedError):
+    """MERGE with ``spark.databricks.delta.merge.failIfSourceChanged=true`` and ``materializeSource=none`` over a
+    source that is not deterministic: re-reading it could give other rows. delta-spark raises a plain
+    UnsupportedOperationException (no error class) with the same words; ``NotImplementedError`` is Python's nearest."""
+
+
 class ChangeDataFeedNotSupportedError(UnsupportedFeatureError):
     """No longer raised: UPDATE/MERGE now write change data on change-feed tables (kept so imports keep working)."""
 

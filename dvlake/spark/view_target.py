@@ -10,10 +10,14 @@ changed is such a view too, and is refused: the command would change rows the vi
 
 How dvlake knows: a dvlake view is a DataFrame built by :func:`dvlake.spark.scan.read`. It is
 compared with a fresh read of the table it reads files of (same files, and the same optimized
-plan once expression ids are set aside). Anything that is not such a read, projected onto some of
-the table's columns under their own names, is refused with a typed error; so is a view with a
-column the table lacks. After the command, the view is replaced by the same projection of the
-new version, so it shows what the command did (as a delta-spark view would).
+plan once expression ids are set aside), or with that read projected as the view projects it
+(``view_projection``: renamed, reordered, dropped or computed columns). Anything else (joins,
+unions, aggregates, filters) is refused with a typed error; so is a view whose computed columns
+the command would have to write back (UPDATE, MERGE, DELETE without deletion vectors: delta-spark
+fails the same way). The SQL front end runs a statement through a renaming view on the table, each
+view column replaced by what it shows (``sqlfront/view_statements``). After the command, the view
+is replaced by the same projection of the new version, so it shows what the command did (as a
+delta-spark view would).
 """
 
 from __future__ import annotations
@@ -27,12 +31,15 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from dvlake.errors import DvlakeError, UnsupportedDmlTargetError
+from dvlake.spark.view_projection import ShownColumn, guess_projection, project, quoted
 from dvlake.storage.base import storage_for
 from dvlake.storage.paths import path_key
 
 #: How many versions back a view may have been read and still be recognised as a plain scan of the table.
 _VERSIONS_BACK = 10
 _EXPR_ID = re.compile(r"#\d+L?")
+#: plan nodes that make a view more than one table's rows (its filters may then be a join's inferred ones)
+_JOINED = re.compile(r"^[\s:+|-]*(Join|Aggregate|Union|Intersect|Except|Window|Expand|Generate)\b", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,30 @@ class ViewTarget:
 
     name: str            #: the view's name as written (``v`` or ``global_temp.v``)
     root: str            #: the Delta table it reads
-    columns: list[str]   #: the view's columns (table columns under their own names, maybe fewer)
+    columns: list[str]   #: the view's columns
     table_columns: list[str]
+    #: what each view column shows of the table, in the view's order
+    shown: tuple[ShownColumn, ...] = ()
+
+    @property
+    def computed(self) -> list[ShownColumn]:
+        """The view's columns that are no table column (``SELECT key, value, 1``)."""
+        return [c for c in self.shown if c.plain is None]
+
+    @property
+    def renames(self) -> bool:
+        """Whether a view column shows another table column than the one it is named after, or a computed value: the
+        statement must then be read through the view's projection, not by the names it writes."""
+        by_lower = {c.lower(): c for c in self.table_columns}
+        return any(c.plain is None or c.plain != by_lower.get(c.name.lower()) for c in self.shown)
+
+    def refuse_computed(self, command: str) -> None:
+        """Refuse a command that would write the view's computed columns back (see ``_refuse_computed_columns``).
+
+        Raises:
+            UnsupportedDmlTargetError: always.
+        """
+        _refuse_computed_columns(self.name, self.root, command, [c.name for c in self.computed], self.table_columns)
 
     @property
     def qualifier(self) -> str:
@@ -54,7 +83,7 @@ class ViewTarget:
         """Whether the view hides some of the table's columns."""
         return [c.lower() for c in self.columns] != [c.lower() for c in self.table_columns]
 
-    def _probe(self, spark: SparkSession, alias: str | None) -> DataFrame:
+    def probe(self, spark: SparkSession, alias: str | None) -> DataFrame:
         """No rows, the view's columns: what the statement's expressions may name (as delta-spark resolves them
         against the view before stripping it)."""
         probe = spark.createDataFrame([], spark.table(self.name).schema)
@@ -71,37 +100,15 @@ class ViewTarget:
             return
         from pyspark.sql import functions as F
 
-        probe = self._probe(spark, alias)
+        probe = self.probe(spark, alias)
         probe.select(*[F.expr(e) for e in expressions]).schema  # noqa: B018 - analysis only (Connect is lazy)
-
-    def refuse_merge(self, spark: SparkSession, alias: str | None, source: DataFrame, spec: object) -> None:
-        """MERGE into a view that hides columns: its expressions are resolved against the view first (Spark's
-        ``UNRESOLVED_COLUMN`` when one names a hidden column, as delta-spark); one that resolves is still refused,
-        since inserting through it would have to fill the hidden columns, which dvlake does not do.
-
-        Raises:
-            pyspark.errors.AnalysisException: an expression names a column the view does not show.
-            UnsupportedDmlTargetError: otherwise (``DELTA_UNSUPPORTED_SOURCE``).
-        """
-        from pyspark.sql import functions as F
-
-        texts: list[object] = [getattr(getattr(spec, "condition", None), "text", None)]
-        for clause in getattr(spec, "clauses", []):
-            texts.append(getattr(clause.condition, "text", None))  # a parsed Condition's text (None: a Column)
-            if clause.action == "update":
-                texts += [*(clause.assignments or {}).values(), *(clause.assignments or {})]
-        probe = self._probe(spark, alias).crossJoin(source)
-        probe.select(*[F.expr(t) for t in texts if isinstance(t, str) and t]).schema  # noqa: B018 - analysis only
-        raise UnsupportedDmlTargetError(
-            f"MERGE destination only supports Delta sources: the view {self.name} shows only the columns {self.columns} "
-            f"of the table at {self.root} (columns {self.table_columns}); dvlake merges into such a view's table only "
-            "through the table itself", error_class="DELTA_UNSUPPORTED_SOURCE")
 
     def refresh(self, spark: SparkSession) -> None:
         """Re-point the view at the table's new version (the same columns), as a delta-spark view reads it."""
         from dvlake.spark.scan import read
 
-        frame = _projected(read(spark, self.root), self.columns)
+        frame = read(spark, self.root)
+        frame = project(frame, list(self.shown)) if self.renames else _projected(frame, self.columns)
         if self.name.lower().startswith("global_temp."):
             frame.createOrReplaceGlobalTempView(self.qualifier)
         else:
@@ -121,10 +128,11 @@ def view_target(spark: SparkSession, name: str, command: str) -> ViewTarget | No
     Delta table (the caller reports that as it reports any other non-Delta name).
 
     Raises:
-        UnsupportedDmlTargetError: the view reads a Delta table but is not a plain scan of it: a filter
-            (``DELTA_UNEXPECTED_PARTIAL_SCAN``), a column the table does not have (``DELTA_CANNOT_RESOLVE_COLUMN``;
-            ``DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS`` for MERGE, as delta-spark), or anything else (renamed or computed
-            columns, joins, unions, another table's rows: ``DELTA_UNSUPPORTED_SOURCE``).
+        UnsupportedDmlTargetError: the view reads a Delta table but is not a projection of a full scan of it: a
+            filter (``DELTA_UNEXPECTED_PARTIAL_SCAN``), an old version (``DELTA_FAILED_SCAN_WITH_HISTORICAL_VERSION``),
+            a computed column UPDATE or MERGE would write back (``DELTA_CANNOT_RESOLVE_COLUMN``;
+            ``DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS`` for MERGE, as delta-spark), or anything else (joins, unions,
+            another table's rows: ``DELTA_UNSUPPORTED_SOURCE``).
     """
     if not is_temp_view(spark, name):
         return None
@@ -135,31 +143,15 @@ def view_target(spark: SparkSession, name: str, command: str) -> ViewTarget | No
         return None
     from dvlake.log.schema import strip_column_mapping
     from dvlake.log.snapshot import Snapshot
-    from dvlake.spark.scan import read
 
     snapshot = Snapshot.load(root)
     table_columns = [f["name"] for f in strip_column_mapping(snapshot.schema)["fields"]]
-    by_lower = {c.lower(): c for c in table_columns}
     columns = list(view.columns)
-    unknown = [c for c in columns if c.lower() not in by_lower]
-    if unknown or len({c.lower() for c in columns}) != len(columns):
-        if command == "MERGE":
-            raise UnsupportedDmlTargetError(
-                f"The schema of your Delta table has changed in an incompatible way since your DataFrame or DeltaTable "
-                f"object was created: the view {name} has columns {unknown or columns} that the table at {root} "
-                f"(columns {table_columns}) does not have. Redefine the view.",
-                error_class="DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS")
-        raise UnsupportedDmlTargetError(
-            f"Can't resolve column {(unknown or columns)[0]} in the table at {root} (columns {table_columns}): the view "
-            f"{name} is not a plain scan of the table, so {command} cannot change it through the view.",
-            error_class="DELTA_CANNOT_RESOLVE_COLUMN")
     view_plan = _optimized(view)
+    shapes = _shapes(view_plan, columns, table_columns)
     for version in range(snapshot.version, max(-1, snapshot.version - _VERSIONS_BACK), -1):
-        try:
-            candidate = _projected(read(spark, root, version=version), columns)
-        except (DvlakeError, AnalysisException, KeyError):  # an old version without these columns, or cleaned up
-            continue
-        if sorted(_key(f) for f in candidate.inputFiles()) != files or _optimized(candidate) != view_plan:
+        shown = _matching_shape(spark, root, version, shapes, files, view_plan)
+        if shown is None:
             continue
         if version != snapshot.version:  # a time-travelled view, or one read before the table changed
             raise UnsupportedDmlTargetError(
@@ -167,17 +159,82 @@ def view_target(spark: SparkSession, name: str, command: str) -> ViewTarget | No
                 f"{version}: the view {name} reads version {version} of {root}, whose latest version is "
                 f"{snapshot.version}. Re-create the view (a dvlake view keeps the version it was read at) or run "
                 f"{command} on the table", error_class="DELTA_FAILED_SCAN_WITH_HISTORICAL_VERSION")
-        return ViewTarget(name, root, columns, table_columns)
-    if view_plan.count("Filter ") > _optimized(_projected(read(spark, root), columns)).count("Filter "):
+        target = ViewTarget(name, root, columns, table_columns, tuple(shown))
+        if target.computed and command != "DELETE":
+            target.refuse_computed(command)
+        return target
+    _refuse_unknown_columns(name, root, command, columns, table_columns)
+    if not _JOINED.search(view_plan) and (view_plan.count("Filter ")
+                                          > _optimized(_projected(read_latest(spark, root), columns)).count("Filter ")):
         raise UnsupportedDmlTargetError(
             f"Expect a full scan of Delta sources, but found a partial scan. path:{root} ({command} on the view "
             f"{name}, which filters the table's rows; run it on the table with the filter in its condition)",
             error_class="DELTA_UNEXPECTED_PARTIAL_SCAN")
     raise UnsupportedDmlTargetError(
         f"{command} destination only supports Delta sources: the view {name} reads the Delta table at {root} but is "
-        f"not a plain scan of it at one of its last {_VERSIONS_BACK} versions (renamed or computed columns, joins, "
-        "unions and filters are not supported); run the command on the table itself",
+        f"not a projection of it at one of its last {_VERSIONS_BACK} versions (joins, unions, aggregates and filters "
+        "are not supported); run the command on the table itself",
         error_class="DELTA_UNSUPPORTED_SOURCE")
+
+
+def read_latest(spark: SparkSession, root: str) -> DataFrame:
+    """A fresh read of the table (its latest version)."""
+    from dvlake.spark.scan import read
+
+    return read(spark, root)
+
+
+def _shapes(view_plan: str, columns: list[str], table_columns: list[str]) -> list[list[ShownColumn]]:
+    """The projections the view may be: the table's own columns under their names (when every view column is one),
+    then what the view's plan shows (renamed, reordered or computed columns)."""
+    by_lower = {c.lower(): c for c in table_columns}
+    shapes: list[list[ShownColumn]] = []
+    if all(c.lower() in by_lower for c in columns) and len({c.lower() for c in columns}) == len(columns):
+        shapes.append([ShownColumn(c, by_lower[c.lower()], quoted(by_lower[c.lower()])) for c in columns])
+    guessed = guess_projection(view_plan, columns, table_columns)
+    if guessed is not None and guessed not in shapes:
+        shapes.append(guessed)
+    return shapes
+
+
+def _matching_shape(spark: SparkSession, root: str, version: int, shapes: list[list[ShownColumn]], files: list[str],
+                    view_plan: str) -> list[ShownColumn] | None:
+    """The first shape that, applied to a read of ``version``, reads the view's files with the view's plan."""
+    from dvlake.spark.scan import read
+
+    for shown in shapes:
+        try:
+            frame = read(spark, root, version=version)
+            candidate = (_projected(frame, [c.name for c in shown]) if all(c.plain == c.name for c in shown)
+                         else project(frame, shown))
+            if sorted(_key(f) for f in candidate.inputFiles()) == files and _optimized(candidate) == view_plan:
+                return shown
+        except (DvlakeError, AnalysisException, KeyError):  # an old version without these columns, or cleaned up
+            continue
+    return None
+
+
+def _refuse_unknown_columns(name: str, root: str, command: str, columns: list[str], table_columns: list[str]) -> None:
+    """A view with a column the table lacks that is no projection of the table either: delta-spark's classes."""
+    by_lower = {c.lower() for c in table_columns}
+    unknown = [c for c in columns if c.lower() not in by_lower]
+    if unknown or len({c.lower() for c in columns}) != len(columns):
+        _refuse_computed_columns(name, root, command, unknown or columns, table_columns)
+
+
+def _refuse_computed_columns(name: str, root: str, command: str, columns: list[str], table_columns: list[str]) -> None:
+    """UPDATE or MERGE through a view with computed columns (DELETE too, without deletion vectors): delta-spark writes
+    the view's columns back and fails on the one the table lacks."""
+    if command == "MERGE":
+        raise UnsupportedDmlTargetError(
+            f"The schema of your Delta table has changed in an incompatible way since your DataFrame or DeltaTable "
+            f"object was created: the view {name} has columns {columns} that the table at {root} "
+            f"(columns {table_columns}) does not have. Redefine the view.",
+            error_class="DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS")
+    raise UnsupportedDmlTargetError(
+        f"Can't resolve column {columns[0]} in the table at {root} (columns {table_columns}): the view "
+        f"{name} computes it, so {command} cannot write it back through the view.",
+        error_class="DELTA_CANNOT_RESOLVE_COLUMN")
 
 
 def _projected(frame: DataFrame, columns: list[str]) -> DataFrame:

@@ -14,6 +14,7 @@ from sqlglot import exp
 from dvlake.log.condition import Condition, refuse_subquery
 from dvlake.spark.names import case_sensitive
 from dvlake.spark.view_target import ViewTarget, view_target
+from dvlake.sqlfront import view_statements
 from dvlake.sqlfront.delete_subqueries import delete_condition
 from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written
 from dvlake.sqlfront.passthrough import passthrough
@@ -113,6 +114,8 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
         raise sql_error(text, offset_of(node), "DELETE … USING is not supported; use MERGE … WHEN MATCHED THEN DELETE",
                         parse=True)
     view = view_of(spark, node.this, "DELETE")
+    if view is not None and view.renames:
+        return view_statements.delete_through(spark, node, text, view, _alias(node.this), delete)
     path = view.root if view is not None else target_path(spark, node.this, text, "DELETE")
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
@@ -186,6 +189,8 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
         raise sql_error(text, offset_of(node), "UPDATE … FROM is not supported; use MERGE … WHEN MATCHED THEN UPDATE",
                         parse=True)
     view = view_of(spark, node.this, "UPDATE")
+    if view is not None and view.renames:
+        return view_statements.update_through(spark, node, text, view, _alias(node.this), update)
     path = view.root if view is not None else target_path(spark, node.this, text, "UPDATE")
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
@@ -303,6 +308,10 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
     source_alias = _alias(using) or _implicit_alias(using, taken=target_alias)
     if source_alias:
         source = source.alias(source_alias)
+    if view is not None and (view.renames or view.is_projection):
+        assert target_alias is not None
+        return view_statements.merge_through(spark, node, text, view, target_alias, source, source_alias, merge,
+                                             schema_evolution=schema_evolution)
     on = node.args.get("on")
     if on is None:
         raise sql_error(text, offset_of(node), "MERGE needs ON <condition>", parse=True)
@@ -319,8 +328,6 @@ def merge(spark: SparkSession, node: exp.Merge, text: str, schema_evolution: boo
 
     clauses = clauses_with_defaults(clauses, path)  # UPDATE SET c = DEFAULT, INSERT … VALUES (…, DEFAULT)
     spec = MergeSpec(source, Condition.parse(written(text, on)), clauses, target_alias, source_alias, schema_evolution)
-    if view is not None and view.is_projection:
-        view.refuse_merge(spark, target_alias, source, spec)
     metrics = run_merge(spark, path, spec)
     if view is not None:
         view.refresh(spark)

@@ -29,7 +29,7 @@ from dvlake.commands.dml.merge.frames import (
 from dvlake.commands.dml.merge.insert_only import merge_insert_only
 from dvlake.commands.dml.merge.prepared import Matches, PreparedMerge, generated_of
 from dvlake.commands.dml.merge.pruning import target_only
-from dvlake.commands.dml.merge.source import materializes
+from dvlake.commands.dml.merge.source import materializes, refuse_nondeterministic
 from dvlake.commands.dml.merge.spec import (
     MATCHED,
     NOT_MATCHED,
@@ -162,6 +162,7 @@ class MergeCommand:
             path = row_level.INSERT_ONLY
         else:
             path = row_level.WITH_DVS if use_dvs(spark, snapshot, MERGE_DVS_PERSISTENT) else row_level.COPY_ON_WRITE
+            refuse_nondeterministic(spark, spec.source)  # the source is read twice (delta-spark's check)
         # a file proven unable to match (or be taken by a BY SOURCE clause) is not read, so not registered
         return Prepared(snapshot, plan, candidates, path, prep, new_md, merge_parameters(spec))
 
@@ -172,7 +173,9 @@ class MergeCommand:
         found = _matches(prep, with_dvs=prepared.path == row_level.WITH_DVS)
         if prepared.path == row_level.WITH_DVS and (prep.matched or prep.by_source):
             return merge_with_dvs(prep, found)
-        return merge_copy_on_write(prep, found)
+        general_insert_only = not prep.matched and not prep.by_source  # the insert-only fast path is switched off
+        return merge_copy_on_write(prep, found, general_insert_only=general_insert_only,
+                                   rewrite_matched_files=general_insert_only and prepared.path == row_level.COPY_ON_WRITE)
 
     def empty_metrics(self, outcome: Outcome) -> dict[str, Any]:
         return outcome.metrics

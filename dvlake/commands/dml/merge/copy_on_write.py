@@ -37,16 +37,22 @@ from dvlake.log.stats import num_records_of
 from dvlake.spark import row_tracking
 
 
-def merge_copy_on_write(prep: PreparedMerge, found: Matches) -> Outcome:
+def merge_copy_on_write(prep: PreparedMerge, found: Matches, *, general_insert_only: bool = False,
+                        rewrite_matched_files: bool = False) -> Outcome:
     """MERGE without deletion vectors: the clause outcomes are counted in one pass over the changes; a second pass
     writes the updated and inserted rows with the untouched rows of every file a clause took a row from, and those
-    files are removed."""
+    files are removed.
+
+    ``general_insert_only``: an insert-only MERGE run on the general path
+    (``spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled=false``), where delta-spark still refuses a
+    target row matched by two source rows; ``rewrite_matched_files`` (without deletion vectors) also rewrites every
+    file with a matched row, copying its rows, as delta-spark's general path does."""
     spark, snapshot, plan, candidates, sides, schema, md = prep.spark, prep.snapshot, prep.plan, prep.candidates, \
         prep.sides, prep.schema, prep.md
     matches, root = found.matches, snapshot.table_root
     matched, not_matched, by_source = prep.matched, prep.not_matched, prep.by_source
-    if matched or by_source:
-        matches = without_duplicate_matches(matches, sides, found.exempt, root)
+    if matched or by_source or general_insert_only:
+        matches = without_duplicate_matches(matches, sides, found.exempt and not general_insert_only, root)
 
     parts = []
     if matched:
@@ -65,11 +71,14 @@ def merge_copy_on_write(prep: PreparedMerge, found: Matches) -> Outcome:
     ids = row_tracking.ids_frame(spark, snapshot, plan)  # row tracking: updated rows keep their target row's id
     new_rows = row_tracking.with_kept_ids(changes.filter(F.col(sides.kind).isin(*WRITTEN)), ids, sides.fid, sides.rid,
                                           [f.name for f in schema.fields], keep_commit_version=False)
-    any_marked = any(counts.get(k, 0) for k in MARKED)
+    changed = any(counts.get(k, 0) for k in MARKED)
+    touched_by = matches if rewrite_matched_files else marks
+    touched_idx = sorted(int(r[0]) for r in touched_by.select(sides.fid).distinct().collect()) \
+        if changed or rewrite_matched_files else []
+    any_marked = bool(touched_idx)
     actions: list[Action] = []
     metrics: dict[str, Any] = {}
     if any_marked:
-        touched_idx = sorted(int(r[0]) for r in marks.select(sides.fid).distinct().collect())
         touched_plan = sub_plan(plan, touched_idx)
         positions = F.array(*[F.lit(i) for i in touched_idx])
         kept = flat_target(spark, snapshot, touched_plan, sides)
@@ -97,7 +106,7 @@ def merge_copy_on_write(prep: PreparedMerge, found: Matches) -> Outcome:
     copied = total_written - inserted - updated if any_marked else 0
     actions += new_adds
     cdc: list[AddCDCFile] = []
-    if any_marked and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts
+    if changed and cdf_enabled(md):  # insert-only outcomes need none: their adds read as inserts (copies neither)
         cdc = change_files(spark, snapshot, plan, changes, sides, prep.old_row, schema, md, touched_positions)
         actions += cdc
     rewrite_ms = int((time.monotonic() - t2) * 1000)

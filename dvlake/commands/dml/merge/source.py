@@ -23,7 +23,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from dvlake.config import MERGE_MATERIALIZE_SOURCE
+from dvlake.config import MERGE_FAIL_IF_SOURCE_CHANGED, MERGE_MATERIALIZE_SOURCE
+from dvlake.errors import NondeterministicMergeSourceError
 
 #: Logical operators whose output rows, and their order within each partition, are the same on every read.
 REPEATABLE_OPERATORS = frozenset({
@@ -42,14 +43,10 @@ def materializes(spark: SparkSession, source: DataFrame) -> bool:
 def repeatable(source: DataFrame) -> bool:
     """True only when Spark's plan of ``source`` shows it deterministic and built only of
     ``REPEATABLE_OPERATORS``; False when that cannot be shown (including no access to the plan)."""
-    jdf = getattr(source, "_jdf", None)  # a classic session's Dataset; Spark Connect has none
-    if jdf is None:
+    if deterministic(source) is not True:  # not deterministic, or no plan to look at (Spark Connect)
         return False
     try:
-        execution = jdf.queryExecution()
-        if not bool(execution.analyzed().deterministic()):
-            return False
-        return _only_repeatable(execution.optimizedPlan())
+        return _only_repeatable(getattr(source, "_jdf").queryExecution().optimizedPlan())  # noqa: B009 - see module doc
     except Exception:  # noqa: BLE001 - a plan that cannot be inspected is not shown to be repeatable
         return False
 
@@ -59,3 +56,36 @@ def _only_repeatable(plan: Any) -> bool:
         return False
     children = plan.children()
     return all(_only_repeatable(children.apply(i)) for i in range(int(children.size())))
+
+
+def refuse_nondeterministic(spark: SparkSession, source: DataFrame) -> None:
+    """delta-spark's ``merge.failIfSourceChanged`` (off by default): with the source not materialized
+    (``materializeSource=none``), a MERGE that reads its source twice fails when the source may change between the
+    reads. delta-spark notices it by counting the rows of both reads; dvlake, which materializes such a source anyway,
+    fails when Spark's plan of the source is not deterministic (``rand()``, a nondeterministic UDF), so the answer
+    does not depend on luck. Without access to the plan (Spark Connect) nothing is refused: the source is
+    materialized and read once.
+
+    Raises:
+        NondeterministicMergeSourceError: the flag is on, the mode is ``none`` and the source is not deterministic.
+    """
+    if str(spark.conf.get(MERGE_FAIL_IF_SOURCE_CHANGED, "false")).strip().lower() != "true":
+        return
+    if str(spark.conf.get(MERGE_MATERIALIZE_SOURCE, "auto")).strip().lower() != "none":
+        return
+    if deterministic(source) is False:
+        raise NondeterministicMergeSourceError(
+            "Cannot perform Merge because the source dataset is not deterministic: its plan holds a nondeterministic "
+            f"expression and {MERGE_MATERIALIZE_SOURCE}=none asks not to materialize it. Set it to auto, or make the "
+            "source deterministic")
+
+
+def deterministic(source: DataFrame) -> bool | None:
+    """Whether Spark's analyzed plan of ``source`` is deterministic; None when the plan cannot be read."""
+    jdf = getattr(source, "_jdf", None)  # a classic session's Dataset; Spark Connect has none
+    if jdf is None:
+        return None
+    try:
+        return bool(jdf.queryExecution().analyzed().deterministic())
+    except Exception:  # noqa: BLE001 - a plan that cannot be inspected says nothing
+        return None
