@@ -82,6 +82,25 @@ class Condition:
             raise InvalidArgumentError(f"the condition {text!r} is a statement, not a boolean expression")
         return cls(text=text, alias=alias, tree=tree, _columns=_referenced(tree, alias) if tree is not None else None)
 
+    @classmethod
+    def from_tree(cls, text: str, tree: exp.Expr, offset: int, alias: str | None = None) -> Condition:
+        """A Condition from a tree already parsed as part of a larger text (the SQL front end's statement), so the
+        condition is not parsed a second time.
+
+        ``text`` is the user's own slice of the statement the tree was parsed from (``sqlfront.parse.written``,
+        which checks that the slice parses to this very tree), starting at character ``offset`` of the statement.
+        The tree is copied with its recorded positions moved to count from the slice, as ``parse`` would have
+        recorded them (``single_quoted`` reads the text at them)."""
+        own = tree.copy()
+        for node in own.walk():
+            meta = node.meta if node.meta else None  # ``meta`` creates an empty dict on first access
+            if meta is None:
+                continue
+            for key in ("start", "end"):
+                if isinstance(meta.get(key), int):
+                    meta[key] -= offset
+        return cls(text=text, alias=alias, tree=own, _columns=_referenced(own, alias))
+
     # --- what the condition reads ---------------------------------------------------------
 
     @property
@@ -213,7 +232,9 @@ class Condition:
     def plainly_deterministic(self) -> bool:
         """Whether the text is provably deterministic and free of subqueries, aggregates and windows
         (``plain_row_expression``): DML then needs no analyzer probe to tell (a Column: never known here)."""
-        return self.text is not None and plain_row_expression(self.text)
+        # the tree stands for the whole text unless ``pruning_part`` narrowed it (it leaves the columns unknown then)
+        whole = self.tree if self._columns is not None else None
+        return self.text is not None and plain_row_expression(self.text, whole)
 
     def refuse_subqueries(self, command: str, operation: str | None = None) -> None:
         """``refuse_subquery`` for this condition, from its parsed text (a Column: from its rendering, a first look;
@@ -268,18 +289,20 @@ _PAREN_AFTER = frozenset({
 })
 
 
-def plain_row_expression(text: str) -> bool:
+def plain_row_expression(text: str, tree: exp.Expr | None = None) -> bool:
     """Whether ``text`` is built only of column references, literals, operators, ``CAST`` and ``CASE``.
 
     Such an expression is deterministic and holds no subquery, aggregate or window function, so the
     DML checks that ask Spark's analyzer about those (``commands/dml_checks.py``: four analyses) can be
     skipped. A whitelist on purpose: any function call (``f(...)``), however harmless its name, makes
     it False, because a session may register a UDF under a built-in's name; only ``CAST(`` is
-    syntax, not a call. False answers nothing: the analyzer decides then.
+    syntax, not a call. False answers nothing: the analyzer decides then. ``tree``: ``text`` already parsed (a
+    ``Condition``'s), so it is not parsed again.
     """
     try:
         tokens = list(SparkSQL().tokenize(text))
-        tree = sqlglot.parse_one(text, read=SparkSQL)
+        if tree is None:
+            tree = sqlglot.parse_one(text, read=SparkSQL)
     except (ParseError, TokenError):
         return False
     for before, tok in zip([None, *tokens], tokens, strict=False):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from dvlake.log.condition import Condition
-from dvlake.sqlfront.parse import written
+from dvlake.sqlfront.parse import written_condition
 from dvlake.sqlfront.refs import delta_tables_as_frames, maybe_catalog_location, name_of, reads_delta_tables, table_ref
 from dvlake.storage.paths import normalize_table_root
 
@@ -22,18 +22,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def delete_condition(spark: SparkSession, where: exp.Expr, text: str, root: str, alias: str | None) -> str | Condition:
-    """The condition of ``DELETE … WHERE <where>`` on the table at ``root``: the user's text when Spark can read it
-    as written, else a parsed ``Condition`` carrying the placeholder form of its subqueries."""
-    written_text = written(text, where)
+def delete_condition(spark: SparkSession, where: exp.Expr, text: str, root: str, alias: str | None) -> Condition:
+    """The condition of ``DELETE … WHERE <where>`` on the table at ``root``, from the statement's own tree (not parsed
+    again): as written when Spark can read it so, else carrying the placeholder form of its subqueries."""
+    condition = written_condition(text, where, alias)
     if not any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in where.walk()) \
             or not reads_delta_tables(spark, where):
-        return written_text
+        return condition
     spliced, frames, nodes = delta_tables_as_frames(spark, where, text)
     target = normalize_table_root(root)
     own = {key for key, node in nodes.items() if _names_target(spark, node, target)}
-    parsed = Condition.parse(written_text, alias)
-    return parsed.with_tables(spliced, {k: v for k, v in frames.items() if k not in own}, own)
+    return condition.with_tables(spliced, {k: v for k, v in frames.items() if k not in own}, own)
 
 
 def _names_target(spark: SparkSession, node: exp.Table, target: str) -> bool:

@@ -1,8 +1,9 @@
 """DELETE, UPDATE and MERGE INTO from sqlglot's AST to dvlake's commands.
 
 Conditions and assignment values are handed to the commands as the user's own text, sliced from the
-statement (``parse.written``), never regenerated from the AST; sources of MERGE (a table, a Delta path
-at any version, or a subquery that may itself read Delta tables) become DataFrames first.
+statement (``parse.written``), never regenerated from the AST; DELETE's and UPDATE's WHERE goes with the tree the
+statement's parse made (``parse.written_condition``), so the command does not parse it again; sources of MERGE (a
+table, a Delta path at any version, or a subquery that may itself read Delta tables) become DataFrames first.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dvlake.spark.names import case_sensitive
 from dvlake.spark.view_target import ViewTarget, view_target
 from dvlake.sqlfront import view_statements
 from dvlake.sqlfront.delete_subqueries import delete_condition
-from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written
+from dvlake.sqlfront.parse import DIALECT, is_word, parse_statement, sql_error, tokenize, written, written_condition
 from dvlake.sqlfront.passthrough import passthrough
 from dvlake.sqlfront.refs import (
     catalog_location,
@@ -94,9 +95,8 @@ def _tables_resolve(spark: SparkSession, node: exp.Expr | None) -> None:
 def _no_subqueries(node: exp.Expr | None, text: str, command: str, operation: str | None = None) -> None:
     """``log.condition.refuse_subquery`` from the statement's own tree, before a subquery reading a Delta table is
     resolved (the commands refuse the others too)."""
-    if node is not None:
-        refuse_subquery(command, any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in node.walk()),
-                        written(text, node), operation)
+    if node is not None and any(isinstance(n, exp.Query | exp.Subquery | exp.Exists) for n in node.walk()):
+        refuse_subquery(command, True, written(text, node), operation)  # the text only for the message
 
 
 def _sql(node: exp.Expr) -> str:
@@ -119,11 +119,11 @@ def delete(spark: SparkSession, node: exp.Delete, text: str) -> DataFrame:
     path = view.root if view is not None else target_path(spark, node.this, text, "DELETE")
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
-    condition: str | Condition | None = None
+    condition: Condition | None = None
     if where is not None:  # subqueries run as in delta-spark; the Delta tables they read are dvlake's reads
         condition = delete_condition(spark, where.this, text, path, alias)
     if view is not None:
-        view.check_resolves(spark, alias, [written(text, where.this)] if where is not None else [])
+        view.check_resolves(spark, alias, [condition.display()] if condition is not None else [])
     metrics = run_delete(spark, path, condition, alias=alias)
     if view is not None:
         view.refresh(spark)
@@ -194,20 +194,22 @@ def update(spark: SparkSession, node: exp.Update, text: str) -> DataFrame:
     path = view.root if view is not None else target_path(spark, node.this, text, "UPDATE")
     alias = _alias(node.this) or (view.qualifier if view is not None else None)
     where = node.args.get("where")
-    _no_subqueries(where.this if where is not None else None, text, "UPDATE")
+    # the tree parsed with the statement goes to the command with the user's text: the condition is parsed once
+    condition = written_condition(text, where.this, alias) if where is not None else None
+    if condition is not None:
+        condition.refuse_subqueries("UPDATE")
     pairs = assignments(node.expressions, text, target_qualifiers(node.this, alias), case_sensitive(spark))
     if any(v.strip().upper() == "DEFAULT" for v in pairs.values()):  # SET c = DEFAULT: the column's default
         from dvlake.sqlfront.defaults import keywords_replaced, table_defaults
 
         pairs = keywords_replaced(pairs, table_defaults(path))
-    condition = written(text, where.this) if where is not None else None
     # SET b = (SELECT … FROM <Delta table>): scalar subqueries in values run, as in delta-spark (only the condition
     # refuses subqueries); the tables they read are dvlake's reads, never what plain Spark sees of a name
     reading = {name: pair.expression for name, pair in zip(pairs, node.expressions, strict=True)
                if reads_delta_tables(spark, pair.expression)}
     if view is not None:  # SET names, values and the condition see the view's columns only
-        view.check_resolves(spark, alias, [t for t in (condition, *pairs, *(v for k, v in pairs.items() if k not in reading))
-                                           if t])
+        view.check_resolves(spark, alias, [t for t in (condition.display() if condition is not None else None, *pairs,
+                                                       *(v for k, v in pairs.items() if k not in reading)) if t])
     with delta_tables_as_views(spark, list(reading.values()), text) as values:
         pairs.update(zip(reading, values, strict=True))
         metrics = run_update(spark, path, pairs, condition, alias=alias)

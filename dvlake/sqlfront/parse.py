@@ -21,6 +21,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from dvlake.errors import DeltaSqlError, DeltaSqlParseError
+from dvlake.log.condition import Condition
 from dvlake.log.sql_dialect import SparkSQL
 
 DIALECT = SparkSQL  # Spark 4: a doubled quote inside a string literal is one quote
@@ -335,6 +336,17 @@ def written(text: str, node: exp.Expr) -> str:
     """
     span = written_span(text, node)
     return node.sql(DIALECT) if span is None else text[span[0]:span[1]]
+
+
+def written_condition(text: str, node: exp.Expr, alias: str | None = None) -> Condition:
+    """The condition ``node`` of ``text``'s AST (a WHERE) as the commands take it: the user's own slice of the
+    statement (``written``, whose check parses the slice once) with the tree the statement's parse already made,
+    so no command parses the condition again. A node without names or literals has no slice and no positions: its
+    regenerated text (``written``) goes with it."""
+    span = written_span(text, node)
+    if span is None:
+        return Condition.from_tree(node.sql(DIALECT), node, 0, alias)
+    return Condition.from_tree(text[span[0]:span[1]], node, span[0], alias)
 
 
 def written_span(text: str, node: exp.Expr, tokens: list[Token] | None = None) -> tuple[int, int] | None:

@@ -121,34 +121,32 @@ def resolve_feature(protocol: Protocol, feature_name: str, truncate_history: boo
         raise DeltaTableFeatureException(
             f"cannot drop {feature_name!r}: it is not a table feature dvlake knows (known: {sorted(KNOWN_FEATURES)}).",
             error_class="DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE")
-    if name not in REMOVABLE_FEATURES:
-        raise DeltaTableFeatureException(
-            f"the table feature {name!r} cannot be dropped from a table's protocol (it is not removable). Create a new "
-            "table without it and copy the data if it must go.", error_class="DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE")
     present = features.reader_features(protocol) | features.writer_features(protocol)
-    if name not in present:
-        raise DeltaTableFeatureException(
-            f"cannot drop {name!r}: the table's protocol does not have it (it has {sorted(present) or 'no features'}).",
-            error_class="DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT")
-    if name == CHECKPOINT_PROTECTION_FEATURE and not truncate_history:
-        raise DeltaTableFeatureException(
-            f"{name!r} guards the history of an earlier fast DROP FEATURE: it can only be dropped together with the "
-            "history it protects, i.e. with TRUNCATE HISTORY.",
-            error_class="DELTA_FEATURE_CAN_ONLY_DROP_CHECKPOINT_PROTECTION_WITH_HISTORY_TRUNCATION")
-    if truncate_history and name not in READER_WRITER_FEATURES and name != CHECKPOINT_PROTECTION_FEATURE:
-        raise DeltaTableFeatureException(
-            f"{name!r} is a writer-only feature: it is dropped without TRUNCATE HISTORY (only reader-writer features "
-            "need the history truncated). Run the command again without TRUNCATE HISTORY.",
-            error_class="DELTA_FEATURE_DROP_HISTORY_TRUNCATION_NOT_ALLOWED")
     dependents = sorted(DEPENDENT_FEATURES.get(name, frozenset()) & present)
-    if dependents:
-        raise DeltaTableFeatureException(
-            f"cannot drop {name!r}: the table's features {dependents} require it. Drop those first.",
-            error_class="DELTA_FEATURE_DROP_DEPENDENT_FEATURE")
-    if name not in DROPPABLE_BY_DVLAKE:
-        raise DeltaTableFeatureException(
-            f"dropping {name!r} is not supported by dvlake (it drops {sorted(DROPPABLE_BY_DVLAKE)}); drop it with "
-            "delta-spark.", error_class="DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE")
+    writer_only = name not in READER_WRITER_FEATURES and name != CHECKPOINT_PROTECTION_FEATURE
+    # delta-spark's checks in its order, as (broken, error class, message): the first broken one is raised
+    rules = [
+        (name not in REMOVABLE_FEATURES, "DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE",
+         f"the table feature {name!r} cannot be dropped from a table's protocol (it is not removable). Create a new "
+         "table without it and copy the data if it must go."),
+        (name not in present, "DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT",
+         f"cannot drop {name!r}: the table's protocol does not have it (it has {sorted(present) or 'no features'})."),
+        (name == CHECKPOINT_PROTECTION_FEATURE and not truncate_history,
+         "DELTA_FEATURE_CAN_ONLY_DROP_CHECKPOINT_PROTECTION_WITH_HISTORY_TRUNCATION",
+         f"{name!r} guards the history of an earlier fast DROP FEATURE: it can only be dropped together with the "
+         "history it protects, i.e. with TRUNCATE HISTORY."),
+        (truncate_history and writer_only, "DELTA_FEATURE_DROP_HISTORY_TRUNCATION_NOT_ALLOWED",
+         f"{name!r} is a writer-only feature: it is dropped without TRUNCATE HISTORY (only reader-writer features "
+         "need the history truncated). Run the command again without TRUNCATE HISTORY."),
+        (bool(dependents), "DELTA_FEATURE_DROP_DEPENDENT_FEATURE",
+         f"cannot drop {name!r}: the table's features {dependents} require it. Drop those first."),
+        (name not in DROPPABLE_BY_DVLAKE, "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE",
+         f"dropping {name!r} is not supported by dvlake (it drops {sorted(DROPPABLE_BY_DVLAKE)}); drop it with "
+         "delta-spark."),
+    ]
+    for broken, error_class, message in rules:
+        if broken:
+            raise DeltaTableFeatureException(message, error_class=error_class)
     return name
 
 

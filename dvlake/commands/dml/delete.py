@@ -21,13 +21,7 @@ from typing import Any
 
 from pyspark.sql import Column, SparkSession
 
-from dvlake.commands.common import (
-    mode_of,
-    num_indexed_cols,
-    physical_partition_columns,
-    stats_leaf_paths,
-    tight_bounds_flag,
-)
+from dvlake.commands.data_files import write_table_files
 from dvlake.commands.dml import template as row_level
 from dvlake.commands.dml.cdc_write import cdf_enabled, with_change_type, write_change_files
 from dvlake.commands.dml.checks import require_deterministic
@@ -46,7 +40,6 @@ from dvlake.spark.bound import BoundCondition, bind
 from dvlake.spark.dv_scan import FILE_INDEX_COL, FILE_PATH_COL, ROW_INDEX_COL
 from dvlake.spark.layout import logical_struct
 from dvlake.spark.scan import ScanPlan, check_condition, logical_frame, match_frame, plan_scan
-from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -187,13 +180,7 @@ def _delete_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     kept = condition.not_matching(row_tracking.scan_frame(spark, snapshot, sub))
     kept, kept_ids = row_tracking.materialize(kept, snapshot)  # row ids and versions kept (row tracking)
     md = snapshot.metadata
-    cm = mode_of(md)
-    schema = md.schema
-    new_adds = write_data_files(
-        to_physical(kept, schema, cm, extra=kept_ids), snapshot.table_root, snapshot.storage,
-        physical_partition_columns(schema, list(md.partition_columns), cm),
-        stats_leaf_paths(schema, list(md.partition_columns), cm), tight_bounds=tight_bounds_flag(snapshot.protocol),
-        num_indexed_cols=num_indexed_cols(md.configuration))
+    new_adds = write_table_files(kept, snapshot.table_root, snapshot.storage, md, snapshot.protocol, extra=kept_ids)
     cdc: list[AddCDCFile] = []
     if cdf_enabled(md):  # the change feed's rows: the deleted ones (the copied rows did not change)
         deleted = condition.matching(logical_frame(spark, snapshot, sub))

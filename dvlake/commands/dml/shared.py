@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
-from dvlake.commands.common import mode_of, num_indexed_cols, physical_partition_columns, stats_leaf_paths, tight_bounds_flag
+from dvlake.commands.data_files import write_table_files
 from dvlake.commands.dml.store_assign import Casting, cast_if_needed
 from dvlake.compat.pyspark_hooks import without_call_sites
 from dvlake.errors import (
@@ -40,7 +40,6 @@ from dvlake.spark.layout import logical_struct
 from dvlake.spark.names import same_name
 from dvlake.spark.scan import ScanPlan
 from dvlake.spark.task_errors import translated
-from dvlake.spark.write import to_physical, write_data_files
 
 RETRIES_ON_CONFLICT = 3
 
@@ -239,13 +238,8 @@ def write_rows(df: DataFrame, table_root: str, snapshot: Snapshot, metadata: Met
     kept_ids, kept_names = row_tracking.materialized_out(df, md, proto)  # row tracking: ids the rows keep
     ordered = df.select(*[F.col(f"`{f.name}`") for f in logical.fields], *kept_ids)
     checked = constraints.enforce(ordered, logical, md, proto)  # generated columns are checked too
-    cm = mode_of(md)
-    parts = list(md.partition_columns)
     try:
-        return write_data_files(to_physical(checked, schema_json, cm, extra=kept_names), table_root, snapshot.storage,
-                                physical_partition_columns(schema_json, parts, cm), stats_leaf_paths(schema_json, parts, cm),
-                                tight_bounds=tight_bounds_flag(proto), num_indexed_cols=num_indexed_cols(md.configuration),
-                                skip_empty=skip_empty)
+        return write_table_files(checked, table_root, snapshot.storage, md, proto, extra=kept_names, skip_empty=skip_empty)
     except Exception as exc:  # noqa: BLE001 - Spark wraps the raise_error; re-raise it typed
         constraints.raise_typed(exc, table_root)
         raise

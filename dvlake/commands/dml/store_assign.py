@@ -20,6 +20,7 @@ dvlake's typed errors (``dvlake.spark.task_errors``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, SparkSession
@@ -249,6 +250,20 @@ def _rank(t: DataType) -> int:
     return next((i for i, k in enumerate(_NUMERIC_ORDER) if type(t) is k), -1)
 
 
+def _parts_cast(src: DataType, dst: DataType, rule: Callable[[DataType, DataType], bool]) -> bool:
+    """Spark's rule for containers, the same in ``canUpCast`` and ``canAnsiCast``: an array, map or struct (of as
+    many fields, by position) casts to one of its kind where each of its parts does under ``rule``; any other pair
+    of types left at this point does not cast."""
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return rule(src.elementType, dst.elementType)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        return rule(src.keyType, dst.keyType) and rule(src.valueType, dst.valueType)
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        return len(src.fields) == len(dst.fields) and all(
+            rule(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields, strict=True))
+    return False
+
+
 def can_up_cast(src: DataType, dst: DataType) -> bool:
     """Spark's ``Cast.canUpCast``: casts that cannot lose data or fail (nullability aside)."""
     if isinstance(src, NullType) or identical(src, dst):
@@ -269,14 +284,7 @@ def can_up_cast(src: DataType, dst: DataType) -> bool:
     if (isinstance(src, TimestampType) and isinstance(dst, LongType)) or (
             isinstance(src, LongType) and isinstance(dst, TimestampType)):
         return True
-    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
-        return can_up_cast(src.elementType, dst.elementType)
-    if isinstance(src, MapType) and isinstance(dst, MapType):
-        return can_up_cast(src.keyType, dst.keyType) and can_up_cast(src.valueType, dst.valueType)
-    if isinstance(src, StructType) and isinstance(dst, StructType):
-        return len(src.fields) == len(dst.fields) and all(
-            can_up_cast(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields, strict=True))
-    return False
+    return _parts_cast(src, dst, can_up_cast)
 
 
 def can_ansi_cast(src: DataType, dst: DataType) -> bool:
@@ -301,11 +309,4 @@ def can_ansi_cast(src: DataType, dst: DataType) -> bool:
         return isinstance(src, NumericType | BooleanType | TimestampType)
     if isinstance(dst, intervals):
         return type(src) is type(dst) or isinstance(src, IntegralType | DecimalType)
-    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
-        return can_ansi_cast(src.elementType, dst.elementType)
-    if isinstance(src, MapType) and isinstance(dst, MapType):
-        return can_ansi_cast(src.keyType, dst.keyType) and can_ansi_cast(src.valueType, dst.valueType)
-    if isinstance(src, StructType) and isinstance(dst, StructType):
-        return len(src.fields) == len(dst.fields) and all(
-            can_ansi_cast(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields, strict=True))
-    return False
+    return _parts_cast(src, dst, can_ansi_cast)

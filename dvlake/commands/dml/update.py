@@ -97,7 +97,7 @@ class UpdateCommand:
             parsed.refuse_subqueries("UPDATE")
         return cls(spark, assignments, parsed, alias)
 
-    def prepare(self, snapshot: Snapshot) -> Prepared[UpdatePlan]:
+    def prepare(self, snapshot: Snapshot) -> Prepared[PreparedUpdate]:
         spark, parsed, alias = self.spark, self.condition, self.alias
         root = snapshot.table_root
         check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
@@ -122,37 +122,29 @@ class UpdateCommand:
         resolved = Assigned(paths, rules, columns, {name: text for name, text in generated.expressions(
             snapshot.protocol, snapshot.metadata).items() if name not in assigned})
         path = row_level.choose_path(spark, snapshot, plan, parsed, UPDATE_DVS_PERSISTENT)
-        return Prepared(snapshot, plan, row_level.candidates_of(snapshot, plan), path,
-                        UpdatePlan(resolved, condition), parameters={"predicate": predicate_param(parsed)})
+        candidates = row_level.candidates_of(snapshot, plan)
+        return Prepared(snapshot, plan, candidates, path,
+                        PreparedUpdate(spark, snapshot, plan, candidates, resolved, condition, alias),
+                        parameters={"predicate": predicate_param(parsed)})
 
-    def execute(self, prepared: Prepared[UpdatePlan], txn: OptimisticTransaction) -> Outcome:
-        spark, alias = self.spark, self.alias
-        snapshot, plan, candidates = prepared.snapshot, prepared.plan, prepared.candidates
-        resolved, condition = prepared.detail.assigned, prepared.detail.condition
+    def execute(self, prepared: Prepared[PreparedUpdate], txn: OptimisticTransaction) -> Outcome:
+        prep = prepared.detail
         metrics: dict[str, Any]
         actions: list[Action]
         if prepared.path == row_level.NOTHING:
             metrics, actions = {}, []
         elif prepared.path == row_level.PARTITION_ONLY:
-            metrics, actions = _rewrite_whole_files(spark, snapshot, plan, candidates, resolved, condition, alias)
+            metrics, actions = _rewrite_whole_files(prep)
         elif prepared.path == row_level.WITH_DVS:
-            metrics, actions = _update_with_dvs(spark, snapshot, plan, candidates, resolved, condition, alias)
+            metrics, actions = _update_with_dvs(prep)
         else:
-            metrics, actions = _update_copy_on_write(spark, snapshot, plan, candidates, resolved, condition, alias)
+            metrics, actions = _update_copy_on_write(prep)
         metrics["numAddedChangeFiles"] = sum(1 for a in actions if isinstance(a, AddCDCFile))
         return Outcome(actions, metrics)
 
     def empty_metrics(self, outcome: Outcome) -> dict[str, Any]:
         return {"numRemovedFiles": 0, "numAddedFiles": 0, **dv_counts([]), "numUpdatedRows": 0, "numCopiedRows": 0,
                 "numAddedBytes": 0, "numRemovedBytes": 0, "scanTimeMs": 0, "rewriteTimeMs": 0, "numAddedChangeFiles": 0}
-
-
-@dataclass(frozen=True)
-class UpdatePlan:
-    """UPDATE's own part of the plan: the resolved assignments and the condition as the Column Spark evaluates."""
-
-    assigned: Assigned
-    condition: Column | None
 
 
 def _aliased(df: DataFrame, alias: str | None) -> DataFrame:
@@ -173,21 +165,56 @@ class Assigned:
     recomputed: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PreparedUpdate:
+    """One UPDATE planned on ``snapshot``, passed whole to the path it takes (partition-only, deletion vectors,
+    copy-on-write) in place of seven positional parameters: a path cannot get two of them in the wrong order, and
+    a new piece of the plan is added here once (as MERGE's ``PreparedMerge``)."""
+
+    spark: SparkSession
+    snapshot: Snapshot
+    plan: ScanPlan
+    #: the snapshot's add actions the plan reads, in the plan's order
+    candidates: list[AddFile]
+    assigned: Assigned
+    #: the condition as the Column Spark evaluates (None: every row of the candidates)
+    condition: Column | None
+    #: the table's name in the condition and values (``UPDATE … AS t``)
+    alias: str | None
+
+    @property
+    def matching(self) -> Column:
+        """The condition, or true where there is none."""
+        return self.condition if self.condition is not None else F.lit(True)
+
+    def aliased(self, df: DataFrame) -> DataFrame:
+        """``df`` under the table's alias, so the condition and values resolve ``t.col``."""
+        return _aliased(df, self.alias)
+
+    def updated(self, df: DataFrame, condition: Column | None) -> DataFrame:
+        """``df`` with the assignments applied to the rows matching ``condition`` (all rows when None)."""
+        return _updated(df, self.plan, self.assigned, condition)
+
+    def change_files(self, matched: DataFrame) -> list[AddCDCFile]:
+        """The change feed's files for the ``matched`` rows (none when the feed is off)."""
+        return _change_files(self.snapshot, self.plan, self.assigned, matched)
+
+
 def _same_column(name: str) -> Column:
     return F.col(f"`{name}`")
 
 
-def _updated(df: DataFrame, plan: ScanPlan, resolved: Assigned, condition: str | Column | None) -> DataFrame:
+def _updated(df: DataFrame, plan: ScanPlan, resolved: Assigned, condition: Column | None) -> DataFrame:
     """``df`` with the assignments applied to the rows matching ``condition`` (all rows when None)."""
-    cond = as_column(condition) if condition is not None else None
     schema = plan.logical_schema
     cols = resolved.columns
-    if cond is None:
+    if condition is None:
         return constraints.computed(df.select(*cols, *row_tracking.carried(df, None)), schema, resolved.recomputed)
     names = [f.name for f in schema.fields]
-    matched = F.coalesce(cond, F.lit(False))
+    matched = F.coalesce(condition, F.lit(False))
     flag = unique_name("updated")
-    out = df.select(*[F.when(cond, new).otherwise(F.col(f"`{n}`")).alias(n) for new, n in zip(cols, names, strict=True)],
+    out = df.select(*[F.when(condition, new).otherwise(F.col(f"`{n}`")).alias(n)
+                      for new, n in zip(cols, names, strict=True)],
                     *row_tracking.carried(df, matched), *([matched.alias(flag)] if resolved.recomputed else []))
     if not resolved.recomputed:
         return out
@@ -205,15 +232,14 @@ def _change_files(snapshot: Snapshot, plan: ScanPlan, resolved: Assigned, matche
     return write_change_files(pre.unionByName(post), snapshot)
 
 
-def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                         resolved: Assigned, condition: str | Column | None,
-                         alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+def _rewrite_whole_files(prep: PreparedUpdate) -> tuple[dict[str, Any], list[Action]]:
     """Partition-only (or no) condition: every row of the candidate files matches; rewrite them all, no DVs."""
+    spark, snapshot, plan, candidates, condition = prep.spark, prep.snapshot, prep.plan, prep.candidates, prep.condition
     t0 = time.monotonic()
-    new_adds = write_rows(_updated(_aliased(row_tracking.scan_frame(spark, snapshot, plan), alias), plan, resolved,
-                                   condition), snapshot.table_root, snapshot)
-    matched = _aliased(logical_frame(spark, snapshot, plan), alias)
-    cdc = _change_files(snapshot, plan, resolved, matched if condition is None else matched.filter(as_column(condition)))
+    new_adds = write_rows(prep.updated(prep.aliased(row_tracking.scan_frame(spark, snapshot, plan)), condition),
+                          snapshot.table_root, snapshot)
+    matched = prep.aliased(logical_frame(spark, snapshot, plan))
+    cdc = prep.change_files(matched if condition is None else matched.filter(condition))
     ts = now_ms()
     updated = sum(num_records_of(a.stats) or 0 for a in new_adds)
     metrics = {"numRemovedFiles": len(candidates), "numAddedFiles": len(new_adds), "numUpdatedRows": updated,
@@ -223,23 +249,21 @@ def _rewrite_whole_files(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan
     return metrics, [*[a.remove(ts) for a in candidates], *new_adds, *cdc]
 
 
-def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                     resolved: Assigned, condition: str | Column | None,
-                     alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+def _update_with_dvs(prep: PreparedUpdate) -> tuple[dict[str, Any], list[Action]]:
     """One job for a small change: the scan that writes the updated rows also gathers their (file, row) pairs
     (``dv_pairs.py``), from which the driver builds the DVs. The count is the written files' row count. When
     the pairs did not all come back (a large or skewed change), ``mark_rows`` reads them with a scan of its own."""
+    spark, snapshot, plan, candidates = prep.spark, prep.snapshot, prep.plan, prep.candidates
     t0 = time.monotonic()
-    cond = as_column(condition) if condition is not None else F.lit(True)
     if row_tracking.materialized_columns(snapshot) is not None:
         # row tracking: the updated rows keep their ids, which the tracked scan carries
         base = row_tracking.tracked_frame(spark, snapshot, plan, keep_row_index=True)
     else:
         base = logical_frame(spark, snapshot, plan, include_row_index=True)
-    live = _aliased(base, alias).filter(cond)
+    live = prep.aliased(base).filter(prep.matching)
     watched, watch = watch_pairs(spark, live, plan, driver_room(spark, plan), FILE_INDEX_COL, ROW_INDEX_COL)
-    rows = _aliased(watched.drop(FILE_INDEX_COL, ROW_INDEX_COL), alias)
-    new_adds = write_rows(_updated(rows, plan, resolved, None), snapshot.table_root, snapshot, skip_empty=True)
+    rows = prep.aliased(watched.drop(FILE_INDEX_COL, ROW_INDEX_COL))
+    new_adds = write_rows(prep.updated(rows, None), snapshot.table_root, snapshot, skip_empty=True)
     count = sum(num_records_of(a.stats) or 0 for a in new_adds)
     scan_ms = int((time.monotonic() - t0) * 1000)  # the scan and the write of the updated rows are one job
     t1 = time.monotonic()
@@ -249,7 +273,7 @@ def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
                         by_index=True, rows=count, exact=True, gathered=watch.pairs())
     if not outcome.touched:  # cannot happen for live rows; the written files stay uncommitted (VACUUM drops them)
         return {}, []
-    cdc = _change_files(snapshot, plan, resolved, _aliased(live.drop(FILE_INDEX_COL, ROW_INDEX_COL), alias))
+    cdc = prep.change_files(prep.aliased(live.drop(FILE_INDEX_COL, ROW_INDEX_COL)))
     metrics = {"numRemovedFiles": len(outcome.touched), "numAddedFiles": len(new_adds), **outcome.dv_metrics(),
                "numUpdatedRows": outcome.newly_marked_rows, "numCopiedRows": 0,
                "numAddedBytes": sum(a.size for a in new_adds), "numRemovedBytes": 0, "scanTimeMs": scan_ms,
@@ -257,12 +281,11 @@ def _update_with_dvs(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, ca
     return metrics, [*outcome.actions, *new_adds, *cdc]
 
 
-def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, candidates: list[AddFile],
-                          resolved: Assigned, condition: str | Column | None,
-                         alias: str | None) -> tuple[dict[str, Any], list[Action]]:
+def _update_copy_on_write(prep: PreparedUpdate) -> tuple[dict[str, Any], list[Action]]:
+    """Every file with a matching row rewritten whole: matched rows updated, the others copied."""
+    spark, snapshot, plan, candidates, cond = prep.spark, prep.snapshot, prep.plan, prep.candidates, prep.matching
     t0 = time.monotonic()
-    cond = as_column(condition) if condition is not None else F.lit(True)
-    df = _aliased(logical_frame(spark, snapshot, plan, include_row_index=True), alias)
+    df = prep.aliased(logical_frame(spark, snapshot, plan, include_row_index=True))
     counts = {r[0]: r[1] for r in df.filter(cond).groupBy(FILE_INDEX_COL).count().collect()}
     scan_ms = int((time.monotonic() - t0) * 1000)
     if not counts:
@@ -270,10 +293,9 @@ def _update_copy_on_write(spark: SparkSession, snapshot: Snapshot, plan: ScanPla
     t1 = time.monotonic()
     touched_idx = sorted(counts)
     touched_plan = sub_plan(plan, touched_idx)
-    new_adds = write_rows(_updated(_aliased(row_tracking.scan_frame(spark, snapshot, touched_plan), alias), plan, resolved,
-                                   condition), snapshot.table_root, snapshot)
-    cdc = _change_files(snapshot, plan, resolved,
-                        _aliased(logical_frame(spark, snapshot, touched_plan), alias).filter(cond))
+    new_adds = write_rows(prep.updated(prep.aliased(row_tracking.scan_frame(spark, snapshot, touched_plan)),
+                                       prep.condition), snapshot.table_root, snapshot)
+    cdc = prep.change_files(prep.aliased(logical_frame(spark, snapshot, touched_plan)).filter(cond))
     ts = now_ms()
     touched = [candidates[i] for i in touched_idx]
     updated = sum(counts.values())

@@ -49,10 +49,9 @@ from pyspark.sql.types import (
 from dvlake.commands.common import (
     mode_of,
     num_indexed_cols,
-    physical_partition_columns,
     stats_leaf_paths,
-    tight_bounds_flag,
 )
+from dvlake.commands.data_files import write_table_files
 from dvlake.config import (
     DEFAULT_MAX_DELETED_ROWS_RATIO,
     DEFAULT_OPTIMIZE_FILE_SIZE,
@@ -81,7 +80,6 @@ from dvlake.spark import row_tracking
 from dvlake.spark.dv_scan import ScanFile
 from dvlake.spark.pruning import partition_only_mask
 from dvlake.spark.scan import ScanPlan, plan_scan
-from dvlake.spark.write import to_physical, write_data_files
 from dvlake.spark.zorder import with_zorder_value
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
@@ -352,14 +350,6 @@ def _rewrite_bins(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, bins:
     """Write each bin's live rows as new files (bins run as parallel Spark jobs); returns their adds."""
     if not bins:
         return []
-    md = snapshot.metadata
-    cm = mode_of(md)
-    schema = md.schema
-    parts = list(md.partition_columns)
-    part_phys = physical_partition_columns(schema, parts, cm)
-    stats_cols = stats_leaf_paths(schema, parts, cm)
-    tight = tight_bounds_flag(snapshot.protocol)
-    indexed = num_indexed_cols(md.configuration)
 
     def rewrite(bin_files: list[AddFile]) -> list[AddFile]:
         files = [scan_file_of[index_of[a.path]] for a in bin_files if index_of[a.path] in scan_file_of]
@@ -379,8 +369,8 @@ def _rewrite_bins(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, bins:
         else:
             df = df.repartition(1) if settings.repartition else df.coalesce(1)
         df, kept_ids = row_tracking.materialize(df, snapshot)
-        written = write_data_files(to_physical(df, schema, cm, extra=kept_ids), snapshot.table_root, snapshot.storage, part_phys,
-                                   stats_cols, tight_bounds=tight, num_indexed_cols=indexed)
+        written = write_table_files(df, snapshot.table_root, snapshot.storage, snapshot.metadata, snapshot.protocol,
+                                    extra=kept_ids)
         return [a for a in written if (num_records_of(a.stats) or 0) > 0]  # empty outputs are dropped
 
     with ThreadPoolExecutor(max_workers=min(settings.max_threads, len(bins))) as pool:

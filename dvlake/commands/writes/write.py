@@ -13,12 +13,9 @@ from pyspark.sql import functions as F
 
 from dvlake.commands.common import (
     mode_of,
-    num_indexed_cols,
-    physical_partition_columns,
-    stats_leaf_paths,
-    tight_bounds_flag,
     try_load,
 )
+from dvlake.commands.data_files import write_table_files
 from dvlake.commands.ddl import clustering as table_clustering
 from dvlake.commands.dml.delete import matching_rows_actions
 from dvlake.commands.writes.options import WriteOptions
@@ -46,7 +43,6 @@ from dvlake.spark import constraints
 from dvlake.spark import identity as identity_values
 from dvlake.spark.layout import all_nullable, logical_struct
 from dvlake.spark.task_errors import translated
-from dvlake.spark.write import to_physical, write_data_files
 from dvlake.storage.base import storage_for
 from dvlake.storage.local import check_creatable_root
 from dvlake.storage.paths import normalize_table_root
@@ -223,16 +219,12 @@ def _write(df: DataFrame, root: str, snapshot: Snapshot | None, mode: str, mode_
     features.check_can_write(protocol, metadata, root)
     cm = mode_of(metadata)
     schema = metadata.schema
-    part_phys = physical_partition_columns(schema, list(metadata.partition_columns), cm)
     logical_df = df.toDF(*[f["name"] for f in schema["fields"]]) if replace_schema else df
     # NOT NULL columns, CHECK constraints, invariants and generated columns fail the write job itself on a bad row
     # (nothing is committed)
     checked = constraints.enforce(logical_df, logical_struct(schema), metadata, protocol)
     try:
-        adds = write_data_files(to_physical(checked, schema, cm), root, storage, part_phys,
-                                stats_leaf_paths(schema, list(metadata.partition_columns), cm),
-                                tight_bounds=tight_bounds_flag(protocol),
-                                num_indexed_cols=num_indexed_cols(metadata.configuration))
+        adds = write_table_files(checked, root, storage, metadata, protocol)
     except Exception as exc:  # noqa: BLE001 - a NOT NULL failure is raised typed; CHECK ones by translated()
         constraints.raise_typed(exc, root)
         raise

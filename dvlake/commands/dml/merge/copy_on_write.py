@@ -12,19 +12,10 @@ from pyspark.sql import functions as F
 
 from dvlake.commands.dml.cdc_write import cdf_enabled
 from dvlake.commands.dml.dv_marking import dv_counts
-from dvlake.commands.dml.merge.clauses import no_value
 from dvlake.commands.dml.merge.frames import flat_target
 from dvlake.commands.dml.merge.prepared import Matches, PreparedMerge
 from dvlake.commands.dml.merge.repartition import repartition_before_write
-from dvlake.commands.dml.merge.spec import (
-    M_DELETE,
-    M_UPDATE,
-    MARKED,
-    N_INSERT,
-    S_DELETE,
-    S_UPDATE,
-    WRITTEN,
-)
+from dvlake.commands.dml.merge.spec import MARKED, N_INSERT, WRITTEN, updated_rows
 from dvlake.commands.dml.merge.steps import (
     change_files,
     row_metrics,
@@ -56,12 +47,11 @@ def merge_copy_on_write(prep: PreparedMerge, found: Matches, *, general_insert_o
 
     parts = []
     if matched:
-        parts.append(prep.outcomes(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}))
+        parts.append(prep.matched_outcomes(matches))
     if not_matched:
-        parts.append(prep.outcomes(prep.unmatched_sources(found), not_matched, {"insert": N_INSERT}, no_value))
+        parts.append(prep.insert_outcomes(prep.unmatched_sources(found)))
     if by_source:
-        parts.append(prep.outcomes(prep.unmatched_targets(found, matches), by_source,
-                                   {"update": S_UPDATE, "delete": S_DELETE}))
+        parts.append(prep.by_source_outcomes(prep.unmatched_targets(found, matches)))
     changes = functools.reduce(DataFrame.unionByName, parts)
     counts = {int(r[0]): int(r[1]) for r in changes.groupBy(sides.kind).count().collect()}
     scan_ms = int((time.monotonic() - found.scan_started) * 1000)
@@ -99,7 +89,7 @@ def merge_copy_on_write(prep: PreparedMerge, found: Matches, *, general_insert_o
         touched_positions = []
         written = new_rows
     inserted = counts.get(N_INSERT, 0)
-    updated = counts.get(M_UPDATE, 0) + counts.get(S_UPDATE, 0)
+    updated = updated_rows(counts)
     new_adds = (write_rows(repartition_before_write(spark, written, md), root, snapshot, md, snapshot.protocol)
                 if (inserted or updated or any_marked) else [])
     total_written = sum(num_records_of(a.stats) or 0 for a in new_adds)

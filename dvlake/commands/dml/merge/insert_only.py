@@ -11,7 +11,6 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from dvlake.commands.dml.dv_marking import dv_counts
-from dvlake.commands.dml.merge.clauses import no_value
 from dvlake.commands.dml.merge.frames import flat_target, with_unqualified, wrap_source, wrap_target
 from dvlake.commands.dml.merge.names import SOURCE_ONLY
 from dvlake.commands.dml.merge.prepared import PreparedMerge
@@ -35,7 +34,7 @@ def merge_insert_only(prep: PreparedMerge) -> Outcome:
     src = wrap_source(source, sides, with_id=False)
     target = wrap_target(flat_target(spark, snapshot, prep.plan, sides), sides)
     unmatched = with_unqualified(src.join(target, prep.on, "left_anti"), prep.names, SOURCE_ONLY)
-    changes = prep.outcomes(unmatched, prep.not_matched, {"insert": N_INSERT}, no_value)
+    changes = prep.insert_outcomes(unmatched)
     new_rows = changes.select(*[F.col(f"`{f.name}`") for f in schema.fields])
     new_adds = write_rows(repartition_before_write(spark, new_rows, md), snapshot.table_root, snapshot, md, snapshot.protocol)
     inserted = sum(num_records_of(a.stats) or 0 for a in new_adds)

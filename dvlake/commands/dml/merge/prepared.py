@@ -16,10 +16,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.dml.dv_pairs import PairWatch
-from dvlake.commands.dml.merge.clauses import clause_frame
+from dvlake.commands.dml.merge.clauses import clause_frame, no_value
 from dvlake.commands.dml.merge.frames import Sides, with_unqualified
 from dvlake.commands.dml.merge.names import SOURCE_ONLY, TARGET_ONLY, MergeNames
-from dvlake.commands.dml.merge.spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause, MergeSpec
+from dvlake.commands.dml.merge.spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, OUTCOMES, MergeClause, MergeSpec
 from dvlake.commands.dml.merge.steps import unmatched_target
 from dvlake.commands.dml.store_assign import Casting
 from dvlake.log import generated
@@ -86,12 +86,24 @@ class PreparedMerge:
         return F.lit(None).cast(self.schema[name].dataType)
 
 
-    def outcomes(self, frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int],
-                 current: Callable[[str], Column | None] | None = None, **options: Any) -> DataFrame:
-        """``clauses.clause_frame`` with this MERGE's schema, names, evolution, rules and generated columns: the one
-        call every path makes per kind of clause. ``current``: a column's value before the clause (the matched
-        target row's by default; ``no_value`` for inserts)."""
-        return clause_frame(frame, clauses, kinds, self.schema, self.sides, current or self.old_value, self.evolving,
+    def matched_outcomes(self, frame: DataFrame, **options: Any) -> DataFrame:
+        """The change rows the MATCHED clauses make of the matched pairs in ``frame``."""
+        return self._outcomes(frame, MATCHED, **options)
+
+    def insert_outcomes(self, frame: DataFrame) -> DataFrame:
+        """The change rows the NOT MATCHED clauses make of the unmatched source rows in ``frame``."""
+        return self._outcomes(frame, NOT_MATCHED)
+
+    def by_source_outcomes(self, frame: DataFrame) -> DataFrame:
+        """The change rows the NOT MATCHED BY SOURCE clauses make of the unmatched target rows in ``frame``."""
+        return self._outcomes(frame, NOT_MATCHED_BY_SOURCE)
+
+    def _outcomes(self, frame: DataFrame, kind: str, **options: Any) -> DataFrame:
+        """``clauses.clause_frame`` with this MERGE's schema, names, evolution, rules and generated columns, for the
+        clauses of one kind: the codes their actions yield (``OUTCOMES``) and a column's value before the clause (the
+        matched target row's; none for an insert) follow from the kind, so no path passes them."""
+        current: Callable[[str], Column | None] = no_value if kind == NOT_MATCHED else self.old_value
+        return clause_frame(frame, self.clauses(kind), OUTCOMES[kind], self.schema, self.sides, current, self.evolving,
                             self.where, self.rules, generated=self.generated, **options)
 
     def unmatched_sources(self, found: Matches) -> DataFrame:

@@ -28,6 +28,17 @@ MARKED = (M_UPDATE, M_DELETE, S_UPDATE, S_DELETE)
 WRITTEN = (M_UPDATE, N_INSERT, S_UPDATE)
 
 
+#: a clause's kind → its action → the code of the change rows it yields: every path asks ``clause_frame`` with these
+OUTCOMES: dict[str, dict[str, int]] = {MATCHED: {"update": M_UPDATE, "delete": M_DELETE},
+                                       NOT_MATCHED: {"insert": N_INSERT},
+                                       NOT_MATCHED_BY_SOURCE: {"update": S_UPDATE, "delete": S_DELETE}}
+
+
+def updated_rows(counts: dict[int, int]) -> int:
+    """The target rows updated (by a MATCHED or a NOT MATCHED BY SOURCE clause) in change-row counts by code."""
+    return counts.get(M_UPDATE, 0) + counts.get(S_UPDATE, 0)
+
+
 RESULT_SCHEMA = "num_affected_rows long, num_updated_rows long, num_deleted_rows long, num_inserted_rows long"
 
 

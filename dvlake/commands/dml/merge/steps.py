@@ -24,6 +24,7 @@ from dvlake.commands.dml.merge.spec import (
     N_INSERT,
     NOT_MATCHED,
     NOT_MATCHED_BY_SOURCE,
+    OUTCOMES,
     S_DELETE,
     S_UPDATE,
     WRITTEN,
@@ -56,7 +57,7 @@ def gathering_marks(spark: SparkSession, joined: DataFrame, plan: ScanPlan, side
     ``watch_pairs`` needs; the clauses are evaluated there, once."""
     index_col = unique_name("clause")
     joined = joined.withColumn(index_col, clause_index(matched))
-    kind = kind_of(F.col(index_col), matched, {"update": M_UPDATE, "delete": M_DELETE})
+    kind = kind_of(F.col(index_col), matched, OUTCOMES[MATCHED])
     joined, watch = watch_pairs(spark, joined, plan, driver_room(spark, plan), sides.fid, sides.rid, kind)
     return joined, watch, index_col
 

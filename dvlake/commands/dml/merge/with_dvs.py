@@ -9,18 +9,9 @@ from pyspark.sql import functions as F
 
 from dvlake.commands.dml.cdc_write import cdf_enabled
 from dvlake.commands.dml.dv_marking import mark_rows
-from dvlake.commands.dml.merge.clauses import no_value
 from dvlake.commands.dml.merge.prepared import Matches, PreparedMerge
 from dvlake.commands.dml.merge.repartition import repartition_before_write
-from dvlake.commands.dml.merge.spec import (
-    M_DELETE,
-    M_UPDATE,
-    MARKED,
-    N_INSERT,
-    NOOP,
-    S_DELETE,
-    S_UPDATE,
-)
+from dvlake.commands.dml.merge.spec import M_DELETE, M_UPDATE, MARKED, N_INSERT, NOOP, S_UPDATE, updated_rows
 from dvlake.commands.dml.merge.steps import change_files, multiple_matches, row_metrics
 from dvlake.commands.dml.shared import (
     write_rows,
@@ -46,7 +37,7 @@ def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
     matches, num_pairs, root = found.matches, found.num_pairs, snapshot.table_root
     matched, not_matched, by_source = prep.matched, prep.not_matched, prep.by_source
     if matched:  # no-op rows kept: a target row matched twice fails even where no clause takes it
-        matched_frame = prep.outcomes(matches, matched, {"update": M_UPDATE, "delete": M_DELETE}, keep_noop=True,
+        matched_frame = prep.matched_outcomes(matches, keep_noop=True,
                                       index_col=found.index_col)
         taken = matched_frame.filter(F.col(sides.kind) != NOOP)
         marks = matched_frame.select(sides.fid, sides.rid, sides.kind)
@@ -55,8 +46,7 @@ def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
         marks = matches.select(sides.fid, sides.rid, F.lit(NOOP).alias(sides.kind))
     by_source_frame = None
     if by_source:
-        by_source_frame = prep.outcomes(prep.unmatched_targets(found, matches), by_source,
-                                        {"update": S_UPDATE, "delete": S_DELETE})
+        by_source_frame = prep.by_source_outcomes(prep.unmatched_targets(found, matches))
         marks = marks.unionByName(by_source_frame.select(sides.fid, sides.rid, sides.kind))
     checked_kinds: frozenset[int] = frozenset() if found.exempt else frozenset({NOOP, M_UPDATE, M_DELETE})
     # the pairs fed: one per match, and with BY SOURCE clauses at most one per target row besides
@@ -71,13 +61,13 @@ def merge_with_dvs(prep: PreparedMerge, found: Matches) -> Outcome:
         raise multiple_matches(root, None)
     insert_frame = None
     if not_matched:
-        insert_frame = prep.outcomes(prep.unmatched_sources(found), not_matched, {"insert": N_INSERT}, no_value)
+        insert_frame = prep.insert_outcomes(prep.unmatched_sources(found))
     counts = outcome.kind_counts
     scan_ms = int((time.monotonic() - found.scan_started) * 1000)
 
     t2 = time.monotonic()
     actions: list[Action] = list(outcome.actions)
-    updated = counts.get(M_UPDATE, 0) + counts.get(S_UPDATE, 0)
+    updated = updated_rows(counts)
     written = [f.filter(F.col(sides.kind) == k) for f, k in ((taken, M_UPDATE), (by_source_frame, S_UPDATE))
                if f is not None and counts.get(k, 0)]
     if insert_frame is not None:
