@@ -18,6 +18,7 @@ from pyspark.sql.types import StructType
 from dvlake.commands.dml.dv_pairs import PairWatch
 from dvlake.commands.dml.merge.clauses import clause_frame
 from dvlake.commands.dml.merge.frames import Sides, with_unqualified
+from dvlake.commands.dml.merge.identity import identities_of
 from dvlake.commands.dml.merge.names import SOURCE_ONLY, TARGET_ONLY, MergeNames
 from dvlake.commands.dml.merge.spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause, MergeSpec
 from dvlake.commands.dml.merge.steps import unmatched_target
@@ -92,7 +93,8 @@ class PreparedMerge:
         call every path makes per kind of clause. ``current``: a column's value before the clause (the matched
         target row's by default; ``no_value`` for inserts)."""
         return clause_frame(frame, clauses, kinds, self.schema, self.sides, current or self.old_value, self.evolving,
-                            self.where, self.rules, generated=self.generated, **options)
+                            self.where, self.rules, generated=self.generated,
+                            identities=identities_of(self.snapshot.protocol, self.md), **options)
 
     def unmatched_sources(self, found: Matches) -> DataFrame:
         """The source rows no target row matched, their columns also unqualified (what NOT MATCHED clauses see)."""
