@@ -39,29 +39,9 @@ def _path(cur: Cursor) -> list[str]:
     return parts
 
 
-def type_span(cur: Cursor, *stops: tuple[str, ...]) -> tuple[str, int]:
-    """The raw type text from here up to the first stop outside any ``<…>`` or ``(…)``: the commas (and a struct
-    field's COMMENT) inside ``MAP<STRING, BIGINT>``, ``STRUCT<a: INT, b: STRING>`` or ``DECIMAL(10, 2)`` belong to
-    the type, so ``Cursor.span_until``, which only balances parentheses, would cut it short."""
-    start = cur.offset()
-    depth = 0
-    while not cur.done():
-        tok = cur.peek()
-        assert tok is not None
-        if tok.token_type in (TokenType.L_PAREN, TokenType.LT):
-            depth += 1
-        elif tok.token_type in (TokenType.R_PAREN, TokenType.GT):
-            depth -= 1
-        elif depth == 0 and any(cur.at(*s) for s in stops):
-            break
-        cur.i += 1
-    end = cur.tokens[cur.i - 1].end + 1 if cur.i > 0 and cur.offset() > start else start
-    return cur.text[start:end], start
-
-
 def _type(spark: SparkSession, cur: Cursor) -> Any:
     """The type up to the next top-level comma, in Delta's JSON form (Spark's DDL parser reads it)."""
-    text, start = type_span(cur, (",",))
+    text, start = cur.span_until((",",), angles=True)  # MAP<STRING, BIGINT>: its comma is the type's
     if not text.strip():
         raise sql_error(cur.text, start, "TYPE needs a type", parse=True)
     try:
@@ -114,7 +94,7 @@ def read_change_column(spark: SparkSession, cur: Cursor) -> list[ColumnChange]:
     if new_name.strip("`").lower() != column[-1].strip("`").lower():
         raise sql_error(cur.text, start, f"CHANGE COLUMN cannot rename {column[-1]} to {new_name}: use ALTER TABLE … "
                         "RENAME COLUMN", parse=True)
-    text, _ = type_span(cur, ("COMMENT",), ("FIRST",), ("AFTER",))
+    text, _ = cur.span_until(("COMMENT",), ("FIRST",), ("AFTER",), angles=True)
     data_type = _type(spark, Cursor(text)) if text.strip() else None
     comment = None
     if cur.accept("COMMENT"):
