@@ -41,7 +41,7 @@ def _path(cur: Cursor) -> list[str]:
 
 def _type(spark: SparkSession, cur: Cursor) -> Any:
     """The type up to the next top-level comma, in Delta's JSON form (Spark's DDL parser reads it)."""
-    text, start = cur.span_until((",",))
+    text, start = cur.span_until((",",), angles=True)  # MAP<STRING, BIGINT>: its comma is the type's
     if not text.strip():
         raise sql_error(cur.text, start, "TYPE needs a type", parse=True)
     try:
@@ -94,7 +94,7 @@ def read_change_column(spark: SparkSession, cur: Cursor) -> list[ColumnChange]:
     if new_name.strip("`").lower() != column[-1].strip("`").lower():
         raise sql_error(cur.text, start, f"CHANGE COLUMN cannot rename {column[-1]} to {new_name}: use ALTER TABLE … "
                         "RENAME COLUMN", parse=True)
-    text, _ = cur.span_until(("COMMENT",), ("FIRST",), ("AFTER",))
+    text, _ = cur.span_until(("COMMENT",), ("FIRST",), ("AFTER",), angles=True)
     data_type = _type(spark, Cursor(text)) if text.strip() else None
     comment = None
     if cur.accept("COMMENT"):

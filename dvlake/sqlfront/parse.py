@@ -262,16 +262,19 @@ class Cursor:
         except ValueError:
             raise sql_error(self.text, start, f"{what} must be a number, got {tok.text!r}", parse=True) from None
 
-    def span_until(self, *stops: tuple[str, ...]) -> tuple[str, int]:
-        """The raw text from here up to (not including) the first top-level occurrence of a stop sequence."""
+    def span_until(self, *stops: tuple[str, ...], angles: bool = False) -> tuple[str, int]:
+        """The raw text from here up to (not including) the first top-level occurrence of a stop sequence.
+        ``angles``: ``<…>`` nests too (a type such as ``MAP<STRING, BIGINT>``, whose comma is not a stop)."""
         start = self.offset()
         depth = 0
+        opens = (TokenType.L_PAREN, TokenType.LT) if angles else (TokenType.L_PAREN,)
+        closes = (TokenType.R_PAREN, TokenType.GT) if angles else (TokenType.R_PAREN,)
         while not self.done():
             tok = self.peek()
             assert tok is not None
-            if tok.token_type == TokenType.L_PAREN:
+            if tok.token_type in opens:
                 depth += 1
-            elif tok.token_type == TokenType.R_PAREN:
+            elif tok.token_type in closes:
                 depth -= 1
             elif depth == 0 and any(self.at(*s) for s in stops):
                 break

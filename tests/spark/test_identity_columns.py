@@ -98,8 +98,8 @@ def test_negative_step_counts_down(dspark: SparkSession, tmp_path: Path) -> None
 @pytest.mark.parametrize("by_name", [False, True], ids=["path", "name"])
 def test_always_refuses_explicit_values_and_updates(dspark: SparkSession, tmp_path: Path, by_name: bool) -> None:
     """An explicit id (SQL column list, full VALUES, DataFrame) is DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED;
-    UPDATE SET id is DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED; MERGE … INSERT is refused typed; nothing is
-    committed by any of them."""
+    UPDATE SET id is DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED; MERGE … INSERT naming id is the explicit-insert
+    class too; nothing is committed by any of them."""
     target = "ident_db.always" if by_name else f"delta.`{tmp_path / 'always'}`"
     dspark.sql(f"CREATE TABLE {target} (id BIGINT GENERATED ALWAYS AS IDENTITY, v STRING) USING delta")
     dspark.sql(f"INSERT INTO {target} (v) VALUES ('a')")
@@ -115,7 +115,8 @@ def test_always_refuses_explicit_values_and_updates(dspark: SparkSession, tmp_pa
         (lambda: dspark.sql(f"MERGE INTO {target} t USING (SELECT 'a' AS v) s ON t.v = s.v "
                             "WHEN MATCHED THEN UPDATE SET t.id = 3"), "DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED"),
         (lambda: dspark.sql(f"MERGE INTO {target} t USING (SELECT 'z' AS v) s ON t.v = s.v "
-                            "WHEN NOT MATCHED THEN INSERT (v) VALUES (s.v)"), "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+                            "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (3, s.v)"),
+         "DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED"),
     ]
     for attempt, error_class in attempts:
         with pytest.raises(DvlakeError) as info:

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from dvlake.commands.dml.merge.frames import Sides
+from dvlake.commands.dml.merge.identity import insert_values as identity_insert_values
 from dvlake.commands.dml.merge.spec import NOOP, MergeClause
 from dvlake.commands.dml.shared import (
     assigned_columns,
@@ -20,6 +21,7 @@ from dvlake.errors import (
     MergeUnresolvedExpressionError,
     NestedFieldUpdateError,
 )
+from dvlake.log.identity import Identity
 from dvlake.spark import constraints
 from dvlake.spark.names import case_sensitive
 from dvlake.spark.pruning import column_of
@@ -46,12 +48,14 @@ def kind_of(index: Column, clauses: list[MergeClause], kinds: dict[str, int]) ->
 def clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, int], schema: StructType,
                   sides: Sides, current: Callable[[str], Column | None], evolving: bool, where: str,
                   rules: Casting, keep_noop: bool = False, index_col: str | None = None,
-                  generated: dict[str, str] | None = None) -> DataFrame:
+                  generated: dict[str, str] | None = None, identities: list[Identity] | None = None) -> DataFrame:
     """``frame`` → (kind, file, row, table columns): the first clause whose condition holds, applied.
     ``keep_noop``: rows no clause takes stay, as ``NOOP`` (the multiple-match check counts them).
     ``generated``: the table's generated columns (name → expression); a clause that does not assign one gives it
     its expression over the clause's new values (delta-spark's ``generateUpdateExprsForGeneratedColumns`` for
     UPDATE, ``resolveImplicitColumns`` for INSERT); an assigned one is checked when written.
+    ``identities``: the table's binding identity columns; an INSERT clause that leaves one out generates its
+    values (``merge.identity.insert_values``), before generated columns, which may read them.
     ``index_col``: ``frame``'s column holding ``clause_index`` already (evaluated once, where the marks were
     gathered: a clause condition is then never evaluated twice for a row)."""
     if index_col is not None:
@@ -67,7 +71,8 @@ def clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, 
     for i, c in enumerate(clauses):
         if c.action == "delete":
             continue
-        assignments = c.assignments if c.assignments is not None else _star(c, schema, sides, evolving)
+        generates = {i.name for i in identities or []} if c.action == "insert" else set()
+        assignments = c.assignments if c.assignments is not None else _star(c, schema, sides, evolving, generates)
         resolved = resolve_assignments(schema, assignments, where, strip_qualifier=sides.tgt, case_sensitive=sensitive)
         nested = next((p for p in resolved if len(p) > 1), None)
         if c.action == "insert" and nested is not None:
@@ -79,6 +84,9 @@ def clause_frame(frame: DataFrame, clauses: list[MergeClause], kinds: dict[str, 
         # UPDATE SET * with schema evolution: struct fields the source lacks keep the target's values
         keep = evolving and c.action == "update" and c.assignments is None
         cols = assigned_columns(staged, schema, resolved, base, rules, keep)
+        if generates:
+            fresh = identity_insert_values(identities or [], {p[0] for p in resolved})
+            cols = [fresh.get(f.name, col) for f, col in zip(schema.fields, cols, strict=True)]
         for name in generated or {}:
             if name not in {p[0] for p in resolved}:
                 computes.setdefault(name, []).append(i)
@@ -101,16 +109,18 @@ def no_value(name: str) -> None:
     del name
 
 
-def _star(clause: MergeClause, schema: StructType, sides: Sides, evolving: bool) -> dict[str, Column]:
+def _star(clause: MergeClause, schema: StructType, sides: Sides, evolving: bool,
+          generates: set[str] | frozenset[str] = frozenset()) -> dict[str, Column]:
     """``UPDATE SET *`` / ``INSERT *``: every table column from the source column of the same name; with schema
-    evolution only the source's columns (the others keep their value, or are NULL for an insert)."""
+    evolution only the source's columns (the others keep their value, or are NULL for an insert). A column in
+    ``generates`` (an identity column of an INSERT) the source lacks is left to be generated."""
     by_lower = {c.lower(): c for c in sides.src_columns}
     out: dict[str, Column] = {}
     for f in schema.fields:
         src = by_lower.get(f.name.lower())
         if src is not None:
             out[f.name] = F.col(sides.src).getField(src)
-        elif not evolving:
+        elif not evolving and f.name not in generates:
             label = "UPDATE" if clause.action == "update" else "INSERT"
             shown = ", ".join(f"{sides.src_alias}.{c}" if sides.src_alias else c for c in sides.src_columns)
             raise MergeUnresolvedExpressionError(

@@ -26,6 +26,8 @@ from dvlake.commands.dml.merge.frames import (
     wrap_source,
     wrap_target,
 )
+from dvlake.commands.dml.merge.identity import check_updates as check_identity_updates
+from dvlake.commands.dml.merge.identity import with_moved_marks
 from dvlake.commands.dml.merge.insert_only import merge_insert_only
 from dvlake.commands.dml.merge.prepared import Matches, PreparedMerge, generated_of
 from dvlake.commands.dml.merge.pruning import target_only
@@ -49,9 +51,7 @@ from dvlake.config import (
 from dvlake.errors import (
     DeltaAnalysisException,
     NonLastClauseOmitConditionError,
-    UnsupportedTableFeaturesError,
 )
-from dvlake.log import features, identity
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
 from dvlake.spark.layout import logical_struct
@@ -107,28 +107,6 @@ def _prepared_source(spark: SparkSession, spec: MergeSpec, sides: Sides) -> tupl
     return (F.broadcast(source) if broadcast else source), num_source_rows, broadcast
 
 
-def _check_identity_columns(snapshot: Snapshot, spec: MergeSpec) -> None:
-    """An identity column cannot be updated (delta-spark's class); inserting into a table with identity columns
-    would need fresh values and a moved high-water mark, which dvlake's MERGE does not assign yet: refused rather
-    than writing NULL or colliding ids."""
-    if not identity.enforced(snapshot.protocol):
-        return
-    identities = identity.columns(snapshot.schema)
-    if not identities:
-        return
-    for clause in spec.clauses:
-        if clause.action == "update":
-            names = [i.name for i in identities] if clause.assignments is None else \
-                [str(k).split(".")[-1].strip("`") for k in clause.assignments]
-            identity.refuse_update(identities, names)
-        elif clause.action == "insert":
-            raise UnsupportedTableFeaturesError(
-                f"MERGE … WHEN NOT MATCHED THEN INSERT into {snapshot.table_root}, which has identity columns "
-                f"{[i.name for i in identities]}, is not supported by dvlake yet (it does not generate identity values "
-                "in MERGE); insert the new rows with INSERT INTO or a DataFrame append, which generate them",
-                error_class=features.FOR_WRITE)
-
-
 @dataclass
 class MergeCommand:
     """MERGE in the row-level template: names, evolution and pruning in ``prepare``; the matches and the path
@@ -143,7 +121,7 @@ class MergeCommand:
         spark, spec = self.spark, self.spec
         root = snapshot.table_root
         check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
-        _check_identity_columns(snapshot, spec)
+        check_identity_updates(snapshot.protocol, snapshot.metadata, spec)
         plan = plan_scan(spark, snapshot)
         evolving = evolves(spark, spec)
         new_md = evolved_metadata(snapshot, spec, evolving)
@@ -167,6 +145,10 @@ class MergeCommand:
         return Prepared(snapshot, plan, candidates, path, prep, new_md, merge_parameters(spec))
 
     def execute(self, prepared: Prepared[PreparedMerge], txn: OptimisticTransaction) -> Outcome:
+        prep = prepared.detail
+        return with_moved_marks(self._run_path(prepared), txn, prep.snapshot.protocol, prep.root, prep.spec.source)
+
+    def _run_path(self, prepared: Prepared[PreparedMerge]) -> Outcome:
         prep = prepared.detail
         if prepared.path == row_level.INSERT_ONLY:
             return merge_insert_only(prep)

@@ -18,6 +18,7 @@ from pyspark.sql.types import StructType
 from dvlake.commands.dml.dv_pairs import PairWatch
 from dvlake.commands.dml.merge.clauses import clause_frame, no_value
 from dvlake.commands.dml.merge.frames import Sides, with_unqualified
+from dvlake.commands.dml.merge.identity import identities_of
 from dvlake.commands.dml.merge.names import SOURCE_ONLY, TARGET_ONLY, MergeNames
 from dvlake.commands.dml.merge.spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, OUTCOMES, MergeClause, MergeSpec
 from dvlake.commands.dml.merge.steps import unmatched_target
@@ -104,7 +105,8 @@ class PreparedMerge:
         matched target row's; none for an insert) follow from the kind, so no path passes them."""
         current: Callable[[str], Column | None] = no_value if kind == NOT_MATCHED else self.old_value
         return clause_frame(frame, self.clauses(kind), OUTCOMES[kind], self.schema, self.sides, current, self.evolving,
-                            self.where, self.rules, generated=self.generated, **options)
+                            self.where, self.rules, generated=self.generated,
+                            identities=identities_of(self.snapshot.protocol, self.md), **options)
 
     def unmatched_sources(self, found: Matches) -> DataFrame:
         """The source rows no target row matched, their columns also unqualified (what NOT MATCHED clauses see)."""
