@@ -40,9 +40,8 @@ def testdata() -> Path:
 def spark(tmp_path_factory: pytest.TempPathFactory):
     """One local[2] SparkSession for the whole test run (starting Spark costs seconds).
 
-    Under ``make test`` the suite runs in two pytest-xdist workers (``-n 2 --dist loadfile``), each with this one
-    session; its warehouse is the worker's own temporary folder, so managed tables of two workers never meet in the
-    checkout's ``spark-warehouse``.
+    Its warehouse is this run's (or pytest-xdist worker's, ``make test TEST_WORKERS=2``) own temporary folder, so
+    managed tables never land in the checkout's ``spark-warehouse`` and two workers' tables never meet.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
