@@ -37,7 +37,7 @@ def dspark(spark: SparkSession, tmp_path: Path) -> Iterator[SparkSession]:
 
 
 def _create(spark: SparkSession, tmp_path: Path, name: str, *, by_name: bool, dvs: bool, widening: bool = True,
-            columns: str = NARROW) -> tuple[str, str]:
+            columns: str = NARROW, values: tuple[str, str] = ("(1, 1), (2, 2)", "(3, 3)")) -> tuple[str, str]:
     """Ids 1..3 with narrow types in two files, id 2 deleted (a DV when ``dvs``); returns (SQL target, table root)."""
     target = f"evo_db.{name}" if by_name else f"delta.`{tmp_path / name}`"
     props = f"'delta.enableDeletionVectors' = '{str(dvs).lower()}'"
@@ -51,8 +51,8 @@ def _create(spark: SparkSession, tmp_path: Path, name: str, *, by_name: bool, dv
         spark.sql(f"INSERT INTO {target} VALUES (3, -3, -3.75, DATE'1999-12-31', named_struct('x', -33, 'y', NULL), "
                   "map(-3, 0.25), array(-4))")
     else:
-        spark.sql(f"INSERT INTO {target} SELECT /*+ REPARTITION(1) */ * FROM VALUES (1, 1), (2, 2)")
-        spark.sql(f"INSERT INTO {target} VALUES (3, 3)")
+        spark.sql(f"INSERT INTO {target} SELECT /*+ REPARTITION(1) */ * FROM VALUES {values[0]}")
+        spark.sql(f"INSERT INTO {target} VALUES {values[1]}")
     spark.sql(f"DELETE FROM {target} WHERE id = 2")
     path = target[len("delta.`"):-1] if not by_name else table_location(spark, target)
     assert (Snapshot.load(path).dv_count() == 1) == dvs
@@ -232,3 +232,46 @@ def test_independent_readers_after_evolution(dspark: SparkSession, tmp_path: Pat
     assert sorted(rows(duck, ["id", "v"])) == [(1, 1), (3, 3), (5000000000, 7)]
     with pytest.raises(Exception, match="TypeWidening"):
         read_with_deltalake(path)
+
+
+MERGE_SOURCE = ("SELECT * FROM VALUES (2L, 100000, named_struct('x', 9000000000L, 'y', 'B')), (4L, 4, named_struct('x', 4L, "
+                "'y', 'D')) AS src(id, v, s)")
+
+
+@pytest.mark.parametrize(("by_name", "dvs"), [(False, True), (True, False), (False, False)])
+def test_merge_with_schema_evolution_widens_star_clauses(dspark: SparkSession, tmp_path: Path, by_name: bool,
+                                                         dvs: bool) -> None:
+    target, path = _create(dspark, tmp_path, "merge_star", by_name=by_name, dvs=dvs,
+                           columns="id INT, v SMALLINT, s STRUCT<x: INT, y: STRING>",
+                           values=("(1, 1, named_struct('x', 1, 'y', CAST(NULL AS STRING))), (2, 2, named_struct('x', 2, "
+                                   "'y', 'b'))", "(3, 3, named_struct('x', 3, 'y', CAST(NULL AS STRING)))"))
+    dspark.sql(f"INSERT INTO {target} VALUES (2, 2, named_struct('x', 2, 'y', 'b'))")  # a live id 2 to update
+    dspark.sql(f"CREATE OR REPLACE TEMP VIEW evo_src AS {MERGE_SOURCE}")
+    dspark.sql(f"MERGE WITH SCHEMA EVOLUTION INTO {target} t USING evo_src s ON t.id = s.id "
+               "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    snapshot = Snapshot.load(path)
+    assert _changes(snapshot) == {"id": [{"fromType": "integer", "toType": "long"}],
+                                  "v": [{"fromType": "short", "toType": "integer"}], "s": None,
+                                  "s.x": [{"fromType": "integer", "toType": "long"}], "s.y": None}
+    assert (snapshot.dv_count() > 0) == dvs
+    got = [(r.id, r.v, tuple(r.s)) for r in dspark.sql(f"SELECT * FROM {target} ORDER BY id").collect()]
+    assert got == [(1, 1, (1, None)), (2, 100000, (9000000000, "B")), (3, 3, (3, None)), (4, 4, (4, "D"))]
+    assert dspark.table(target).schema.simpleString() == "struct<id:bigint,v:int,s:struct<x:bigint,y:string>>"
+
+
+def test_merge_widens_an_assigned_column_only_with_evolution(dspark: SparkSession, tmp_path: Path) -> None:
+    """``SET t.v = s.v`` brings the source's type for v (delta-spark's assigned-path rule); the key column id, only
+    read by the condition, keeps its type. Without schema evolution nothing changes and the value is cast."""
+    target, path = _create(dspark, tmp_path, "merge_set", by_name=False, dvs=True, columns="id INT, v SMALLINT")
+    dspark.sql("CREATE OR REPLACE TEMP VIEW evo_src AS SELECT * FROM VALUES (1L, 300), (3L, 70000) AS src(id, v)")
+    version = Snapshot.load(path).version
+    dspark.sql(f"MERGE INTO {target} t USING evo_src s ON t.id = s.id AND s.v < 1000 WHEN MATCHED THEN UPDATE SET t.v = s.v")
+    snapshot = Snapshot.load(path)
+    assert snapshot.version == version + 1 and _changes(snapshot) == {"id": None, "v": None}
+    dspark.conf.set(AUTO_MERGE_CONF, "true")
+    try:
+        dspark.sql(f"MERGE INTO {target} t USING evo_src s ON t.id = s.id WHEN MATCHED THEN UPDATE SET t.v = s.v")
+    finally:
+        dspark.conf.unset(AUTO_MERGE_CONF)
+    assert _changes(Snapshot.load(path)) == {"id": None, "v": [{"fromType": "short", "toType": "integer"}]}
+    assert [(r.id, r.v) for r in dspark.sql(f"SELECT * FROM {target} ORDER BY id").collect()] == [(1, 300), (3, 70000)]
