@@ -106,11 +106,8 @@ def _merge(old: Any, new: Any, path: str, changes: list[dict[str, Any]], iceberg
     if kind != new.get("type"):
         raise TypeChangeRefused(old, new, path, f"{kind} and {new.get('type')} are different kinds of type")
     out = dict(new)
-    if kind == "array":
-        out["elementType"] = _merge(old["elementType"], new["elementType"], _join(path, "element"), changes, iceberg)
-    elif kind == "map":
-        out["keyType"] = _merge(old["keyType"], new["keyType"], _join(path, "key"), changes, iceberg)
-        out["valueType"] = _merge(old["valueType"], new["valueType"], _join(path, "value"), changes, iceberg)
+    if kind in ("array", "map"):
+        _inside(out, old, new, path, lambda o, n, p: _merge(o, n, p, changes, iceberg))
     elif kind == "struct":
         old_fields, new_fields = old.get("fields", []), new.get("fields", [])
         if [f["name"].lower() for f in old_fields] != [f["name"].lower() for f in new_fields]:
@@ -123,6 +120,25 @@ def _join(path: str, part: str) -> str:
     return f"{path}.{part}" if path else part
 
 
+def _inside(out: dict[str, Any], old: dict[str, Any], new: dict[str, Any], path: str,
+            step: Callable[[Any, Any, str], Any]) -> None:
+    """``step`` applied to an array's element or a map's key and value (old, new, path below), written into ``out``."""
+    parts = (("elementType", "element"),) if old["type"] == "array" else (("keyType", "key"), ("valueType", "value"))
+    for key, name in parts:
+        out[key] = step(old[key], new[key], _join(path, name))
+
+
+def _recorded(field: dict[str, Any], new_type: Any, changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """A copy of ``field`` with type ``new_type`` and ``changes`` appended to its ``delta.typeChanges``."""
+    out = copy.deepcopy(field)
+    out["type"] = new_type
+    if changes:
+        metadata = dict(out.get("metadata") or {})
+        metadata[TYPE_CHANGES_KEY] = [*(metadata.get(TYPE_CHANGES_KEY) or []), *changes]
+        out["metadata"] = metadata
+    return out
+
+
 def widen_field(field: dict[str, Any], new_type: Any, iceberg: bool = False) -> dict[str, Any]:
     """A copy of ``field`` with type ``new_type``, every atomic change recorded in its (or a nested field's) metadata.
 
@@ -130,14 +146,7 @@ def widen_field(field: dict[str, Any], new_type: Any, iceberg: bool = False) -> 
         TypeChangeRefused: some part of the change is not a supported widening.
     """
     changes: list[dict[str, Any]] = []
-    merged = _merge(field["type"], new_type, "", changes, iceberg)
-    out = copy.deepcopy(field)
-    out["type"] = merged
-    if changes:
-        metadata = dict(out.get("metadata") or {})
-        metadata[TYPE_CHANGES_KEY] = [*(metadata.get(TYPE_CHANGES_KEY) or []), *changes]
-        out["metadata"] = metadata
-    return out
+    return _recorded(field, _merge(field["type"], new_type, "", changes, iceberg), changes)
 
 
 def _fields(t: Any, prefix: list[str]) -> Iterator[tuple[list[str], dict[str, Any]]]:
@@ -213,11 +222,8 @@ def _evolve(old: Any, new: Any, path: str, changes: list[dict[str, Any]], allows
     if kind != new.get("type"):
         return old
     out = dict(old)
-    if kind == "array":
-        out["elementType"] = _evolve(old["elementType"], new["elementType"], _join(path, "element"), changes, allows)
-    elif kind == "map":
-        out["keyType"] = _evolve(old["keyType"], new["keyType"], _join(path, "key"), changes, allows)
-        out["valueType"] = _evolve(old["valueType"], new["valueType"], _join(path, "value"), changes, allows)
+    if kind in ("array", "map"):
+        _inside(out, old, new, path, lambda o, n, p: _evolve(o, n, p, changes, allows))
     elif kind == "struct":
         by_name = {f["name"].lower(): f for f in new.get("fields", [])}
         out["fields"] = [evolve_field(f, by_name[f["name"].lower()]["type"], allows) if f["name"].lower() in by_name else f
@@ -231,15 +237,7 @@ def evolve_field(field: dict[str, Any], data_type: Any, allows: Callable[[Any, A
     ``delta.typeChanges`` as ALTER COLUMN records it; everything else stays (the writer then casts or refuses)."""
     changes: list[dict[str, Any]] = []
     evolved = _evolve(field["type"], data_type, "", changes, allows)
-    if evolved == field["type"]:
-        return field
-    out = copy.deepcopy(field)
-    out["type"] = evolved
-    if changes:
-        metadata = dict(out.get("metadata") or {})
-        metadata[TYPE_CHANGES_KEY] = [*(metadata.get(TYPE_CHANGES_KEY) or []), *changes]
-        out["metadata"] = metadata
-    return out
+    return field if evolved == field["type"] else _recorded(field, evolved, changes)
 
 
 def without_type_changes(schema: dict[str, Any]) -> dict[str, Any]:

@@ -275,3 +275,19 @@ def test_merge_widens_an_assigned_column_only_with_evolution(dspark: SparkSessio
         dspark.conf.unset(AUTO_MERGE_CONF)
     assert _changes(Snapshot.load(path)) == {"id": None, "v": [{"fromType": "short", "toType": "integer"}]}
     assert [(r.id, r.v) for r in dspark.sql(f"SELECT * FROM {target} ORDER BY id").collect()] == [(1, 300), (3, 70000)]
+
+
+def test_streaming_sink_with_merge_schema_widens(dspark: SparkSession, tmp_path: Path) -> None:
+    """The Delta sink writes each micro-batch through the same write path: mergeSchema widens there too."""
+    target, path = _create(dspark, tmp_path, "sink", by_name=False, dvs=True, columns="id INT, v INT")
+    src = tmp_path / "in"
+    dspark.sql("SELECT 5000000000L AS id, 7 AS v").write.parquet(str(src))
+    q = (dspark.readStream.schema("id BIGINT, v INT").parquet(str(src)).writeStream.format("delta")
+         .option("checkpointLocation", str(tmp_path / "chk")).option("mergeSchema", "true")
+         .trigger(availableNow=True).start(path))
+    q.awaitTermination()
+    snapshot = Snapshot.load(path)
+    assert _changes(snapshot) == {"id": [{"fromType": "integer", "toType": "long"}], "v": None}
+    assert dspark.sql(f"DESCRIBE HISTORY {target} LIMIT 1").first().operation == "STREAMING UPDATE"
+    assert [(r.id, r.v) for r in dspark.sql(f"SELECT * FROM {target} ORDER BY id").collect()] == [
+        (1, 1), (3, 3), (5000000000, 7)]
