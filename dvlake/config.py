@@ -185,6 +185,9 @@ VACUUM_LOGGING = "spark.databricks.delta.vacuum.logging.enabled"
 VACUUM_PARALLELISM = "spark.databricks.delta.vacuum.parallelDelete.parallelism"
 #: schema evolution on for writes and MERGE (delta-spark) (commands/write_options.py).
 AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+#: which widenings schema evolution applies on a typeWidening table: always (delta-spark 4.1+'s default),
+#: same_family_type (4.0's behaviour) or never (delta-spark) (commands/writes/type_evolution.py).
+AUTOMATIC_WIDENING_CONF = "spark.databricks.delta.typeWidening.allowAutomaticWidening"
 #: commitInfo.userMetadata of the session's commits (delta-spark) (commands/write_options.py).
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 #: replaceWhere checks the written rows match its condition (delta-spark) (commands/write_options.py).

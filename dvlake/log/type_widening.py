@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 FEATURE = "typeWidening"
@@ -106,11 +106,8 @@ def _merge(old: Any, new: Any, path: str, changes: list[dict[str, Any]], iceberg
     if kind != new.get("type"):
         raise TypeChangeRefused(old, new, path, f"{kind} and {new.get('type')} are different kinds of type")
     out = dict(new)
-    if kind == "array":
-        out["elementType"] = _merge(old["elementType"], new["elementType"], _join(path, "element"), changes, iceberg)
-    elif kind == "map":
-        out["keyType"] = _merge(old["keyType"], new["keyType"], _join(path, "key"), changes, iceberg)
-        out["valueType"] = _merge(old["valueType"], new["valueType"], _join(path, "value"), changes, iceberg)
+    if kind in ("array", "map"):
+        _inside(out, old, new, path, lambda o, n, p: _merge(o, n, p, changes, iceberg))
     elif kind == "struct":
         old_fields, new_fields = old.get("fields", []), new.get("fields", [])
         if [f["name"].lower() for f in old_fields] != [f["name"].lower() for f in new_fields]:
@@ -123,6 +120,25 @@ def _join(path: str, part: str) -> str:
     return f"{path}.{part}" if path else part
 
 
+def _inside(out: dict[str, Any], old: dict[str, Any], new: dict[str, Any], path: str,
+            step: Callable[[Any, Any, str], Any]) -> None:
+    """``step`` applied to an array's element or a map's key and value (old, new, path below), written into ``out``."""
+    parts = (("elementType", "element"),) if old["type"] == "array" else (("keyType", "key"), ("valueType", "value"))
+    for key, name in parts:
+        out[key] = step(old[key], new[key], _join(path, name))
+
+
+def _recorded(field: dict[str, Any], new_type: Any, changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """A copy of ``field`` with type ``new_type`` and ``changes`` appended to its ``delta.typeChanges``."""
+    out = copy.deepcopy(field)
+    out["type"] = new_type
+    if changes:
+        metadata = dict(out.get("metadata") or {})
+        metadata[TYPE_CHANGES_KEY] = [*(metadata.get(TYPE_CHANGES_KEY) or []), *changes]
+        out["metadata"] = metadata
+    return out
+
+
 def widen_field(field: dict[str, Any], new_type: Any, iceberg: bool = False) -> dict[str, Any]:
     """A copy of ``field`` with type ``new_type``, every atomic change recorded in its (or a nested field's) metadata.
 
@@ -130,14 +146,7 @@ def widen_field(field: dict[str, Any], new_type: Any, iceberg: bool = False) -> 
         TypeChangeRefused: some part of the change is not a supported widening.
     """
     changes: list[dict[str, Any]] = []
-    merged = _merge(field["type"], new_type, "", changes, iceberg)
-    out = copy.deepcopy(field)
-    out["type"] = merged
-    if changes:
-        metadata = dict(out.get("metadata") or {})
-        metadata[TYPE_CHANGES_KEY] = [*(metadata.get(TYPE_CHANGES_KEY) or []), *changes]
-        out["metadata"] = metadata
-    return out
+    return _recorded(field, _merge(field["type"], new_type, "", changes, iceberg), changes)
 
 
 def _fields(t: Any, prefix: list[str]) -> Iterator[tuple[list[str], dict[str, Any]]]:
@@ -172,6 +181,63 @@ def unsupported_changes(schema: dict[str, Any]) -> list[str]:
             got = f"{change.get('fromType')} → {change.get('toType')}" if isinstance(change, dict) else repr(change)
             bad.append(f"{where}: {got}")
     return bad
+
+
+#: ``spark.databricks.delta.typeWidening.allowAutomaticWidening``'s values: which widenings schema evolution applies
+AUTOMATIC_ALWAYS, AUTOMATIC_SAME_FAMILY, AUTOMATIC_NEVER = "always", "same_family_type", "never"
+AUTOMATIC_MODES = (AUTOMATIC_ALWAYS, AUTOMATIC_SAME_FAMILY, AUTOMATIC_NEVER)
+
+
+def is_same_family_widening(from_type: Any, to_type: Any) -> bool:
+    """A widening inside one family of types (integer → integer, float → double, decimal → decimal, date →
+    timestamp_ntz): what schema evolution applies under ``same_family_type`` (delta-spark 4.0's only behaviour).
+    Integers becoming double or decimal change how values are compared and rounded, so that mode leaves them out."""
+    if not is_widening(from_type, to_type):
+        return False
+    if from_type == to_type or (from_type in _INTEGRAL and to_type in _INTEGRAL):
+        return True
+    if (from_type, to_type) in (("float", "double"), ("date", "timestamp_ntz")):
+        return True
+    return _decimal(from_type) is not None and _decimal(to_type) is not None
+
+
+def evolution_allows(from_type: Any, to_type: Any, mode: str, iceberg: bool) -> bool:
+    """Whether schema evolution (mergeSchema, autoMerge, MERGE WITH SCHEMA EVOLUTION) widens ``from_type`` to
+    ``to_type`` by itself, under the automatic-widening ``mode``; ``iceberg``: UniForm Iceberg is on, so only the
+    changes Iceberg V2 can express."""
+    if from_type == to_type or mode == AUTOMATIC_NEVER:
+        return False
+    allowed = is_widening(from_type, to_type) if mode == AUTOMATIC_ALWAYS else is_same_family_widening(from_type, to_type)
+    return allowed and (not iceberg or iceberg_can_widen(from_type, to_type))
+
+
+def _evolve(old: Any, new: Any, path: str, changes: list[dict[str, Any]], allows: Callable[[Any, Any], bool]) -> Any:
+    """``old`` with every atomic part ``allows`` widens to ``new``'s type; every other difference keeps ``old``."""
+    if isinstance(old, str) or isinstance(new, str):
+        if isinstance(old, str) and isinstance(new, str) and allows(old, new):
+            changes.append({"fromType": old, "toType": new, **({"fieldPath": path} if path else {})})
+            return new
+        return old
+    kind = old.get("type")
+    if kind != new.get("type"):
+        return old
+    out = dict(old)
+    if kind in ("array", "map"):
+        _inside(out, old, new, path, lambda o, n, p: _evolve(o, n, p, changes, allows))
+    elif kind == "struct":
+        by_name = {f["name"].lower(): f for f in new.get("fields", [])}
+        out["fields"] = [evolve_field(f, by_name[f["name"].lower()]["type"], allows) if f["name"].lower() in by_name else f
+                         for f in old.get("fields", [])]
+    return out
+
+
+def evolve_field(field: dict[str, Any], data_type: Any, allows: Callable[[Any, Any], bool]) -> dict[str, Any]:
+    """``field`` after schema evolution met data of type ``data_type``: each atomic type (nested struct fields, map
+    keys and values, array elements too) that ``allows`` widens takes the data's type and is recorded in
+    ``delta.typeChanges`` as ALTER COLUMN records it; everything else stays (the writer then casts or refuses)."""
+    changes: list[dict[str, Any]] = []
+    evolved = _evolve(field["type"], data_type, "", changes, allows)
+    return field if evolved == field["type"] else _recorded(field, evolved, changes)
 
 
 def without_type_changes(schema: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""ALTER TABLE … DROP FEATURE deletionVectors | typeWidening | checkConstraints [TRUNCATE HISTORY], as delta-spark 4.x.
+"""ALTER TABLE … DROP FEATURE deletionVectors | typeWidening | checkConstraints | vacuumProtocolCheck [TRUNCATE HISTORY], as
+delta-spark 4.x.
 
 ``typeWidening`` takes the same path as ``deletionVectors`` below with its own pre-downgrade
 (``drop_type_widening.py``: unset ``delta.enableTypeWidening``, rewrite the files that hold an older type, remove
@@ -78,6 +79,10 @@ CHECKPOINT_PROTECTION_FEATURE = "checkpointProtection"
 BARRIER_CHECKPOINTS = 3
 MAX_ATTEMPTS = 10
 
+#: A reader-writer feature that only asks VACUUM to check the protocol: nothing in a snapshot or an action uses it
+#: (delta-spark's ``validateDropInvariants`` is always true and ``actionUsesFeature`` false), so it has no
+#: pre-downgrade work, no traces and no history; only the protocol changes (fast drop: with checkpointProtection).
+VACUUM_PROTOCOL_CHECK = "vacuumProtocolCheck"
 #: Features delta-spark can remove; the others (legacy writer features, timestampNtz, …) never can.
 REMOVABLE_FEATURES = frozenset({
     features.DELETION_VECTORS, features.COLUMN_MAPPING, "checkConstraints", "typeWidening", "typeWidening-preview",
@@ -86,7 +91,7 @@ REMOVABLE_FEATURES = frozenset({
 })
 #: The removable features dvlake knows how to remove (the rest are refused before anything is written).
 DROPPABLE_BY_DVLAKE = frozenset({features.DELETION_VECTORS, constraints.FEATURE, features.TYPE_WIDENING,
-                                 features.TYPE_WIDENING_PREVIEW})
+                                 features.TYPE_WIDENING_PREVIEW, VACUUM_PROTOCOL_CHECK})
 #: reader-writer features whose traces are widened types (drop_type_widening.py), not DVs
 _TYPE_WIDENING = frozenset({features.TYPE_WIDENING, features.TYPE_WIDENING_PREVIEW})
 #: feature → features that require it (delta-spark's ``requiredFeatures``, inverted); those must be dropped first.
@@ -198,6 +203,8 @@ def history_uses_dvs(snapshot: Snapshot, name: str = features.DELETION_VECTORS) 
     The snapshot at the earliest checkpoint is checked without its tombstones (they are irrelevant to
     readers), then every commit file still in the log up to ``snapshot.version``.
     """
+    if name == VACUUM_PROTOCOL_CHECK:
+        return False  # no action uses it
     listing = list_log(snapshot.storage, snapshot.table_root)
     earliest = listing.checkpoints[0].version if listing.checkpoints else 0
     if earliest <= snapshot.version:
@@ -303,6 +310,8 @@ def _traces_left(snapshot: Snapshot, name: str) -> str | None:
     if name == constraints.FEATURE:
         names = check_constraint_names(snapshot)
         return f"added the CHECK constraint(s) {names}" if names else None
+    if name == VACUUM_PROTOCOL_CHECK:
+        return None
     if name in _TYPE_WIDENING:
         left = type_widening_traces(snapshot)
         if left is None and files_to_rewrite(snapshot):
@@ -374,7 +383,9 @@ def drop_feature(spark: SparkSession, path: str, feature_name: str, truncate_his
         return _commit_downgrade(root, name, truncate_history=False, protect=False)
     fast = not truncate_history and _session_bool(spark, FAST_DROP, True)
     # delta-spark writes DV tombstones on the TRUNCATE HISTORY path too (a later fast drop relies on them)
-    if name in _TYPE_WIDENING:  # unset the property, rewrite files holding older types, drop delta.typeChanges
+    if name == VACUUM_PROTOCOL_CHECK:  # nothing to clean up before the protocol changes
+        made_changes = False
+    elif name in _TYPE_WIDENING:  # unset the property, rewrite files holding older types, drop delta.typeChanges
         made_changes = remove_type_widening_traces(spark, root)
     else:
         made_changes = remove_dv_traces(spark, root, _session_bool(spark, GENERATE_DV_TOMBSTONES,

@@ -18,6 +18,7 @@ from dvlake.commands.common import (
 from dvlake.commands.data_files import write_table_files
 from dvlake.commands.ddl import clustering as table_clustering
 from dvlake.commands.dml.delete import matching_rows_actions
+from dvlake.commands.writes import type_evolution
 from dvlake.commands.writes.options import WriteOptions
 from dvlake.config import normalize_properties
 from dvlake.errors import (
@@ -299,7 +300,8 @@ def _aligned_to_table(df: DataFrame, df_schema: dict[str, Any], snapshot: Snapsh
     identities = identity.columns(txn.metadata.schema) if identity.enforced(txn.protocol) else []
     identity.refuse_explicit(identities, [f["name"] for f in df_schema["fields"]])
     missing_identity = [i for i in identities if i.name.lower() not in data_columns]
-    table_schema = _merged_schema(snapshot, df_schema, txn) if opts.merge_schema else snapshot.schema
+    table_schema = (_merged_schema(snapshot, df_schema, txn, type_evolution.automatic_mode(df.sparkSession))
+                    if opts.merge_schema else snapshot.schema)
     aligned = align_to_table(df, table_schema, root, fill_missing=True,
                              generated=missing_generated | {i.name for i in missing_identity})
     aligned = identity_values.fill(aligned, missing_identity)  # before generated columns, which may read them
@@ -352,24 +354,27 @@ def _partition_key(values: dict[str, str | None]) -> tuple[tuple[str, str | None
     return tuple(sorted(values.items()))
 
 
-def _merged_schema(snapshot: Snapshot, df_schema: dict[str, Any], txn: OptimisticTransaction) -> dict[str, Any]:
-    """mergeSchema: the table's schema plus the data's new top-level columns (nullable, appended at the end).
+def _merged_schema(snapshot: Snapshot, df_schema: dict[str, Any], txn: OptimisticTransaction,
+                   widening_mode: str) -> dict[str, Any]:
+    """mergeSchema: the table's schema plus the data's new top-level columns (nullable, appended at the end), and on
+    a typeWidening table the widenings the data brings (``type_evolution``, under ``widening_mode``).
 
-    The merged metadata is staged on ``txn``; nested struct fields are not merged (a different struct type
+    The merged metadata is staged on ``txn``; nested struct fields are not added (a struct with other fields
     is still a schema mismatch).
     """
     table = snapshot.schema
     known = {f["name"].lower() for f in table["fields"]}
     new = [{**f, "nullable": True} for f in df_schema["fields"] if f["name"].lower() not in known]
-    if not new:
+    existing = type_evolution.evolved_fields(snapshot, table["fields"], df_schema["fields"], widening_mode)
+    if not new and existing == table["fields"]:
         return table
     conf = dict(snapshot.configuration)
-    if mode_of(snapshot.metadata) != "none":
+    if new and mode_of(snapshot.metadata) != "none":
         start = int(conf.get(MAX_COLUMN_ID_KEY, "0"))
         mapped, max_id = assign_column_mapping({"type": "struct", "fields": new}, start_id=start)
         new = mapped["fields"]
         conf[MAX_COLUMN_ID_KEY] = str(max_id)
-    merged = {**table, "fields": [*table["fields"], *new]}
+    merged = {**table, "fields": [*existing, *new]}
     txn.update_metadata(Metadata(**{**snapshot.metadata.__dict__, "schema_string": schema_json(merged),
                                     "configuration": conf}))
     return merged

@@ -44,6 +44,7 @@ from dvlake.commands.dml.merge.with_dvs import merge_with_dvs
 from dvlake.commands.dml.shared import Committed, use_dvs
 from dvlake.commands.dml.store_assign import casting
 from dvlake.commands.dml.template import Outcome, Prepared
+from dvlake.commands.writes.type_evolution import automatic_mode
 from dvlake.config import (
     MERGE_DVS_PERSISTENT,
     MERGE_INSERT_ONLY_FAST_PATH,
@@ -54,6 +55,7 @@ from dvlake.errors import (
 )
 from dvlake.log.condition import Condition
 from dvlake.log.snapshot import Snapshot
+from dvlake.log.type_widening import AUTOMATIC_ALWAYS
 from dvlake.spark.layout import logical_struct
 from dvlake.spark.pruning import column_of
 from dvlake.spark.scan import ScanPlan, plan_scan, prune_plan
@@ -124,7 +126,7 @@ class MergeCommand:
         check_identity_updates(snapshot.protocol, snapshot.metadata, spec)
         plan = plan_scan(spark, snapshot)
         evolving = evolves(spark, spec)
-        new_md = evolved_metadata(snapshot, spec, evolving)
+        new_md = evolved_metadata(snapshot, spec, evolving, automatic_mode(spark) if evolving else AUTOMATIC_ALWAYS)
         md = new_md or snapshot.metadata
         schema = logical_struct(md.schema)
         sides, names = resolved_names(spark, spec, plan, schema)

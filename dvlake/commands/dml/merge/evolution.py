@@ -14,9 +14,11 @@ from dvlake.commands.dml.shared import (
     split_name,
 )
 from dvlake.commands.writes.options import AUTO_MERGE_CONF
+from dvlake.commands.writes.type_evolution import evolved_fields
 from dvlake.log.actions import Metadata
 from dvlake.log.schema import MAX_COLUMN_ID_KEY, assign_column_mapping, schema_json
 from dvlake.log.snapshot import Snapshot
+from dvlake.log.type_widening import AUTOMATIC_ALWAYS
 
 
 def evolves(spark: SparkSession, spec: MergeSpec) -> bool:
@@ -25,9 +27,12 @@ def evolves(spark: SparkSession, spec: MergeSpec) -> bool:
     return spec.schema_evolution or str(spark.conf.get(AUTO_MERGE_CONF, "false")).strip().lower() == "true"
 
 
-def evolved_metadata(snapshot: Snapshot, spec: MergeSpec, evolving: bool) -> Metadata | None:
+def evolved_metadata(snapshot: Snapshot, spec: MergeSpec, evolving: bool,
+                     widening_mode: str = AUTOMATIC_ALWAYS) -> Metadata | None:
     """With schema evolution: the metadata with the source's new columns and nested struct fields added (inside
     arrays and maps too), after the existing ones, as delta-spark's schema merge does; None when nothing is new.
+    On a typeWidening table a source type wider than its column widens the column too (``widening_mode``:
+    ``writes.type_evolution``); any other type difference keeps the column's type (the value is cast to it).
 
     As in delta-spark only source fields a MATCHED UPDATE or NOT MATCHED INSERT clause assigns count: all of
     them with a ``*`` clause, otherwise those whose name path is an assigned column (``SET t.c = …`` brings
@@ -38,7 +43,8 @@ def evolved_metadata(snapshot: Snapshot, spec: MergeSpec, evolving: bool) -> Met
     star = any(c.assignments is None for c in clauses)
     assigned = [_target_path(k, spec.target_alias) for c in clauses for k in (c.assignments or {})]
     src_fields = _assigned_fields(json.loads(spec.source.schema.json())["fields"], assigned, star, ())
-    merged = _merged_fields(snapshot.schema["fields"], src_fields, top=True)
+    merged = evolved_fields(snapshot, _merged_fields(snapshot.schema["fields"], src_fields, top=True), src_fields,
+                            widening_mode)
     if merged == snapshot.schema["fields"]:
         return None
     md = snapshot.metadata
