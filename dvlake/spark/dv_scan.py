@@ -21,8 +21,11 @@ Design (measured in bench/read_overhead.py; the alternatives are in BENCHMARKS.m
   bounded: a scan group's estimated words stay under ``MAX_BROADCAST_BYTES`` (files are packed
   into groups by that estimate); a single file above it is joined with a shuffled hash join.
 - With the native scan (``native.py``, used by default when its jar loads) files with a DV are read by
-  dvlake's own Parquet format, which drops the deleted rows inside Spark's reader: no join for the DVs. Partition
-  values and DML's file index still come as above (literals, or the size-keyed broadcast join). DML's scans read
+  dvlake's own Parquet format, which drops the deleted rows inside Spark's reader: no join for the DVs. A read of a
+  partitioned table (or of files with a DV) is ONE native relation: the format fills the partition columns from
+  the listing (the log's values), so a query's own ``_metadata`` resolves and the plan does not grow with the
+  partitions. DML's file index (and its partition values) still come as above (literals, or the size-keyed
+  broadcast join). DML's scans read
   every file through it, with a DV or not: DML's row index is Spark's ``_metadata.row_index`` (physical: numbered
   before any row is dropped), which the format fills itself from each batch's row group.
 - A file whose DV claims to delete every row is still read (metadata is not trusted to skip it:

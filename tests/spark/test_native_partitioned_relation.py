@@ -206,3 +206,20 @@ def test_zorder_then_metadata_file_path(spark: SparkSession, tmp_path) -> None:
     assert {path_key(r.file_path) for r in rows} == files
     for r in rows:
         assert f"p={r.p}" in r.file_path
+
+
+def test_nested_columns_read_as_rows_keep_the_partition_columns_in_place(spark: SparkSession, tmp_path) -> None:
+    """A struct column makes the format return rows, not batches: the listed partition values are put back at the
+    query's column positions by the row projection, with and without the query's own row index."""
+    path = str(tmp_path / "nested")
+    df = spark.range(0, 24, 1, numPartitions=2).selectExpr("id", "CAST(id % 3 AS INT) AS p",
+                                                           "named_struct('a', id, 'b', CAST(id AS STRING)) AS st")
+    dvlake.write(df, path, partitionBy="p", properties=DV_PROPS)
+    DeltaTable.forPath(spark, path).delete("id IN (0, 4, 23)")
+    out = dvlake.read(spark, path)
+    live = [i for i in range(24) if i not in (0, 4, 23)]
+    assert out.columns == ["id", "p", "st"]
+    assert sorted((r.id, r.p, r.st.a, r.st.b) for r in out.collect()) == [(i, i % 3, i, str(i)) for i in live]
+    got = out.select("st", "p", "_metadata.row_index", "id").collect()
+    assert sorted((r.id, r.p, r.st.a, r.row_index) for r in got) == \
+        sorted((i, i % 3, i, r) for i, _, _, r in _oracle(spark, path))

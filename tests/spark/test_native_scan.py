@@ -171,12 +171,12 @@ def test_which_row_index_source_each_read_shape_uses(spark: SparkSession, tmp_pa
     cases = {"batches": (lambda: dvlake.read(spark, path), 6_666),
              "user_row_index": (lambda: dvlake.read(spark, path).select("id", "_metadata.row_index"), 6_666),
              "dml_no_dv": (lambda: native.reader(spark, dvlake.read(spark, plain).schema, native.listing(
-                               [SimpleNamespace(path=f, dv=None) for f in data_files(plain)], plain, True))
+                               [SimpleNamespace(path=f, dv=None, partition_values=()) for f in data_files(plain)], plain, True))
                            .load(data_files(plain)).select("id", "_metadata.row_index"), 10_000),
              "rows": (lambda: dvlake.read(spark, nested), 2_250),
              # dvlake's planning reads files without a DV with Spark's plain scan; the format itself reads them too
              "no_dv": (lambda: native.reader(spark, dvlake.read(spark, plain).schema, native.listing(
-                           [SimpleNamespace(path=f, dv=None) for f in data_files(plain)], plain, True))
+                           [SimpleNamespace(path=f, dv=None, partition_values=()) for f in data_files(plain)], plain, True))
                        .load(data_files(plain)), 10_000)}
     used = {}
     for name, (read, count) in cases.items():
