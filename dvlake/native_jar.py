@@ -39,12 +39,15 @@ from dvlake.errors import UnsupportedEnvironmentError
 log = logging.getLogger(__name__)
 
 #: The scan listing's protocol; the Java format's ``PROTOCOL`` is the same number (a test checks). 2: a large read's
-#: listing travels as a reference to a file (``LISTING_OPTION``) instead of inline text in the plan.
-SCAN_PROTOCOL = 2
+#: listing travels as a reference to a file (``LISTING_OPTION``) instead of inline text in the plan. 3: each line
+#: carries the file's partition values, so a partitioned read is one relation (``PARTITIONS_OPTION``).
+SCAN_PROTOCOL = 3
 #: The read option that carries it to the Java format, which refuses a listing of another protocol.
 PROTOCOL_OPTION = "dvlake.scan.protocol"
 #: The read option naming a listing file: ``<quoted location> \t <sha256 of its bytes> \t <entries>``.
 LISTING_OPTION = "dvlake.scan.listing"
+#: The read option naming the read's partition columns (protocol 3), filled from the listing by the Java format.
+PARTITIONS_OPTION = "dvlake.scan.partitionColumns"
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOURCES_DIR = PACKAGE_DIR / "jvm"

@@ -21,8 +21,11 @@ Design (measured in bench/read_overhead.py; the alternatives are in BENCHMARKS.m
   bounded: a scan group's estimated words stay under ``MAX_BROADCAST_BYTES`` (files are packed
   into groups by that estimate); a single file above it is joined with a shuffled hash join.
 - With the native scan (``native.py``, used by default when its jar loads) files with a DV are read by
-  dvlake's own Parquet format, which drops the deleted rows inside Spark's reader: no join for the DVs. Partition
-  values and DML's file index still come as above (literals, or the size-keyed broadcast join). DML's scans read
+  dvlake's own Parquet format, which drops the deleted rows inside Spark's reader: no join for the DVs. A read of a
+  partitioned table (or of files with a DV) is ONE native relation: the format fills the partition columns from
+  the listing (the log's values), so a query's own ``_metadata`` resolves and the plan does not grow with the
+  partitions. DML's file index (and its partition values) still come as above (literals, or the size-keyed
+  broadcast join). DML's scans read
   every file through it, with a DV or not: DML's row index is Spark's ``_metadata.row_index`` (physical: numbered
   before any row is dropped), which the format fills itself from each batch's row group.
 - A file whose DV claims to delete every row is still read (metadata is not trusted to skip it:
@@ -326,25 +329,6 @@ def _literal_scans(spark: SparkSession, group: Indexed, data_schema: StructType,
     return out
 
 
-def _native_scans(spark: SparkSession, group: Indexed, data_schema: StructType, partition_schema: StructType,
-                  table_root: str, data_filter: Column | None, confine: bool,
-                  shared: ListingRef | None = None) -> list[DataFrame]:
-    """One native scan per partition tuple, values as literals; the reader itself drops each file's deleted rows.
-    ``shared``: the read's listing file, named by every scan (else each scan's listing is inline)."""
-    by_partition: dict[tuple, list[ScanFile]] = defaultdict(list)
-    for _, f in group:
-        by_partition[tuple(f.partition_values)].append(f)
-    out = []
-    for values, files in by_partition.items():
-        df = native_read(spark, files, data_schema, table_root, confine, shared)
-        if data_filter is not None:
-            df = df.filter(data_filter)
-        if partition_schema.fields:
-            df = df.select("*", *_partition_literals(partition_schema, values))
-        out.append(df)
-    return out
-
-
 def _dv_groups(with_dv: Indexed, storage: Storage, native: bool, *, by_partition: bool) -> list[Indexed]:
     """Scan groups of the files with a DV. The native reader broadcasts no DV words: its groups only keep the size
     key unique (``by_partition``: unique per partition tuple); the pure-Python path's also bound the words."""
@@ -382,30 +366,19 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
         shared = shared_listing(spark, files, table_root, confine) if native else None
         parts = _row_index_scans(spark, plain, with_dv, storage, native, data_schema, partition_schema,
                                  table_root, data_filter, confine, shared)
+    elif (with_dv or partition_schema.fields) and native_enabled(spark):
+        return _one_native_relation(spark, [f for _, f in live], data_schema, partition_schema, table_root,
+                                    data_filter, confine)
     else:
-        native = bool(with_dv) and native_enabled(spark)  # DVs applied inside Spark's Parquet reader (jvm/)
         literal = len({tuple(f.partition_values) for _, f in live}) <= MAX_LITERAL_PARTITION_GROUPS
-        # above the inline bound, one listing file for every native scan of this read (none: each scan's inline)
-        shared = shared_listing(spark, [f for _, f in (live if literal else with_dv)], table_root, confine) \
-            if native else None
-        if native and literal:
-            # every file of a partition tuple in one native scan (the reader passes DV-less files through): one
-            # relation, not a union of two, so a query's own ``_metadata`` columns resolve (a union has none)
-            parts += _native_scans(spark, sorted(plain + with_dv, key=lambda p: p[0]), data_schema, partition_schema,
-                                   table_root, data_filter, confine, shared)
-            plain, with_dv = [], []
         if plain and literal:
             parts += _literal_scans(spark, plain, data_schema, partition_schema, table_root, data_filter, confine)
         elif plain:
             for group in _scan_groups(_with_actual_sizes(plain, storage), by_partition=True):
                 parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
                                          confine))
-        if with_dv and native:  # many partition tuples: the values joined by file size, as for files without a DV
-            for group in _dv_groups(with_dv, storage, native, by_partition=True):
-                parts.append(_keyed_scan(spark, group, data_schema, partition_schema, table_root, data_filter, False,
-                                         confine, native, shared))
-        elif with_dv:
-            for group in _dv_groups(with_dv, storage, native, by_partition=False):
+        if with_dv:
+            for group in _dv_groups(with_dv, storage, False, by_partition=False):
                 if literal:
                     parts += _literal_scans(spark, group, data_schema, partition_schema, table_root, data_filter,
                                             confine)
@@ -416,6 +389,18 @@ def scan_files(spark: SparkSession, files: Sequence[ScanFile], data_schema: Stru
     for p in parts[1:]:
         result = result.union(p)
     return result
+
+
+def _one_native_relation(spark: SparkSession, files: list[ScanFile], data_schema: StructType,
+                         partition_schema: StructType, table_root: str, data_filter: Column | None,
+                         confine: bool) -> DataFrame:
+    """Every planned file as ONE native relation: the reader drops each file's deleted rows and fills the partition
+    columns from the listing (the log's ``partitionValues``). One relation, not a union of scans per partition: a
+    query's own ``_metadata`` columns resolve (a union has none) and the plan does not grow with the partitions.
+    Above the inline bound the listing is a file the plan names (``native.shared_listing``)."""
+    shared = shared_listing(spark, files, table_root, confine)
+    df = native_read(spark, files, data_schema, table_root, confine, shared, partition_schema)
+    return df if data_filter is None else df.filter(data_filter)
 
 
 def _row_index_scans(spark: SparkSession, plain: Indexed, with_dv: Indexed,

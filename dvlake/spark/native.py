@@ -13,7 +13,10 @@ loads), ``true`` (native or a clear error), ``false`` (the pure-Python path: Spa
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import decimal
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from dvlake import native_jar
 from dvlake.config import NATIVE_SCAN as SETTING
@@ -151,35 +154,82 @@ def shared_listing(spark: SparkSession, files: Sequence[Any], table_root: str, c
 
 
 def listing_lines(files: Sequence[Any], table_root: str, confine: bool) -> list[str]:
-    """The listing's lines, one per file (``path \t kind \t where \t offset \t size \t cardinality``)."""
+    """The listing's lines, one per file (``path \t kind \t where \t offset \t size \t cardinality \t partitions``)."""
     lines = []
     for f in files:
         path = quote(path_key(f.path), safe="")
+        parts = partition_field(f.partition_values)
         dv = f.dv
         if dv is None:
-            lines.append(f"{path}\t-\t\t0\t0\t0")
+            lines.append(f"{path}\t-\t\t0\t0\t0\t{parts}")
         elif dv.is_inline:
             data = base64.b64encode(dv.inline_bitmap_bytes()).decode("ascii")
-            lines.append(f"{path}\ti\t{data}\t0\t{dv.size_in_bytes}\t{dv.cardinality}")
+            lines.append(f"{path}\ti\t{data}\t0\t{dv.size_in_bytes}\t{dv.cardinality}\t{parts}")
         else:
             where = dv_file_location(table_root, dv.storage_type, dv.path_or_inline_dv, dv.absolute_path(table_root),
                                      confine)
-            lines.append(f"{path}\tf\t{quote(where, safe='')}\t{dv.offset or 0}\t{dv.size_in_bytes}\t{dv.cardinality}")
+            lines.append(f"{path}\tf\t{quote(where, safe='')}\t{dv.offset or 0}\t{dv.size_in_bytes}\t{dv.cardinality}"
+                         f"\t{parts}")
     return lines
 
 
-def reader(spark: SparkSession, schema: StructType | str, files_listing: str | ListingRef) -> DataFrameReader:
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICRO = dt.timedelta(microseconds=1)
+
+
+def partition_field(values: Sequence[Any]) -> str:
+    """A file's typed partition values (``ScanFile.partition_values``, already parsed from the log's strings by
+    ``log.partitions``) as the listing's last field: ``-`` for null, else ``=`` and the URL-quoted canonical text the
+    Java side (``PlannedFile``) turns into Spark's value without any rule of its own, comma-separated."""
+    return ",".join("-" if v is None else "=" + quote(canonical_text(v), safe="") for v in values)
+
+
+def canonical_text(value: Any) -> str:
+    """One typed partition value in the spelling ``PlannedFile.convert`` reads: exact, one spelling per value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        return ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else repr(value)
+    if isinstance(value, dt.datetime):  # before date: a datetime is a date
+        if value.tzinfo is None:  # timestamp_ntz: the wall clock, counted from the epoch's
+            return str((value - _EPOCH.replace(tzinfo=None)) // _MICRO)
+        return str((value - _EPOCH) // _MICRO)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"no listing spelling for a partition value of type {type(value).__name__}")
+
+
+def reader(spark: SparkSession, schema: StructType | str, files_listing: str | ListingRef,
+           partition_columns: Sequence[str] = ()) -> DataFrameReader:
     """The native format's reader for a ``listing`` (inline text, or a written listing file's reference): the one
-    place its options are set (the listing and its protocol version, which the Java format checks)."""
+    place its options are set (the listing and its protocol version, which the Java format checks, and the columns
+    of ``schema`` it fills from each file's listed partition values)."""
     option = (native_jar.LISTING_OPTION, files_listing.option()) if isinstance(files_listing, ListingRef) \
         else (FILES_OPTION, files_listing)
-    return (spark.read.format(FORMAT).schema(schema).option(*option)
-            .option(native_jar.PROTOCOL_OPTION, str(native_jar.SCAN_PROTOCOL)))
+    out = (spark.read.format(FORMAT).schema(schema).option(*option)
+           .option(native_jar.PROTOCOL_OPTION, str(native_jar.SCAN_PROTOCOL)))
+    if partition_columns:
+        out = out.option(native_jar.PARTITIONS_OPTION, ",".join(quote(n, safe="") for n in partition_columns))
+    return out
 
 
 def read(spark: SparkSession, files: Sequence[Any], data_schema: StructType, table_root: str, confine: bool,
-         shared: ListingRef | None = None) -> DataFrame:
+         shared: ListingRef | None = None, partition_schema: StructType | None = None) -> DataFrame:
     """``files`` read by the native format: their data columns, deleted rows dropped. ``shared``: the read's listing
-    file (``shared_listing``), which names these files among others; without it their lines ride inline."""
+    file (``shared_listing``), which names these files among others; without it their lines ride inline.
+
+    With ``partition_schema`` the partition columns follow the data columns, filled by the reader from each file's
+    listed values (the log's ``partitionValues``): all files are one relation, whose ``_metadata`` a query can read,
+    whatever the number of partitions."""
     files_listing: str | ListingRef = shared if shared is not None else listing(files, table_root, confine)
-    return reader(spark, data_schema, files_listing).load([f.path for f in files])
+    parts = list(partition_schema.fields) if partition_schema is not None else []
+    schema = StructType([*data_schema.fields, *(StructField(f.name, f.dataType, True, f.metadata) for f in parts)])
+    return reader(spark, schema, files_listing, [f.name for f in parts]).load([f.path for f in files])

@@ -171,12 +171,12 @@ def test_which_row_index_source_each_read_shape_uses(spark: SparkSession, tmp_pa
     cases = {"batches": (lambda: dvlake.read(spark, path), 6_666),
              "user_row_index": (lambda: dvlake.read(spark, path).select("id", "_metadata.row_index"), 6_666),
              "dml_no_dv": (lambda: native.reader(spark, dvlake.read(spark, plain).schema, native.listing(
-                               [SimpleNamespace(path=f, dv=None) for f in data_files(plain)], plain, True))
+                               [SimpleNamespace(path=f, dv=None, partition_values=()) for f in data_files(plain)], plain, True))
                            .load(data_files(plain)).select("id", "_metadata.row_index"), 10_000),
              "rows": (lambda: dvlake.read(spark, nested), 2_250),
              # dvlake's planning reads files without a DV with Spark's plain scan; the format itself reads them too
              "no_dv": (lambda: native.reader(spark, dvlake.read(spark, plain).schema, native.listing(
-                           [SimpleNamespace(path=f, dv=None) for f in data_files(plain)], plain, True))
+                           [SimpleNamespace(path=f, dv=None, partition_values=()) for f in data_files(plain)], plain, True))
                        .load(data_files(plain)), 10_000)}
     used = {}
     for name, (read, count) in cases.items():
@@ -765,9 +765,9 @@ def test_change_feed_whole_files_with_dvs_read_natively(spark: SparkSession, tmp
 
 
 def test_many_partition_tuples_are_read_natively(spark: SparkSession, tmp_path: Path) -> None:
-    """More partition tuples than literal-tagged scans (``MAX_LITERAL_PARTITION_GROUPS``): the native reader still
-    drops the deleted rows, the partition values are joined by file size (files of equal size in different partitions
-    go to different scans), with and without a data filter and a partition filter."""
+    """More partition tuples than the pure-Python path's literal-tagged scans (``MAX_LITERAL_PARTITION_GROUPS``): the
+    native reader drops the deleted rows and fills the partition values from its listing, all files in one relation
+    (no join, no union), with and without a data filter and a partition filter."""
     from dvlake.spark import dv_scan
 
     path = str(tmp_path / "many")
@@ -783,7 +783,7 @@ def test_many_partition_tuples_are_read_natively(spark: SparkSession, tmp_path: 
                              [r for r in live if r[2] < 20])):
         fast, slow, plan = _both(spark, query)
         assert fast == slow == sorted(expected, key=repr)
-        assert "DvlakeParquet" in plan and "BroadcastHashJoin" in plan
+        assert "DvlakeParquet" in plan and "Join" not in plan and "Union" not in plan
 
 
 def test_connect_resolves_the_format_before_adding_the_jar(spark: SparkSession, tmp_path: Path,

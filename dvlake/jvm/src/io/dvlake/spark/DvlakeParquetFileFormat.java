@@ -51,11 +51,15 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public static final String FILES_OPTION = "dvlake.scan.files";
   /** The version of the listing's text protocol that dvlake's Python side writes into {@link #PROTOCOL_OPTION};
    *  dvlake/native_jar.py's SCAN_PROTOCOL names the same number (a Spark-free test keeps the two equal). */
-  public static final int PROTOCOL = 2;
+  public static final int PROTOCOL = 3;
   public static final String PROTOCOL_OPTION = "dvlake.scan.protocol";
   /** Protocol 2: instead of {@link #FILES_OPTION}, a reference to the listing written into a file
    *  ({@code location \t sha256 \t entries}, see {@link ScanListings}): the plan stays small however many files. */
   public static final String LISTING_OPTION = "dvlake.scan.listing";
+  /** Protocol 3: the read's partition columns (URL-quoted names, comma-separated), which are also columns of the
+   *  read's schema. Their values come from each file's listing line (the Delta log's {@code partitionValues}), not
+   *  from the Parquet file nor its path, so every planned file of a partitioned table is one relation. */
+  public static final String PARTITIONS_OPTION = "dvlake.scan.partitionColumns";
 
   @Override public String shortName() { return SHORT_NAME; }
 
@@ -85,6 +89,22 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
   public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
       SparkSession session, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
       Seq<Filter> filters, Map<String, String> options, Configuration hadoopConf) {
+    String[] partitionNames = partitionNames(option(options, PARTITIONS_OPTION));
+    if (partitionNames.length > 0 && partitionSchema.length() > 0) {
+      throw new IllegalArgumentException("the " + SHORT_NAME + " format takes partition values from dvlake's listing "
+          + "(" + PARTITIONS_OPTION + "), but Spark also found partition columns " + partitionSchema.simpleString());
+    }
+    ListedPartitions listed = ListedPartitions.of(partitionNames, dataSchema, requiredSchema);
+    if (listed != null) {
+      // the partition columns leave the Parquet read: Spark's reader appends the listed values as constant columns
+      // (its partition-value path), and the reader below puts them back where the query's schema has them
+      dataSchema = listed.strip(dataSchema);
+      requiredSchema = listed.strip(requiredSchema);
+      partitionSchema = listed.used;
+      // a filter on a partition column must not reach Parquet: there the column is absent (all null), so its row
+      // groups would be dropped. Spark applies every filter again above the scan, so dropping one loses no row
+      filters = listed.withoutPartitionFilters(filters);
+    }
     // the query's own _metadata.row_index already asks the reader for Spark's row-index column: use that one (a
     // second column of the same name would collide); otherwise add it, nullable as Spark's own plan does
     String indexName = ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME();
@@ -139,7 +159,7 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
     Broadcast<Object[]> files = session.sparkContext().broadcast(shared,
         scala.reflect.ClassTag$.MODULE$.apply(Object[].class));
     return new FilteringReader(parent, plain, files, java.util.UUID.randomUUID().toString(), requiredSchema,
-        partitionSchema, indexAt, dropIndex, tracked, fillAt, dvCacheBytes(session));
+        partitionSchema, indexAt, dropIndex, tracked, fillAt, dvCacheBytes(session), listed);
   }
 
   /** {@code schema} without its field at {@code at}. */
@@ -184,25 +204,35 @@ public class DvlakeParquetFileFormat extends ParquetFileFormat {
         && !(t instanceof org.apache.spark.sql.types.CalendarIntervalType);
   }
 
-  /** {@code path \t kind \t where \t offset \t size \t cardinality} per line; kind {@code -} (no DV), {@code f} (DV
-   *  file, where = its location), {@code i} (inline, where = base64 bitmap bytes); paths and locations URL-encoded. */
-  static HashMap<String, DeletionVectors.FileDv> parseFiles(String listing) {
-    HashMap<String, DeletionVectors.FileDv> out = new HashMap<>();
+  /** {@code path \t kind \t where \t offset \t size \t cardinality \t partitions} per line; kind {@code -} (no DV),
+   *  {@code f} (DV file, where = its location), {@code i} (inline, where = base64 bitmap bytes); paths and locations
+   *  URL-encoded; partitions as {@link PlannedFile} reads them (empty for an unpartitioned table). */
+  static HashMap<String, PlannedFile> parseFiles(String listing) {
+    HashMap<String, PlannedFile> out = new HashMap<>();
     for (String line : listing.split("\n")) {
       if (line.isEmpty()) continue;
       String[] p = line.split("\t", -1);
-      if (p.length != 6) throw new IllegalArgumentException("malformed " + FILES_OPTION + " line: " + line);
+      if (p.length != 7) throw new IllegalArgumentException("malformed " + FILES_OPTION + " line: " + line);
       String path = decode(p[0]);
+      DeletionVectors.FileDv dv;
       switch (p[1]) {
-        case "-": out.put(path, null); break;
-        case "f": out.put(path, new DeletionVectors.FileDv(decode(p[2]), null, Long.parseLong(p[3]),
-            Integer.parseInt(p[4]), Long.parseLong(p[5]))); break;
-        case "i": out.put(path, new DeletionVectors.FileDv(null, p[2], 0, Integer.parseInt(p[4]),
-            Long.parseLong(p[5]))); break;
+        case "-": dv = null; break;
+        case "f": dv = new DeletionVectors.FileDv(decode(p[2]), null, Long.parseLong(p[3]), Integer.parseInt(p[4]),
+            Long.parseLong(p[5])); break;
+        case "i": dv = new DeletionVectors.FileDv(null, p[2], 0, Integer.parseInt(p[4]), Long.parseLong(p[5])); break;
         default: throw new IllegalArgumentException("unknown DV kind in " + FILES_OPTION + ": " + p[1]);
       }
+      out.put(path, new PlannedFile(dv, p[6]));
     }
     return out;
+  }
+
+  /** The {@link #PARTITIONS_OPTION} value as names (none when absent or empty). */
+  static String[] partitionNames(String option) {
+    if (option == null || option.isEmpty()) return new String[0];
+    String[] names = option.split(",", -1);
+    for (int i = 0; i < names.length; i++) names[i] = decode(names[i]);
+    return names;
   }
 
   private static String decode(String s) {

@@ -43,10 +43,10 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
    *  find the last context's listing, and its DVs, for the same file paths. */
   private final String listingId;
   /** Parsed listings by {@link #listingId}, shared by the tasks of one executor JVM (a few scans at a time). */
-  private static final java.util.Map<String, HashMap<String, DeletionVectors.FileDv>> PARSED =
-      java.util.Collections.synchronizedMap(new java.util.LinkedHashMap<String, HashMap<String, DeletionVectors.FileDv>>(
+  private static final java.util.Map<String, HashMap<String, PlannedFile>> PARSED =
+      java.util.Collections.synchronizedMap(new java.util.LinkedHashMap<String, HashMap<String, PlannedFile>>(
           16, 0.75f, true) {
-        @Override protected boolean removeEldestEntry(java.util.Map.Entry<String, HashMap<String, DeletionVectors.FileDv>> e) {
+        @Override protected boolean removeEldestEntry(java.util.Map.Entry<String, HashMap<String, PlannedFile>> e) {
           return size() > 8;
         }
       });
@@ -57,6 +57,8 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   private final boolean tracked;
   private final int fillAt;
   private final long dvCacheBytes;
+  /** The read's partition columns filled from the listing (null: none, or Spark's own). */
+  private final ListedPartitions listed;
 
   /** {@code indexAt}: where the row-index column is among {@code parent}'s columns; {@code dropIndex}: the format
    *  added it (the query did not ask for {@code _metadata.row_index}), so it is not returned. {@code tracked}: files
@@ -68,7 +70,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
   FilteringReader(Function1<PartitionedFile, Iterator<InternalRow>> parent,
                   Function1<PartitionedFile, Iterator<InternalRow>> plain, Broadcast<Object[]> files, String listingId,
                   StructType required, StructType partitions, int indexAt, boolean dropIndex, boolean tracked,
-                  int fillAt, long dvCacheBytes) {
+                  int fillAt, long dvCacheBytes, ListedPartitions listed) {
     this.parent = parent;
     this.plain = plain;
     this.files = files;
@@ -80,12 +82,14 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     this.tracked = tracked;
     this.fillAt = fillAt;
     this.dvCacheBytes = dvCacheBytes;
+    this.listed = listed;
   }
 
-  @Override public Iterator<InternalRow> apply(PartitionedFile file) {
+  @Override public Iterator<InternalRow> apply(PartitionedFile given) {
+    PartitionedFile file = given;
     String key = DvlakeParquetFileFormat.keyOf(file.toPath().toUri());
     Object[] shared = files.value();
-    HashMap<String, DeletionVectors.FileDv> planned = shared[2] != null
+    HashMap<String, PlannedFile> planned = shared[2] != null
         ? ScanListings.load(ScanListings.Ref.parse((String) shared[2]), ((SerializableConfiguration) shared[1]).value())
         : PARSED.computeIfAbsent(listingId, id -> DvlakeParquetFileFormat.parseFiles((String) shared[0]));
     if (!planned.containsKey(key)) {
@@ -93,7 +97,13 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
           + "(no entry in its file listing); refusing to read it without its deletion "
           + "vector[/DVLAKE_TASK_ERROR]");
     }
-    DeletionVectors.FileDv dv = planned.get(key);
+    PlannedFile entry = planned.get(key);
+    DeletionVectors.FileDv dv = entry.dv;
+    int[] order = null;
+    if (listed != null) {
+      file = listed.withValues(file, key, entry);
+      order = listed.order;
+    }
     DeletionVectors.Deleted deleted;
     try {
       deleted = dv == null ? null : DeletionVectors.load(dv, ((SerializableConfiguration) shared[1]).value(), dvCacheBytes);
@@ -103,7 +113,7 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     Filtered filtered;
     if (plain != null && deleted == null && fillAt < 0) {
       RowGroups.FILES_WITHOUT_DV.incrementAndGet();
-      filtered = new Filtered(plain.apply(file), null, null, -1, false, -1, required, partitions);
+      filtered = new Filtered(plain.apply(file), null, null, -1, false, -1, required, partitions, order);
     } else if (tracked) {
       Iterator<?> rows = plain.apply(file);
       RowGroups.Tracker tracker = RowGroups.attach(rows);
@@ -117,10 +127,11 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
             + "spark.dvlake.scan.native=false");
       }
       (fillAt >= 0 ? RowGroups.FILES_FILLED : RowGroups.FILES_TRACKED).incrementAndGet();
-      filtered = new Filtered(rows, deleted, tracker, -1, false, fillAt, required, partitions);
+      filtered = new Filtered(rows, deleted, tracker, -1, false, fillAt, required, partitions, order);
     } else {
       if (deleted != null) RowGroups.FILES_SPARK_COLUMN.incrementAndGet();
-      filtered = new Filtered(parent.apply(file), deleted, null, indexAt, dropIndex, -1, required, partitions);
+      filtered = new Filtered(parent.apply(file), deleted, null, indexAt, dropIndex, -1, required, partitions,
+          order);
     }
     @SuppressWarnings("unchecked")  // batches travel as InternalRow (erased), Spark's own convention for columnar scans
     Iterator<InternalRow> out = (Iterator<InternalRow>) (Iterator<?>) filtered;
@@ -147,6 +158,8 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     private final StructType partitions;
     private final RowGroups.Tracker tracker;
     private final int fillAt;
+    /** For each returned column, the reader's column it is (null: in the reader's order); see {@link ListedPartitions}. */
+    private final int[] order;
     private WritableColumnVector filled;  // the row-index column the format fills (fillAt >= 0), reused batch to batch
     private int filledCapacity;
     private MappedColumnVector[] vectors;
@@ -156,7 +169,8 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
     private Object pending;
 
     Filtered(Iterator<?> in, DeletionVectors.Deleted deleted, RowGroups.Tracker tracker, int indexAt,
-             boolean dropIndex, int fillAt, StructType required, StructType partitions) {
+             boolean dropIndex, int fillAt, StructType required, StructType partitions, int[] order) {
+      this.order = order;
       this.in = in;
       this.deleted = deleted;
       this.tracker = tracker;
@@ -220,7 +234,8 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
       return out;
     }
 
-    private ColumnVector column(ColumnarBatch batch, int c) {
+    private ColumnVector column(ColumnarBatch batch, int returned) {
+      int c = order == null ? returned : order[returned];
       if (fillAt >= 0) return c == fillAt ? filled : batch.column(c > fillAt ? c - 1 : c);
       return batch.column(dropIndex && c >= indexAt ? c + 1 : c);
     }
@@ -242,12 +257,19 @@ final class FilteringReader extends AbstractFunction1<PartitionedFile, Iterator<
         if (row.isNullAt(indexAt)) throw new IllegalStateException("the Parquet reader gave no row index");
         if (deleted.contains(row.getLong(indexAt))) return null;
       }
-      if (!dropIndex) return row;  // the query reads the row index itself: Spark's row, as Spark gave it
+      // the query reads the row index itself and its columns are in the reader's order: Spark's row, as Spark gave it
+      if (!dropIndex && order == null) return row;
       if (projection == null) {
         List<Expression> refs = new ArrayList<>();
         for (int c = 0; c < required.length(); c++) refs.add(new BoundReference(c, required.fields()[c].dataType(), true));
+        int skip = dropIndex ? 1 : 0;  // the row-index column the format added sits between the two
         for (int c = 0; c < partitions.length(); c++) {
-          refs.add(new BoundReference(indexAt + 1 + c, partitions.fields()[c].dataType(), true));
+          refs.add(new BoundReference(required.length() + skip + c, partitions.fields()[c].dataType(), true));
+        }
+        if (order != null) {
+          List<Expression> ordered = new ArrayList<>();
+          for (int at : order) ordered.add(refs.get(at));
+          refs = ordered;
         }
         projection = UnsafeProjection.create(CollectionConverters.asScala(refs).toSeq());
       }

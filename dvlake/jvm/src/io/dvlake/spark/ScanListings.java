@@ -28,9 +28,9 @@ import org.apache.hadoop.fs.Path;
 final class ScanListings {
   static final String MAGIC = "dvlake-scan-listing";
   /** Parsed listings by {@code location#sha256}; a few at a time (each can hold a large table's files). */
-  private static final Map<String, HashMap<String, DeletionVectors.FileDv>> CACHE =
-      new LinkedHashMap<String, HashMap<String, DeletionVectors.FileDv>>(8, 0.75f, true) {
-        @Override protected boolean removeEldestEntry(Map.Entry<String, HashMap<String, DeletionVectors.FileDv>> e) {
+  private static final Map<String, HashMap<String, PlannedFile>> CACHE =
+      new LinkedHashMap<String, HashMap<String, PlannedFile>>(8, 0.75f, true) {
+        @Override protected boolean removeEldestEntry(Map.Entry<String, HashMap<String, PlannedFile>> e) {
           return size() > 4;
         }
       };
@@ -65,12 +65,12 @@ final class ScanListings {
   }
 
   /** The listing {@code ref} names, read and checked once per executor JVM (then from the cache). */
-  static HashMap<String, DeletionVectors.FileDv> load(Ref ref, Configuration conf) {
+  static HashMap<String, PlannedFile> load(Ref ref, Configuration conf) {
     synchronized (CACHE) {
-      HashMap<String, DeletionVectors.FileDv> hit = CACHE.get(ref.key());
+      HashMap<String, PlannedFile> hit = CACHE.get(ref.key());
       if (hit != null) return hit;
     }
-    HashMap<String, DeletionVectors.FileDv> parsed = parse(ref, read(ref, conf));
+    HashMap<String, PlannedFile> parsed = parse(ref, read(ref, conf));
     synchronized (CACHE) {
       CACHE.put(ref.key(), parsed);
     }
@@ -92,7 +92,7 @@ final class ScanListings {
     }
   }
 
-  static HashMap<String, DeletionVectors.FileDv> parse(Ref ref, byte[] bytes) {
+  static HashMap<String, PlannedFile> parse(Ref ref, byte[] bytes) {
     String digest;
     try {
       digest = java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256").digest(bytes));
@@ -118,7 +118,7 @@ final class ScanListings {
       throw new IllegalStateException(error("the scan's file listing " + ref.location + " starts with '" + header
           + "', expected '" + expected + "'"));
     }
-    HashMap<String, DeletionVectors.FileDv> parsed = DvlakeParquetFileFormat.parseFiles(eol < 0 ? "" : text.substring(eol + 1));
+    HashMap<String, PlannedFile> parsed = DvlakeParquetFileFormat.parseFiles(eol < 0 ? "" : text.substring(eol + 1));
     if (parsed.size() != ref.entries) {
       throw new IllegalStateException(error("the scan's file listing " + ref.location + " names " + parsed.size()
           + " files, its header " + ref.entries));
