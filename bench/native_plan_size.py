@@ -35,8 +35,8 @@ def _fake_lines(n: int) -> str:
     root = "/data/warehouse/sales/events"
     return "\n".join(
         f"{quote(f'{root}/part-{i % 1000:05d}-{uuid.UUID(int=i)}-c000.snappy.parquet', safe='')}\tf\t"
-        f"{quote(f'{root}/deletion_vector_{uuid.UUID(int=i // 100)}.bin', safe='')}\t{1 + (i % 100) * 48}\t40\t3"
-        for i in range(n))
+        f"{quote(f'{root}/deletion_vector_{uuid.UUID(int=i // 100)}.bin', safe='')}\t{1 + (i % 100) * 48}\t40\t3\t"
+        for i in range(n))  # the last field: the file's partition values, none here
 
 
 def _scan(plan: Any) -> Any:

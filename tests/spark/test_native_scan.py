@@ -613,7 +613,7 @@ def test_the_listing_is_broadcast_not_in_the_task_binary(spark: SparkSession, tm
     plan = df._jdf.queryExecution().executedPlan()
     listing = _listing_of(plan)
     fake = "\n".join(f"{quote(f'/nowhere/part-{i:05d}-{uuid.UUID(int=i)}.c000.snappy.parquet', safe='')}\tf\t"
-                     f"{quote(f'{root}/deletion_vector_{uuid.UUID(int=i)}.bin', safe='')}\t1\t40\t3" for i in range(20_000))
+                     f"{quote(f'{root}/deletion_vector_{uuid.UUID(int=i)}.bin', safe='')}\t1\t40\t3\t" for i in range(20_000))
     big = listing + "\n" + fake
     assert len(big) > 4_000_000
     data_schema = dvlake.read(spark, root).schema

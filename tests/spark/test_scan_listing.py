@@ -92,7 +92,7 @@ def _fake_lines(n: int) -> list[str]:
     """``n`` listing lines shaped like a warehouse table's: a data file and its DV in a shared DV file."""
     root = "/data/warehouse/sales/events"
     return [f"{quote(f'{root}/part-{i % 1000:05d}-{uuid.UUID(int=i)}-c000.snappy.parquet', safe='')}\tf\t"
-            f"{quote(f'{root}/deletion_vector_{uuid.UUID(int=i // 100)}.bin', safe='')}\t{1 + (i % 100) * 48}\t40\t3"
+            f"{quote(f'{root}/deletion_vector_{uuid.UUID(int=i // 100)}.bin', safe='')}\t{1 + (i % 100) * 48}\t40\t3\t=0"
             for i in range(n)]
 
 
