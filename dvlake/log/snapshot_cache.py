@@ -19,6 +19,11 @@ read per load: local files, ``memory://``). Modification times alone are not eno
 second and ext4 stamps them from a coarse clock, so a table deleted and recreated at the same path with as many
 versions and an equally long last commit can show the same (path, mtime, size). The identity is taken before the
 state is read, so a table replaced while it is read leaves an entry that fails the next check, never a stale hit.
+The other commits the state was read from (those after its checkpoint) must still be listed as they were (path,
+time, size, tag: no read), and every commit a fresh load would need must be listed, so a commit removed from the
+middle of the log is the fresh load's ``CorruptLogError``, not a hit. What is not re-read is the content of those
+older commits: the protocol never rewrites a commit file, and one rewritten by hand with the same size within the
+same timestamp tick is not seen (delta-spark's cached snapshots do not re-read them either).
 
 Entries are keyed by (root, ``Storage.cache_identity()``): two storages that read one URI from different stores
 (another endpoint or credentials after ``objectstore.configure``, a forgotten ``memory://`` store) never share one,
@@ -139,10 +144,28 @@ class CacheStats:
     evictions: int = 0
 
 
+#: a commit file as the listing shows it: (path, mtime ms, size, entity tag or None)
+Listed = tuple[str, int, int | None, str | None]
+
+
+def _listed(listing: LogListing, version: int) -> Listed | None:
+    if version not in listing.commits:
+        return None
+    path, mtime = listing.commits[version]
+    size, etag = listing.commit_files.get(version, (None, None))
+    return path, mtime, size, etag
+
+
+def _segment(listing: LogListing, after: int, upto: int) -> dict[int, Listed | None]:
+    """The listed commit files ``after``+1..``upto``: the ones a fresh load would read on top of its checkpoint."""
+    return {v: _listed(listing, v) for v in range(after + 1, upto + 1)}
+
+
 @dataclass(frozen=True)
 class _Entry:
     state: LogState
     commit: CommitIdentity  # the commit file of ``state.version``, as it was before the state was read
+    segment: dict[int, Listed | None]  # the commits after the state's checkpoint, as listed before they were read
     rows: int  # live files plus tombstones: what the memory bound counts
 
 
@@ -182,6 +205,7 @@ class SnapshotCache:
         latest = listing.latest_version
         state: LogState | None = None
         target_commit: CommitIdentity | None = None
+        segment: dict[int, Listed | None] = {}  # as listed before anything was read: a later rewrite shows as a change
         if entry is not None and _reusable(entry, listing) \
                 and commit_identity(storage, listing, entry.state.version) == entry.commit:
             known = entry.state
@@ -193,6 +217,7 @@ class SnapshotCache:
                 return listing, _copy(known)
             if latest > known.version and all(v in listing.commits for v in range(known.version + 1, latest + 1)):
                 target_commit = commit_identity(storage, listing, latest)  # before the commits are read
+                segment = {**entry.segment, **_segment(listing, known.version, latest)}
                 state = replay_onto(storage, root, listing, known, latest)
                 with self._lock:
                     self.stats.forwards += 1
@@ -200,19 +225,21 @@ class SnapshotCache:
         if state is None:
             target_commit = commit_identity(storage, listing, latest) if latest >= 0 else None
             state = replay(storage, root, listing, None)
+            segment = _segment(listing, state.checkpoint_version if state.checkpoint_version is not None else -1, latest)
             with self._lock:
                 self.stats.full_replays += 1
         if target_commit is not None and state.version == latest:
-            self._remember(key, state, target_commit)
+            self._remember(key, state, target_commit, segment)
         return listing, _copy(state)
 
-    def _remember(self, key: tuple[str, object], state: LogState, commit: CommitIdentity) -> None:
+    def _remember(self, key: tuple[str, object], state: LogState, commit: CommitIdentity,
+                  segment: dict[int, Listed | None]) -> None:
         rows = state.files.num_rows + state.tombstones.num_rows
         with self._lock:
             self._tables.pop(key, None)
             if rows > self._max_files:
                 return  # larger than the whole bound: kept by no one, replayed per load as without the cache
-            self._tables[key] = _Entry(state, commit, rows)
+            self._tables[key] = _Entry(state, commit, segment, rows)
             total = sum(e.rows for e in self._tables.values())
             while len(self._tables) > self._max or total > self._max_files:
                 _, dropped = self._tables.popitem(last=False)
@@ -221,13 +248,21 @@ class SnapshotCache:
 
 
 def _reusable(entry: _Entry, listing: LogListing) -> bool:
-    """Whether the cached state may answer or be moved forward: not older than the listing's latest version, and
-    read from the newest checkpoint the listing holds (a fresh load starts from that one; see the module's note)."""
+    """Whether the cached state may answer or be moved forward, i.e. a fresh load would read what it was read from:
+    not older than the listing's latest version; read from the newest checkpoint the listing holds (a fresh load
+    starts from that one; see the module's note); every commit a fresh load needs still listed (a missing one is its
+    ``CorruptLogError``, not a hit); and every commit the state was read from listed as it was then (path, time,
+    size, tag: a file rewritten or replaced since is read again)."""
     known = entry.state
-    if listing.latest_version < known.version:
+    latest = listing.latest_version
+    if latest < known.version:
         return False
-    newest_checkpoint = max((c.version for c in listing.checkpoints if c.version <= listing.latest_version), default=-1)
-    return newest_checkpoint <= (known.checkpoint_version if known.checkpoint_version is not None else -1)
+    newest_checkpoint = max((c.version for c in listing.checkpoints if c.version <= latest), default=-1)
+    if newest_checkpoint > (known.checkpoint_version if known.checkpoint_version is not None else -1):
+        return False
+    if not all(v in listing.commits for v in range(newest_checkpoint + 1, latest + 1)):
+        return False
+    return all(_listed(listing, v) == listed for v, listed in entry.segment.items())
 
 
 def _copy(state: LogState) -> LogState:

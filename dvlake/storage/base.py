@@ -80,7 +80,8 @@ class Storage(abc.ABC):
     is_local: bool = False
 
     def cache_identity(self) -> object | None:
-        """What, besides a path, decides the bytes this storage reads there; None: loads through it are not cached.
+        """What, besides a path, decides the bytes this storage reads there (hashable, compared by ``==``); None:
+        loads through it are not cached.
 
         The process's snapshot cache (``log.snapshot_cache``) keys each table on (root, this): two storages that
         answer the same path from different stores (another endpoint or credentials, a forgotten in-memory store)

@@ -21,7 +21,7 @@ import obstore
 import pytest
 from obstore.store import MemoryStore
 
-from dvlake.errors import InvalidArgumentError
+from dvlake.errors import CorruptLogError, InvalidArgumentError
 from dvlake.log import snapshot_cache
 from dvlake.log.replay import replay
 from dvlake.log.segment import list_log
@@ -359,3 +359,26 @@ def test_turning_it_off_empties_it(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     finally:
         snapshot_cache.set_session_choice(None)
 
+
+
+def test_a_commit_removed_from_the_middle_is_the_fresh_loads_error_not_a_hit(tmp_path: Path) -> None:
+    cache = SnapshotCache()
+    root = _table(tmp_path / "t")
+    _commit(Path(root), 1, [_add("d.parquet")])
+    _commit(Path(root), 2, [_add("e.parquet")])
+    assert _cached(cache, root).num_files == 5
+    (Path(root) / "_delta_log" / f"{1:020d}.json").unlink()
+    with pytest.raises(CorruptLogError, match=f"{1:020d}.json"):
+        _cached(cache, root)
+
+
+def test_an_older_commit_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
+    cache = SnapshotCache()
+    root = _table(tmp_path / "t")
+    _commit(Path(root), 1, [_add("d.parquet")])
+    _commit(Path(root), 2, [_add("e.parquet")])
+    assert _cached(cache, root).num_files == 5
+    _commit(Path(root), 1, [_add("longer-name.parquet")])  # another length (and time) than the file read
+    snapshot = _cached(cache, root)
+    assert _paths(snapshot) == ["a.parquet", "b.parquet", "c.parquet", "e.parquet", "longer-name.parquet"]
+    assert cache.stats.hits == 0
