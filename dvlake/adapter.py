@@ -19,6 +19,7 @@ from typing import Any
 
 from dvlake import faces
 from dvlake.compat import pyspark_hooks as hooks
+from dvlake.spark.session_switches import apply_session_switches
 from dvlake.sql import sql as dvlake_sql
 
 
@@ -31,6 +32,7 @@ class DeltaSession:
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
+        apply_session_switches(spark)  # the snapshot cache's session setting
 
     @property
     def read(self) -> DeltaReader:

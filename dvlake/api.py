@@ -47,6 +47,7 @@ from dvlake.spark import row_tracking as row_tracking_reads
 from dvlake.spark import scan
 from dvlake.spark.catalog import path_of_identifier, refresh_registration, table_location
 from dvlake.spark.object_stores import configure_object_stores
+from dvlake.spark.session_switches import apply_session_switches
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.storage.paths import normalize_table_root
 
@@ -102,6 +103,7 @@ class DeltaTable:
         self._spark = spark
         self._path = normalize_table_root(path)
         configure_object_stores(spark)  # spark.hadoop.fs.* settings for dvlake's own reads and commits
+        apply_session_switches(spark)  # the snapshot cache's session setting
         self._alias = alias
         self._name = name  # the catalog name it was opened by (forName), whose columns follow schema changes
 
@@ -125,6 +127,7 @@ class DeltaTable:
         Example:
             >>> t = DeltaTable.forPath(spark, "/data/events")
         """
+        apply_session_switches(sparkSession)  # before the first load: the session may turn the snapshot cache off
         Snapshot.load(normalize_table_root(path))  # validates: exists and readable
         return cls(sparkSession, path)
 
@@ -137,6 +140,7 @@ class DeltaTable:
         """
 
         location = table_location(sparkSession, tableOrViewName)
+        apply_session_switches(sparkSession)
         Snapshot.load(normalize_table_root(location))  # validates: exists and readable
         return cls(sparkSession, location, name=None if path_of_identifier(tableOrViewName) else tableOrViewName)
 

@@ -209,6 +209,11 @@ SESSION_TABLE_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
 #: delta-spark's setting that lets a startingTimestamp after the last commit start the stream at the next version
 #: (a change-feed batch read: read no changes) instead of failing with DELTA_TIMESTAMP_GREATER_THAN_COMMIT.
 TIMESTAMP_OUT_OF_RANGE = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
-#: ``1``: ``Snapshot.load`` of a table's latest version goes through the process's snapshot cache, updated from the
-#: commits after the cached version (log/snapshot_cache.py); ``0`` (the default for now): every load replays the log.
+#: ``Snapshot.load`` of a table's latest version goes through the process's snapshot cache, moved forward by the
+#: commits after the cached version (log/snapshot_cache.py): on by default; ``0`` in the environment turns it off.
 SNAPSHOT_CACHE_ENV = "DVLAKE_SNAPSHOT_CACHE"
+#: The same switch as a session setting (default true; ``false`` turns the cache off for the driver's process),
+#: read by the Spark faces when they meet a session (spark/session_switches.py).
+SNAPSHOT_CACHE_CONF = "spark.dvlake.snapshotCache.enabled"
+#: File rows (live files plus tombstones, over all tables) the snapshot cache keeps at most (default 2,000,000).
+SNAPSHOT_CACHE_MAX_FILES_ENV = "DVLAKE_SNAPSHOT_CACHE_MAX_FILES"

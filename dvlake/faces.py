@@ -57,6 +57,7 @@ from dvlake.spark.catalog import (
     table_name_parts,
 )
 from dvlake.spark.object_stores import configure_object_stores
+from dvlake.spark.session_switches import apply_session_switches
 from dvlake.spark.stream_support import open_delta_stream
 from dvlake.sql import sql as dvlake_sql
 
@@ -137,6 +138,7 @@ def enabled(spark: Any) -> bool:
         value = False
     if value:
         configure_object_stores(spark)  # once per session: spark.hadoop.fs.* for dvlake's own reads and commits
+        apply_session_switches(spark)  # spark.dvlake.snapshotCache.enabled, once per session and configure/disable
     with contextlib.suppress(AttributeError, TypeError):
         spark._dvlake_faces = (_generation[0], value)
     return value

@@ -52,6 +52,9 @@ class LogListing:
     """What ``_delta_log`` holds: commit files with their mtimes and complete checkpoints."""
 
     commits: dict[int, tuple[str, int]] = field(default_factory=dict)  # version -> (path, mtime_ms)
+    #: version -> (size, the store's entity tag or None): with the mtime, what tells a rewritten commit file from
+    #: the one a cached state was read from (``snapshot_cache``)
+    commit_files: dict[int, tuple[int, str | None]] = field(default_factory=dict)
     checkpoints: list[Checkpoint] = field(default_factory=list)  # ascending by version
 
     @property
@@ -74,6 +77,7 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
         name = info.path.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
             listing.commits[int(m.group(1))] = (info.path, info.mtime_ms)
+            listing.commit_files[int(m.group(1))] = (info.size, info.etag)
         elif m := _CLASSIC.match(name):
             listing.checkpoints.append(Checkpoint(int(m.group(1)), "classic", (info.path,)))
         elif m := _MULTIPART.match(name):

@@ -51,12 +51,12 @@ class Snapshot:
              storage: Storage | None = None) -> Snapshot:
         """Load the latest version, or time travel by ``version`` or ``timestamp`` (not both).
 
-        The latest version comes from the process's snapshot cache when it is on (``snapshot_cache``): the log is
-        listed, and only the commits after the cached version are read."""
+        The latest version comes from the process's snapshot cache (``snapshot_cache``, on unless turned off): the
+        log is listed, and only the commits after the cached version are read."""
         root = normalize_table_root(table_root)
         version = _check_version_arg(version)
         storage = storage or storage_for(root)
-        if version is None and timestamp is None and snapshot_cache.enabled():
+        if version is None and timestamp is None and snapshot_cache.enabled() and storage.cache_identity() is not None:
             return cls.checked(root, storage, *snapshot_cache.SHARED.latest(root, storage))
         listing = list_log(storage, root)
         if version is not None and timestamp is not None:

@@ -28,6 +28,9 @@ class FileInfo:
     path: str
     size: int
     mtime_ms: int
+    #: the store's entity tag where its listing gives one (object stores): it changes whenever the object is written
+    #: anew, which a modification time of one-second granularity does not show (``log.snapshot_cache``)
+    etag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,17 @@ class Storage(abc.ABC):
     log_store: LogStore
     #: True for the OS filesystem, where paths can be resolved (symlinks, realpath) before deleting.
     is_local: bool = False
+
+    def cache_identity(self) -> object | None:
+        """What, besides a path, decides the bytes this storage reads there (hashable, compared by ``==``); None:
+        loads through it are not cached.
+
+        The process's snapshot cache (``log.snapshot_cache``) keys each table on (root, this): two storages that
+        answer the same path from different stores (another endpoint or credentials, a forgotten in-memory store)
+        must not share an entry. The default, None, keeps a storage the cache knows nothing about (a registered
+        scheme, a ``pyarrow.fs`` filesystem built per call) out of it: such loads replay the log as before.
+        """
+        return None
 
     # -- reading ---------------------------------------------------------------------------------
     @abc.abstractmethod

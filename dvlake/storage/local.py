@@ -47,6 +47,10 @@ class LocalStorage(Storage):
     def __init__(self) -> None:
         self.log_store = HardLinkLogStore()
 
+    def cache_identity(self) -> object | None:
+        """Every ``LocalStorage`` reads the one filesystem of this process."""
+        return "local"
+
     def open_input(self, path: str) -> RandomAccessFile:
         """Only regular files are opened, without blocking: a FIFO or device named by a hostile log
         would otherwise hang the reader (checked before the open and again on the handle)."""

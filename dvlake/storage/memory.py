@@ -69,6 +69,10 @@ class MemoryStorage(Storage):
         with cls._named_lock:
             cls._named.pop(name, None)
 
+    def cache_identity(self) -> object | None:
+        """This store itself: after ``forget`` the same name is a new, empty store."""
+        return self
+
     def _put(self, path: str, data: bytes) -> None:
         self._files[path] = (bytes(data), int(time.time() * 1000))
 

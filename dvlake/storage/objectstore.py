@@ -377,7 +377,22 @@ class _Upload:
 
 
 def _info(path: str, meta: Mapping[str, Any]) -> FileInfo:
-    return FileInfo(path, int(meta["size"]), int(meta["last_modified"].timestamp() * 1000))
+    etag = meta.get("e_tag")
+    return FileInfo(path, int(meta["size"]), int(meta["last_modified"].timestamp() * 1000), str(etag) if etag else None)
+
+
+class _SameClient:
+    """A hashable stand-in for an obstore client (they are not hashable), equal only for the same client; it holds
+    the client, so its id cannot be reused while a cache entry keys on it."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __hash__(self) -> int:
+        return id(self.client)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SameClient) and other.client is self.client
 
 
 class ObjectStoreStorage(Storage):
@@ -387,6 +402,11 @@ class ObjectStoreStorage(Storage):
         self.location = location
         self.client = client
         self.log_store = CreateOnlyLogStore(self)
+
+    def cache_identity(self) -> object | None:
+        """The bucket's client: one per bucket while the settings stay, a new one after ``configure`` (another
+        endpoint or credentials may answer the same URI from another store)."""
+        return _SameClient(self.client)
 
     @classmethod
     def from_uri(cls, uri: str) -> ObjectStoreStorage:
