@@ -129,12 +129,26 @@ class Snapshot:
         """Live files as action objects (for commands that touch a modest number of files)."""
         return [AddFile.from_json(_clean(r)) for r in self.files.to_pylist()]
 
+    def add_files_at(self, indexes: np.ndarray | list[int]) -> list[AddFile]:
+        """The add actions of the live files at ``indexes`` (rows of ``files``), in that order.
+
+        Only those rows leave Arrow: a command that pruned a large table to a few files builds a few objects, not
+        one per live file (``add_files()[i]`` for each would cost the whole table's conversion)."""
+        if len(indexes) == 0:
+            return []
+        rows = self.files.take(pa.array(np.asarray(indexes, dtype=np.int64))).to_pylist()
+        return [AddFile.from_json(_clean(r)) for r in rows]
+
     def tombstone_files(self) -> list[RemoveFile]:
         return [RemoveFile.from_json(_clean(r)) for r in self.tombstones.to_pylist()]
 
-    def num_records(self) -> np.ndarray:
-        """Physical row count of each live file (-1 where stats lack numRecords)."""
-        return num_records_array(self.files.column("stats"))
+    def num_records(self, indexes: np.ndarray | None = None) -> np.ndarray:
+        """Physical row count of each live file (-1 where stats lack numRecords), or of the files at ``indexes``
+        only (their stats alone are parsed)."""
+        stats = self.files.column("stats")
+        if indexes is not None:
+            stats = stats.take(pa.array(np.asarray(indexes, dtype=np.int64)))
+        return num_records_array(stats)
 
     def dv_cardinalities(self) -> np.ndarray:
         """Rows deleted by each live file's DV (0 without one)."""
