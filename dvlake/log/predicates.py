@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 from sqlglot import exp
 
+from dvlake.log.arrow import take_rows
 from dvlake.log.condition import Condition
 
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
@@ -408,7 +409,7 @@ class _Pruner:
         if self._stats is False:
             stats, rows = self.facts.stats, self.stats_rows
             if stats is not None and rows is not None:
-                stats = stats.take(pa.array(rows, pa.int64())) if len(rows) else None
+                stats = take_rows(stats, rows) if len(rows) else None
             self._stats = _read_stats(stats, self.needs_stats)
         return self._stats if isinstance(self._stats, pa.Table) else None
 

@@ -23,6 +23,7 @@ from dvlake.errors import (
 )
 from dvlake.log import features, snapshot_cache, type_widening
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
+from dvlake.log.arrow import take_rows
 from dvlake.log.replay import LogState, read_commit, replay
 from dvlake.log.schema import column_mapping_mode
 from dvlake.log.segment import LogListing, commit_timestamps, earliest_version, list_log
@@ -136,7 +137,7 @@ class Snapshot:
         one per live file (``add_files()[i]`` for each would cost the whole table's conversion)."""
         if len(indexes) == 0:
             return []
-        rows = self.files.take(pa.array(np.asarray(indexes, dtype=np.int64))).to_pylist()
+        rows = take_rows(self.files, indexes).to_pylist()
         return [AddFile.from_json(_clean(r)) for r in rows]
 
     def tombstone_files(self) -> list[RemoveFile]:
@@ -147,7 +148,7 @@ class Snapshot:
         only (their stats alone are parsed)."""
         stats = self.files.column("stats")
         if indexes is not None:
-            stats = stats.take(pa.array(np.asarray(indexes, dtype=np.int64)))
+            stats = take_rows(stats, indexes)
         return num_records_array(stats)
 
     def dv_cardinalities(self) -> np.ndarray:

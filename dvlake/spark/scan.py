@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.log.arrow import take_rows
 from dvlake.log.condition import Condition
 from dvlake.log.partition_index import partition_index
 from dvlake.log.predicates import FileFacts, prune
@@ -84,7 +84,7 @@ def _described(spark: SparkSession, snapshot: Snapshot, layout: TableLayout, idx
     """The plan of the snapshot's files at ``idx`` (their typed partition tuples given): only their rows leave Arrow."""
     # No file is skipped because its DV's cardinality reaches numRecords: both are unverified log
     # metadata, and a lie in either would hide live rows. Such files are read with the DV applied.
-    kept = snapshot.files.select(["path", "size", "deletionVector"]).take(pa.array(idx, pa.int64()))
+    kept = take_rows(snapshot.files.select(["path", "size", "deletionVector"]), idx)
     num_records = snapshot.num_records(idx)
     confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), snapshot.configuration)
     paths = kept.column("path").to_pylist()

@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from dvlake.commands.dml import template
@@ -22,6 +24,7 @@ from dvlake.dv import descriptor
 from dvlake.errors import CorruptLogError
 from dvlake.log import actions, predicates, snapshot_cache, stats
 from dvlake.log import snapshot as snapshot_module
+from dvlake.log.arrow import take_rows
 from dvlake.log.condition import Condition
 from dvlake.log.replay import replay_onto
 from dvlake.log.segment import list_log
@@ -181,3 +184,12 @@ def test_replay_onto_a_known_state_still_refuses_a_path_live_twice(table: str) -
             (log / f"{2:020d}.json").unlink()
     finally:
         snapshot_cache.enable(None)
+
+
+def test_take_rows_slices_across_chunks_as_take_would() -> None:
+    """A few rows of a chunked table or column taken by slices come out as Arrow's take gives them, in order."""
+    table = pa.concat_tables([pa.table({"a": [0, 1, 2]}), pa.table({"a": [3, 4]}), pa.table({"a": [5]})])
+    assert take_rows(table, [5, 2, 3, 0]).column("a").to_pylist() == [5, 2, 3, 0]
+    assert take_rows(table.column("a"), np.array([3, 2])).to_pylist() == [3, 2]
+    assert take_rows(table, []).num_rows == 0
+    assert take_rows(pa.array(["x", "y"]), [1]).to_pylist() == ["y"]
