@@ -79,6 +79,30 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     return _described(spark, snapshot, layout, idx, index.rows_of(idx))
 
 
+def schema_plan(spark: SparkSession, snapshot: Snapshot) -> ScanPlan:
+    """A plan of no file with the snapshot's schemas: what a command needs to resolve names before it knows which
+    files its conditions keep (MERGE), without describing every file of the table first."""
+    return _described(spark, snapshot, TableLayout.of(snapshot), np.zeros(0, dtype=np.int64), [])
+
+
+def plan_scan_any(spark: SparkSession, snapshot: Snapshot, conditions: list[Condition]) -> ScanPlan:
+    """The snapshot's files where one of ``conditions`` may hold, proven from stats and partition values alone: the
+    files ``prune_plan(spark, snapshot, plan_scan(spark, snapshot), conditions)`` keeps, but pruned over Arrow
+    columns before any file is described (one verdict per distinct partition tuple, stats of partition survivors)."""
+    layout = TableLayout.of(snapshot)
+    files = snapshot.files
+    index = partition_index(files.column("partitionValues"), [k for k, _ in layout.keyed_partitions],
+                            layout.typed_partitions)
+    keep = np.ones(files.num_rows, dtype=bool)
+    if conditions and files.num_rows:
+        facts = _file_facts(spark, snapshot, files.column("stats"), index.rows, index.codes)
+        keep[:] = False
+        for cond in conditions:
+            keep |= prune(cond, facts).keep
+    idx = np.nonzero(keep)[0]
+    return _described(spark, snapshot, layout, idx, index.rows_of(idx))
+
+
 def _described(spark: SparkSession, snapshot: Snapshot, layout: TableLayout, idx: np.ndarray,
                partition_rows: list[tuple]) -> ScanPlan:
     """The plan of the snapshot's files at ``idx`` (their typed partition tuples given): only their rows leave Arrow."""

@@ -193,3 +193,16 @@ def test_take_rows_slices_across_chunks_as_take_would() -> None:
     assert take_rows(table.column("a"), np.array([3, 2])).to_pylist() == [3, 2]
     assert take_rows(table, []).num_rows == 0
     assert take_rows(pa.array(["x", "y"]), [1]).to_pylist() == ["y"]
+
+
+def test_merge_plans_the_files_its_conditions_keep_and_no_other(table: str, counted: Counter[str]) -> None:
+    """MERGE's plan (``plan_scan_any``: a file is kept where one of its target-only conditions may hold) describes
+    the kept files alone, and keeps what pruning the whole table's plan kept."""
+    snapshot = Snapshot.load(table)
+    conditions = [Condition.parse("part = 'hot' AND id > 899"), Condition.parse("part = 'hot' AND id < 100")]
+    assert all(c is not None for c in conditions)
+    plan = scan.plan_scan_any(_Session(), snapshot, [c for c in conditions if c is not None])  # type: ignore[arg-type]
+    assert [os.path.basename(f.path) for f in plan.files] == ["hot-0.parquet", "hot-9.parquet"]
+    assert list(plan.rows_indexes) == [PHANTOM, PHANTOM + 9]
+    assert counted == Counter({"dvs": 1, "numRecords rows": 2, "partition tuples": 101, "stats rows": 2 * HOT})
+    assert scan.schema_plan(_Session(), snapshot).files == []  # type: ignore[arg-type]
