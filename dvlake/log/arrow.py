@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
@@ -109,3 +110,21 @@ def dv_unique_ids(dv: pa.Array | pa.ChunkedArray) -> pa.Array:
     out = pc.if_else(pc.is_null(off), base, with_offset)
     # a null struct, or a struct whose fields are all null (checkpoints), means "no DV"
     return pc.if_else(pc.or_(pc.is_null(dv), pc.is_null(st)), pa.scalar(None, pa.string()), out)
+
+
+#: up to this many rows, ``take_rows`` slices instead of calling Arrow's take
+_SLICED_TAKE_MAX = 4096
+
+
+def take_rows(data: pa.Table | pa.ChunkedArray | pa.Array, indexes: Any) -> pa.Table | pa.ChunkedArray | pa.Array:
+    """The rows of ``data`` at ``indexes``, in that order.
+
+    Arrow's take on a chunked column first concatenates its chunks (0.1 s for 10 rows of a million-file table); a
+    plan that kept a few files takes them as one-row zero-copy slices instead, in time that grows with the rows.
+    A plain array's take costs the rows alone."""
+    rows = np.asarray(indexes, dtype=np.int64)
+    if len(rows) > _SLICED_TAKE_MAX or isinstance(data, pa.Array):
+        return data.take(pa.array(rows, pa.int64()))
+    if isinstance(data, pa.Table):
+        return pa.concat_tables([data.slice(int(i), 1) for i in rows]) if len(rows) else data.slice(0, 0)
+    return pa.chunked_array([c for i in rows for c in data.slice(int(i), 1).chunks], data.type)

@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 from sqlglot import exp
 
+from dvlake.log.arrow import take_rows
 from dvlake.log.condition import Condition
 
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
@@ -85,6 +86,10 @@ class FileFacts:
     ``types`` maps a lower-cased dotted logical column name to its Delta type name (``"long"``,
     ``"string"``, ``"timestamp"``, …; ``"unsupported"`` for collated strings or other types the
     visitor leaves alone); ``physical`` maps data columns to their dotted physical stats path.
+
+    With ``partition_codes`` (one per file) ``partition_rows`` are the distinct partition tuples and file ``i`` has
+    ``partition_rows[partition_codes[i]]``: a partition leaf is then judged once per tuple, not once per file (a
+    million files in a hundred partitions are a hundred verdicts).
     """
 
     stats: pa.Array | pa.ChunkedArray | None
@@ -93,9 +98,12 @@ class FileFacts:
     types: dict[str, str]
     physical: dict[str, str]
     session_time_zone: str = "UTC"
+    partition_codes: np.ndarray | None = None
 
     @property
     def count(self) -> int:
+        if self.partition_codes is not None:
+            return len(self.partition_codes)
         return len(self.partition_rows) if self.stats is None else len(self.stats)
 
 
@@ -108,13 +116,26 @@ class PruneResult:
 
 
 def prune(condition: Condition | None, facts: FileFacts) -> PruneResult:
-    """Keep-mask over the files of ``facts``: False only where no row of the file can match."""
+    """Keep-mask over the files of ``facts``: False only where no row of the file can match.
+
+    Two passes, so that stats are parsed only for files their partition values leave in: the first judges the
+    partition leaves and lets every stats leaf keep its files; the second reads the stats of the files the first
+    kept. The visitor is monotone (AND, OR, no NOT over a leaf), so the first pass's mask holds the second's
+    answer and their AND is the one-pass answer on every file the first kept. One difference in kind: stats that
+    Arrow cannot read as expected disable stats skipping for the files read, not for the whole table."""
     n = facts.count
     if condition is None or condition.tree is None or n == 0:
         return PruneResult(np.ones(n, dtype=bool), False)
-    visitor = _Pruner(condition, facts)
-    keep = visitor.visit(condition.tree)
-    return PruneResult(keep, visitor.exact)
+    first = _Pruner(condition, facts, stats_rows=_NO_STATS)
+    keep = first.visit(condition.tree)
+    if first.exact or facts.stats is None or not any(first.needs_stats.values()) or not keep.any():
+        return PruneResult(keep, first.exact)
+    rows = None if keep.all() else np.nonzero(keep)[0]
+    return PruneResult(keep & _Pruner(condition, facts, stats_rows=rows).visit(condition.tree), first.exact)
+
+
+#: ``_Pruner(stats_rows=_NO_STATS)``: a pass that reads no stats (every stats leaf keeps its files)
+_NO_STATS = np.zeros(0, dtype=np.int64)
 
 
 # --- leaves -----------------------------------------------------------------------------------
@@ -314,13 +335,18 @@ def _as_compared(kind: str, leaf: Leaf) -> Leaf:
 
 
 class _Pruner:
-    def __init__(self, condition: Condition, facts: FileFacts) -> None:
+    """One pass of the visitor. ``stats_rows``: the files whose stats are read (None: all; ``_NO_STATS``: none);
+    a stats leaf keeps every other file."""
+
+    def __init__(self, condition: Condition, facts: FileFacts, stats_rows: np.ndarray | None = None) -> None:
         self.condition, self.facts = condition, facts
         self.n = facts.count
+        self.stats_rows = stats_rows
+        self.m = self.n if stats_rows is None else len(stats_rows)  # length of the stats leaves' masks
         self.exact = True
         self.partitions = {name.lower(): i for i, name in enumerate(facts.partition_names)}
         self._stats: pa.Table | None | bool = False  # False: not read yet
-        self._needed = self._stats_needed()
+        self.needs_stats = self._stats_needed()
 
     def visit(self, node: exp.Expr) -> np.ndarray:
         if isinstance(node, exp.Paren):
@@ -357,7 +383,8 @@ class _Pruner:
         verdicts = [_holds(leaf, row[col]) for row in self.facts.partition_rows]
         if any(v is None for v in verdicts):
             return self._unknown()
-        return np.array(verdicts, dtype=bool)
+        out = np.array(verdicts, dtype=bool)
+        return out if self.facts.partition_codes is None else out[self.facts.partition_codes]
 
     # statistics: bounds
     def _stats_needed(self) -> dict[str, dict[str, pa.DataType]]:
@@ -380,11 +407,23 @@ class _Pruner:
 
     def _table(self) -> pa.Table | None:
         if self._stats is False:
-            self._stats = _read_stats(self.facts.stats, self._needed)
+            stats, rows = self.facts.stats, self.stats_rows
+            if stats is not None and rows is not None:
+                stats = take_rows(stats, rows) if len(rows) else None
+            self._stats = _read_stats(stats, self.needs_stats)
         return self._stats if isinstance(self._stats, pa.Table) else None
 
     def _on_stats(self, leaf: Leaf) -> np.ndarray:
-        keep = np.ones(self.n, dtype=bool)
+        """The leaf's mask over all files: judged on the stats rows read, True on the others."""
+        judged = self._on_stats_rows(leaf)
+        if self.stats_rows is None:
+            return judged
+        out = np.ones(self.n, dtype=bool)
+        out[self.stats_rows] = judged
+        return out
+
+    def _on_stats_rows(self, leaf: Leaf) -> np.ndarray:
+        keep = np.ones(self.m, dtype=bool)
         path = self.facts.physical.get(leaf.column)
         table = self._table()
         if path is None or table is None:
@@ -397,7 +436,7 @@ class _Pruner:
             return keep
         leaf = _as_compared(kind, leaf)
         if leaf.op == "never":
-            return np.zeros(self.n, dtype=bool)
+            return np.zeros(self.m, dtype=bool)
         lo, hi = _field(table, "minValues", path), _field(table, "maxValues", path)
         if lo is None or hi is None:
             return keep
@@ -438,7 +477,7 @@ class _Pruner:
     def _above_max(self, kind: str, hi: pa.Array, value: pa.Scalar, raw: Any) -> np.ndarray:
         """Files whose rows are all below ``value`` (value > the true max)."""
         if kind == "float":
-            return np.zeros(self.n, dtype=bool)  # NaN rows sit above every number and stats leave them out
+            return np.zeros(self.m, dtype=bool)  # NaN rows sit above every number and stats leave them out
         if kind == "timestamp":
             return _filled(pc.greater(value, pc.add(hi, pa.scalar(999, pa.duration("us")))))
         if kind == "string":
@@ -448,7 +487,7 @@ class _Pruner:
     def _at_or_above_max(self, kind: str, hi: pa.Array, value: pa.Scalar, raw: Any) -> np.ndarray:
         """Files whose rows are all at or below ``value`` (``col > value`` cannot hold)."""
         if kind == "float":
-            return np.zeros(self.n, dtype=bool)
+            return np.zeros(self.m, dtype=bool)
         if kind == "timestamp":
             return _filled(pc.greater_equal(value, pc.add(hi, pa.scalar(999, pa.duration("us")))))
         if kind == "string":

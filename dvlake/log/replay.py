@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -112,12 +113,16 @@ def replay_onto(storage: Storage, table_root: str, listing: LogListing, state: L
     ``replay``; the caller replays from a checkpoint instead when cleanup removed them."""
     base = CheckpointContents(state.files, state.tombstones, state.protocol, state.metadata, dict(state.txns),
                               dict(state.domains))
-    return _replay_onto(storage, table_root, listing, base, state.version, target, state.checkpoint_version)
+    return _replay_onto(storage, table_root, listing, base, state.version, target, state.checkpoint_version,
+                        base_checked=True)
 
 
 def _replay_onto(storage: Storage, table_root: str, listing: LogListing, base: CheckpointContents | None, start: int,
-                 target: int, checkpoint_version: int | None) -> LogState:
-    """The commits ``start``+1..``target`` applied on ``base`` (a checkpoint's contents, a known state, or None)."""
+                 target: int, checkpoint_version: int | None, base_checked: bool = False) -> LogState:
+    """The commits ``start``+1..``target`` applied on ``base`` (a checkpoint's contents, a known state, or None).
+
+    ``base_checked``: the base is a state this module built (its live paths already proven unique), so only the
+    paths the commits add are checked against it."""
     versions = commits_after(listing, table_root, start, target)
     protocol = base.protocol if base else None
     metadata = base.metadata if base else None
@@ -160,7 +165,9 @@ def _replay_onto(storage: Storage, table_root: str, listing: LogListing, base: C
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # Arrow refuses a field of the wrong type
         raise CorruptLogError(f"the log of {table_root} up to version {target} has an add or remove action with a "
                               f"malformed field ({type(exc).__name__}: {exc})") from exc
-    check_paths_unique(files, table_root, target)
+    new_adds = sum(1 for is_add, _ in latest.values() if is_add)
+    if not (base_checked and _added_paths_unique(files, new_adds)):
+        check_paths_unique(files, table_root, target)
     return LogState(target, protocol, metadata, files, tombstones, txns, domains, commit_info, checkpoint_version)
 
 
@@ -191,11 +198,64 @@ def _merge(base: CheckpointContents | None, latest: dict[str, tuple[bool, dict[s
     if base is None:
         return new_adds, new_removes
     touched = pa.array(list(latest), pa.string())
-    kept_adds, kept_removes = base.adds, base.removes
-    if len(touched):
-        if kept_adds.num_rows:
-            kept_adds = kept_adds.filter(pc.invert(pc.is_in(file_keys(kept_adds), value_set=touched)))
-        if kept_removes.num_rows:
-            kept_removes = kept_removes.filter(pc.invert(pc.is_in(file_keys(kept_removes), value_set=touched)))
-    return (pa.concat_tables([kept_adds, new_adds]).combine_chunks(),
-            pa.concat_tables([kept_removes, new_removes]).combine_chunks())
+    touched_paths = pa.array(sorted({normalize_path(a["path"]) for _, a in latest.values()}), pa.string())
+    kept_adds = _without_keys(base.adds, touched, touched_paths)
+    kept_removes = _without_keys(base.removes, touched, touched_paths)
+    return _appended(kept_adds, new_adds), _appended(kept_removes, new_removes)
+
+
+#: chunks a state's file table may hold before it is compacted into one (each commit replayed onto a known state
+#: appends a few zero-copy slices instead of copying the whole table)
+MAX_CHUNKS = 64
+
+
+def _appended(kept: pa.Table, new: pa.Table) -> pa.Table:
+    """``kept`` then ``new``; copied into one chunk only once the table has grown too many chunks."""
+    out = pa.concat_tables([kept, new]) if new.num_rows else kept
+    return out.combine_chunks() if out.num_columns and out.column(0).num_chunks > MAX_CHUNKS else out
+
+
+def _without_keys(table: pa.Table, touched: pa.Array, touched_paths: pa.Array) -> pa.Table:
+    """``table`` without its rows whose (path, DV) key is in ``touched``.
+
+    A replay onto a large known state touches few keys: keys are built only for the rows whose path is touched
+    (where no path needs URL-decoding, a raw path equals its key's path), and the rows are dropped by slicing, so
+    the cost grows with the commits, not with the table. Otherwise every key is built, as a checkpoint needs."""
+    if not table.num_rows or not len(touched):
+        return table
+    paths = table.column("path")
+    if pc.any(pc.match_substring(paths, "%")).as_py():
+        return table.filter(pc.invert(pc.is_in(file_keys(table), value_set=touched)))
+    maybe = np.nonzero(_mask(pc.is_in(paths, value_set=touched_paths)))[0]
+    if not len(maybe):
+        return table
+    hit = maybe[_mask(pc.is_in(file_keys(table.take(pa.array(maybe, pa.int64()))), value_set=touched))]
+    pieces, start = [], 0
+    for row in hit.tolist():
+        if row > start:
+            pieces.append(table.slice(start, row - start))
+        start = row + 1
+    if start < table.num_rows:
+        pieces.append(table.slice(start))
+    return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
+
+
+def _mask(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _added_paths_unique(files: pa.Table, added: int) -> bool:
+    """Whether the last ``added`` rows of ``files`` (a commit's adds after a checked state's kept files) bring no
+    path twice and none already live; False also when it cannot say cheaply (then ``check_paths_unique`` decides)."""
+    if added == 0:
+        return True
+    kept, new = files.slice(0, files.num_rows - added), files.slice(files.num_rows - added)
+    new_paths = pa.array([normalize_path(p) for p in new.column("path").to_pylist()], pa.string())
+    if pc.count_distinct(new_paths).as_py() != added:
+        return False
+    kept_paths = kept.column("path")
+    if not kept.num_rows:
+        return True
+    if pc.any(pc.match_substring(kept_paths, "%")).as_py():
+        return False
+    return not pc.any(pc.is_in(kept_paths, value_set=new_paths)).as_py()

@@ -23,6 +23,7 @@ from dvlake.errors import (
 )
 from dvlake.log import features, snapshot_cache, type_widening
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
+from dvlake.log.arrow import take_rows
 from dvlake.log.replay import LogState, read_commit, replay
 from dvlake.log.schema import column_mapping_mode
 from dvlake.log.segment import LogListing, commit_timestamps, earliest_version, list_log
@@ -129,12 +130,26 @@ class Snapshot:
         """Live files as action objects (for commands that touch a modest number of files)."""
         return [AddFile.from_json(_clean(r)) for r in self.files.to_pylist()]
 
+    def add_files_at(self, indexes: np.ndarray | list[int]) -> list[AddFile]:
+        """The add actions of the live files at ``indexes`` (rows of ``files``), in that order.
+
+        Only those rows leave Arrow: a command that pruned a large table to a few files builds a few objects, not
+        one per live file (``add_files()[i]`` for each would cost the whole table's conversion)."""
+        if len(indexes) == 0:
+            return []
+        rows = take_rows(self.files, indexes).to_pylist()
+        return [AddFile.from_json(_clean(r)) for r in rows]
+
     def tombstone_files(self) -> list[RemoveFile]:
         return [RemoveFile.from_json(_clean(r)) for r in self.tombstones.to_pylist()]
 
-    def num_records(self) -> np.ndarray:
-        """Physical row count of each live file (-1 where stats lack numRecords)."""
-        return num_records_array(self.files.column("stats"))
+    def num_records(self, indexes: np.ndarray | None = None) -> np.ndarray:
+        """Physical row count of each live file (-1 where stats lack numRecords), or of the files at ``indexes``
+        only (their stats alone are parsed)."""
+        stats = self.files.column("stats")
+        if indexes is not None:
+            stats = take_rows(stats, indexes)
+        return num_records_array(stats)
 
     def dv_cardinalities(self) -> np.ndarray:
         """Rows deleted by each live file's DV (0 without one)."""

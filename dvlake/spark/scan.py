@@ -16,7 +16,9 @@ from pyspark.sql.types import StructType
 
 from dvlake.config import CONFINE_SESSION_KEY, confinement_enabled
 from dvlake.dv.descriptor import DeletionVectorDescriptor
+from dvlake.log.arrow import take_rows
 from dvlake.log.condition import Condition
+from dvlake.log.partition_index import partition_index
 from dvlake.log.predicates import FileFacts, prune
 from dvlake.log.schema import column_types, physical_name
 from dvlake.log.snapshot import Snapshot
@@ -51,7 +53,12 @@ class ScanPlan:
 
 
 def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None = None) -> ScanPlan:
-    """Choose files (partition pruning + data skipping) and describe them for the reader."""
+    """Choose files (partition pruning + data skipping) and describe them for the reader.
+
+    Pruning runs first, over Arrow columns: partition values are judged once per distinct tuple
+    (``log/partition_index.py``) and stats are parsed only for the files those keep (``predicates.prune``);
+    Python objects (``ScanFile``, DV descriptors, typed partition tuples) are built for the kept files alone, so a
+    command that touches ten files of a million-file table plans in time that grows with the ten."""
     layout = TableLayout.of(snapshot)
     parts = [p.lower() for p in snapshot.partition_columns]
     partition_schema = layout.partition_schema
@@ -59,42 +66,75 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     files = snapshot.files
     n = files.num_rows
     keep = np.ones(n, dtype=bool)
-    pv_column = files.column("partitionValues").to_pylist() if n else []
-    partition_rows = [layout.typed_partitions(dict(pv or [])) for pv in pv_column]
+    index = partition_index(files.column("partitionValues"), [k for k, _ in layout.keyed_partitions],
+                            layout.typed_partitions)
     cond = Condition.of(condition)
     if cond is not None and n:
-        facts = _file_facts(spark, snapshot, files.column("stats"), partition_rows)
+        facts = _file_facts(spark, snapshot, files.column("stats"), index.rows, index.codes)
         pruned = prune(cond, facts)
         keep &= pruned.keep
         if not pruned.exact and cond.references_only(set(parts)):  # constant conditions too (1 = 0)
-            keep &= partition_only_mask(spark, cond, partition_schema, partition_rows)
-    num_records = snapshot.num_records()
+            keep &= partition_only_mask(spark, cond, partition_schema, index.rows)[index.codes]
+    idx = np.nonzero(keep)[0]
+    return _described(spark, snapshot, layout, idx, index.rows_of(idx))
+
+
+def schema_plan(spark: SparkSession, snapshot: Snapshot) -> ScanPlan:
+    """A plan of no file with the snapshot's schemas: what a command needs to resolve names before it knows which
+    files its conditions keep (MERGE), without describing every file of the table first."""
+    return _described(spark, snapshot, TableLayout.of(snapshot), np.zeros(0, dtype=np.int64), [])
+
+
+def plan_scan_any(spark: SparkSession, snapshot: Snapshot, conditions: list[Condition]) -> ScanPlan:
+    """The snapshot's files where one of ``conditions`` may hold, proven from stats and partition values alone: the
+    files ``prune_plan(spark, snapshot, plan_scan(spark, snapshot), conditions)`` keeps, but pruned over Arrow
+    columns before any file is described (one verdict per distinct partition tuple, stats of partition survivors)."""
+    layout = TableLayout.of(snapshot)
+    files = snapshot.files
+    index = partition_index(files.column("partitionValues"), [k for k, _ in layout.keyed_partitions],
+                            layout.typed_partitions)
+    keep = np.ones(files.num_rows, dtype=bool)
+    if conditions and files.num_rows:
+        facts = _file_facts(spark, snapshot, files.column("stats"), index.rows, index.codes)
+        keep[:] = False
+        for cond in conditions:
+            keep |= prune(cond, facts).keep
+    idx = np.nonzero(keep)[0]
+    return _described(spark, snapshot, layout, idx, index.rows_of(idx))
+
+
+def _described(spark: SparkSession, snapshot: Snapshot, layout: TableLayout, idx: np.ndarray,
+               partition_rows: list[tuple]) -> ScanPlan:
+    """The plan of the snapshot's files at ``idx`` (their typed partition tuples given): only their rows leave Arrow."""
     # No file is skipped because its DV's cardinality reaches numRecords: both are unverified log
     # metadata, and a lie in either would hide live rows. Such files are read with the DV applied.
-    idx = np.nonzero(keep)[0]
+    kept = take_rows(snapshot.files.select(["path", "size", "deletionVector"]), idx)
+    num_records = snapshot.num_records(idx)
     confine = confinement_enabled(spark.conf.get(CONFINE_SESSION_KEY, None), snapshot.configuration)
-    paths = files.column("path").to_pylist()
-    sizes = files.column("size").to_numpy(zero_copy_only=False)
-    dvs = files.column("deletionVector").to_pylist()
+    paths = kept.column("path").to_pylist()
+    sizes = kept.column("size").to_numpy(zero_copy_only=False)
+    dvs = kept.column("deletionVector").to_pylist()
     out = []
-    for i in idx:
-        dv = dvs[i]
+    for j in range(len(idx)):
+        dv = dvs[j]
         desc = DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None
-        out.append(ScanFile(path=data_file_location(snapshot.table_root, paths[i], confine), size=int(sizes[i]),
-                            num_records=int(num_records[i]) if num_records[i] >= 0 else None, dv=desc,
-                            partition_values=partition_rows[i]))
+        out.append(ScanFile(path=data_file_location(snapshot.table_root, paths[j], confine), size=int(sizes[j]),
+                            num_records=int(num_records[j]) if num_records[j] >= 0 else None, dv=desc,
+                            partition_values=partition_rows[j]))
     check_local_files(snapshot.table_root, [f.path for f in out], confine)
-    return ScanPlan(out, layout.data_schema, partition_schema, layout.logical_schema, layout.physical_to_logical,
+    return ScanPlan(out, layout.data_schema, layout.partition_schema, layout.logical_schema, layout.physical_to_logical,
                     idx, confine)
 
 
-def _file_facts(spark: SparkSession, snapshot: Snapshot, stats: Any, partition_rows: list[tuple]) -> FileFacts:
-    """What pruning knows of files: their stats column and typed partition tuples, in one order."""
+def _file_facts(spark: SparkSession, snapshot: Snapshot, stats: Any, partition_rows: list[tuple],
+                codes: np.ndarray | None = None) -> FileFacts:
+    """What pruning knows of files: their stats column and typed partition tuples, in one order (or the distinct
+    tuples and each file's code into them)."""
     schema, mode = snapshot.schema, snapshot.column_mapping_mode
     parts = [p.lower() for p in snapshot.partition_columns]
     part_names = [next(f["name"] for f in schema["fields"] if f["name"].lower() == p) for p in parts]
     return FileFacts(stats, part_names, partition_rows, column_types(schema), _physical_paths(schema, mode, parts),
-                     session_time_zone(spark))
+                     session_time_zone(spark), codes)
 
 
 def prune_plan(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, conditions: list[Condition]) -> ScanPlan:

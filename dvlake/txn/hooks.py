@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from dvlake.config import checkpoint_interval, deleted_file_retention_ms, table_bool
+from dvlake.log import snapshot_cache
 from dvlake.log.actions import Metadata, now_ms
 from dvlake.log.checkpoint import build_checkpoint_table, write_checkpoint
 from dvlake.log.cleanup import ENABLE_CLEANUP, cleanup_expired_logs
@@ -105,7 +106,7 @@ def _checkpoint(event: AfterCommit) -> None:
 
 def checkpoint(table_root: str, version: int | None = None, storage: Storage | None = None) -> str:
     """Write a classic checkpoint of ``version`` (default: latest) with unexpired tombstones."""
-    snap = Snapshot.load(table_root, version=version, storage=storage)
+    snap = _snapshot_at(table_root, version, storage)
     tombstones = snap.tombstones
     if tombstones.num_rows:
         horizon = now_ms() - deleted_file_retention_ms(snap.configuration)
@@ -113,6 +114,16 @@ def checkpoint(table_root: str, version: int | None = None, storage: Storage | N
     table = build_checkpoint_table(snap.protocol, snap.metadata, snap.files, tombstones, list(snap.txns.values()),
                                    list(snap.domains.values()))
     return write_checkpoint(snap.storage, snap.table_root, snap.version, table, snap.num_files)
+
+
+def _snapshot_at(table_root: str, version: int | None, storage: Storage | None) -> Snapshot:
+    """The snapshot of ``version``: the cached latest when it is that version (a post-commit checkpoint of the
+    commit just made: no replay of the whole log), else a replay to it."""
+    if version is not None and snapshot_cache.enabled():
+        latest = Snapshot.load(table_root, storage=storage)
+        if latest.version == version:
+            return latest
+    return Snapshot.load(table_root, version=version, storage=storage)
 
 
 register("manifest", _manifest)

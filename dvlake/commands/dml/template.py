@@ -102,9 +102,8 @@ def choose_path(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, conditi
 
 
 def candidates_of(snapshot: Snapshot, plan: ScanPlan) -> list[AddFile]:
-    """The snapshot's add actions the plan reads, in the plan's order."""
-    adds = snapshot.add_files()
-    return [adds[i] for i in plan.rows_indexes]
+    """The snapshot's add actions the plan reads, in the plan's order (built for those files only)."""
+    return snapshot.add_files_at(plan.rows_indexes)
 
 
 def begin(prepared: Prepared[Any], spark: SparkSession | None = None) -> OptimisticTransaction:

@@ -67,7 +67,8 @@ SESSION = "spark"
 def after_dml_commit(event: hooks.AfterCommit) -> None:
     """The post-commit hook: auto-compaction after a DML commit made with a Spark session."""
     spark = event.context.get(SESSION)
-    if spark is not None and event.operation in DML_OPERATIONS:
+    # the committed metadata says whether the table asks for compaction: no snapshot is loaded when it does not
+    if spark is not None and event.operation in DML_OPERATIONS and auto_compact_enabled(event.metadata.configuration):
         maybe_auto_compact(spark, event.table_root, event.version)
 
 

@@ -58,7 +58,7 @@ from dvlake.log.snapshot import Snapshot
 from dvlake.log.type_widening import AUTOMATIC_ALWAYS
 from dvlake.spark.layout import logical_struct
 from dvlake.spark.pruning import column_of
-from dvlake.spark.scan import ScanPlan, plan_scan, prune_plan
+from dvlake.spark.scan import ScanPlan, plan_scan, plan_scan_any, schema_plan
 from dvlake.storage.paths import normalize_table_root
 from dvlake.txn.transaction import OptimisticTransaction
 
@@ -124,7 +124,7 @@ class MergeCommand:
         root = snapshot.table_root
         check_no_reserved_columns(snapshot.metadata, root)  # before any data is read or written
         check_identity_updates(snapshot.protocol, snapshot.metadata, spec)
-        plan = plan_scan(spark, snapshot)
+        plan = schema_plan(spark, snapshot)  # names first; the files once the conditions that prune them are known
         evolving = evolves(spark, spec)
         new_md = evolved_metadata(snapshot, spec, evolving, automatic_mode(spark) if evolving else AUTOMATIC_ALWAYS)
         md = new_md or snapshot.metadata
@@ -199,12 +199,13 @@ def _matches(prep: PreparedMerge, with_dvs: bool) -> Matches:
 def _files_to_read(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, spec: MergeSpec, sides: Sides,
                    by_source: list[MergeClause]) -> ScanPlan:
     """The target files a row of which can be matched, or taken by a NOT MATCHED BY SOURCE clause
-    (``merge_pruning.py``)."""
+    (``merge_pruning.py``), planned from ``snapshot`` (``plan`` gives the schemas only): pruned before any file is
+    described, so a MERGE into a few partitions of a large table builds objects for those files alone."""
     alias = spec.target_alias
     conditions = [target_only(spec.condition, alias, sides.tgt_columns, sides.unqualified_tgt)]
     every = [c for c in sides.tgt_columns if not alias or c.lower() != alias.lower()]
     for c in by_source:
         conditions.append(target_only(c.condition, alias, sides.tgt_columns, every) if c.condition is not None else None)
     if any(c is None for c in conditions):
-        return plan  # some part may hold anywhere: every file is read
-    return prune_plan(spark, snapshot, plan, [c for c in conditions if c is not None])
+        return plan_scan(spark, snapshot)  # some part may hold anywhere: every file is read
+    return plan_scan_any(spark, snapshot, [c for c in conditions if c is not None])
