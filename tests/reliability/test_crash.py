@@ -3,8 +3,12 @@ checkpoint, ``_last_checkpoint``, data-file placement); after every kill the tab
 state before or after the command that was running, every log file is readable, and the next
 command succeeds.
 
-Counts: ``DVLAKE_CRASH_KILLS`` Spark-free kills (default 32) and ``DVLAKE_CRASH_SPARK_KILLS``
-kills of children running the real Spark commands (default 3, one JVM each). The seed is fixed
+Counts: ``DVLAKE_CRASH_KILLS`` Spark-free kills (default 14: every site twice, the sites taken in a
+seeded order and a site retried until a kill lands there, so no site is left to chance) and
+``DVLAKE_CRASH_SPARK_KILLS`` kills of children running the real Spark commands (default 1, one JVM
+each: the child's whole process group, JVM included, killed from outside in the middle of its Spark
+work, which neither the Spark-free children nor ``real_kills.py``'s forks do; the commit-path sites
+in between are the same Python code as the Spark-free children's and the forks'). The seed is fixed
 in CI (``DVLAKE_CRASH_SEED``, default 8). Commands come from ``commands.SEQUENCE``: a command
 registered there is crash-tested with no change here.
 
@@ -33,8 +37,8 @@ from tests.conftest import REPO_ROOT
 from tests.reliability.child import ENGINE_ONLY_SITES, SITES
 from tests.reliability.commands import check_log_readable, create_table, model_after, read_state
 
-KILLS = int(os.environ.get("DVLAKE_CRASH_KILLS", "32"))
-SPARK_KILLS = int(os.environ.get("DVLAKE_CRASH_SPARK_KILLS", "3"))
+KILLS = int(os.environ.get("DVLAKE_CRASH_KILLS", "14"))
+SPARK_KILLS = int(os.environ.get("DVLAKE_CRASH_SPARK_KILLS", "1"))
 SEED = int(os.environ.get("DVLAKE_CRASH_SEED", "8"))
 REAL_ROUNDS = int(os.environ.get("DVLAKE_CRASH_REAL_ROUNDS", "1"))
 REAL_COMMANDS = {"OPTIMIZE", "UPDATE", "MERGE", "CDF UPDATE", "PURGE", "RESTORE", "DROP FEATURE", "CONVERT"}
@@ -77,14 +81,15 @@ def check_state(table: str, done: int | None) -> int:
 
 
 def _run_kills(table: str, rng: random.Random, kills: int, mode: str, sites: list[str]) -> list[str]:
-    """Kill ``kills`` children; return the site of every kill."""
+    """Kill ``kills`` children, the k-th at ``sites[k % len(sites)]`` (a child that finishes without reaching its
+    site is run again at the same site); return the site of every kill."""
     done_sites: list[str] = []
     attempts = 0
     while len(done_sites) < kills:
         attempts += 1
         assert attempts < kills * 4, f"only {len(done_sites)} kills in {attempts} attempts"
         before = Snapshot.load(table).version
-        site = rng.choice(sites)
+        site = sites[len(done_sites) % len(sites)]
         # a Spark child is slow: it dies at the first arrival, and 3 commands always pass a checkpoint (interval 3)
         n = rng.randint(1, 3) if mode == "engine" else 1
         proc = _start(table, mode, site, n, count=6 if mode == "engine" else 3)
@@ -116,11 +121,11 @@ def test_kills_of_spark_free_children(tmp_path: Path) -> None:
     table = str(tmp_path / "t")
     create_table(table)
     rng = random.Random(SEED)
-    sites = [s for s in SITES if s != "none"]
+    sites = rng.sample([s for s in SITES if s != "none"], len(SITES) - 1)
     killed = _run_kills(table, rng, KILLS, "engine", sites)
     assert len(killed) >= KILLS
-    if KILLS >= 30:  # the fixed seed's 32 kills land in every phase that matters
-        assert {"commit-before-link", "commit-after-link", "dv-mid-write", "checkpoint-before-link"} <= set(killed)
+    if KILLS >= len(sites):  # every site got its kill ("timeout": a loaded machine's kill, wherever the child was)
+        assert set(sites) - {"timer"} <= set(killed)
     # every version ever committed still reads as the serial model, and the next command succeeds
     latest = Snapshot.load(table).version
     for v in range(latest + 1):
@@ -139,7 +144,8 @@ def test_kills_of_spark_children(spark, tmp_path: Path) -> None:
     table = str(tmp_path / "t")
     create_table(table)
     rng = random.Random(SEED + 1)
-    sites = [s for s in SITES if s not in ENGINE_ONLY_SITES and s != "none"]
+    commit_sites = [s for s in SITES if s not in ENGINE_ONLY_SITES and s not in ("none", "timer")]
+    sites = ["timer", *rng.sample(commit_sites, len(commit_sites))]  # the JVM killed mid-command first
     killed = _run_kills(table, rng, SPARK_KILLS, "spark", sites)
     assert len(killed) >= SPARK_KILLS
     # the Spark reader agrees with the model, and a real DELETE and append on the crashed table succeed

@@ -49,16 +49,35 @@ def _raiser(cls: type[DvlakeError]):  # noqa: ANN202 - a mapInArrow function
     return on_executor(run)
 
 
-def test_every_codec_and_storage_error_crosses_the_executor_boundary(spark) -> None:
-    task_errors.install()
+#: one class per shape of marker through a real Spark task: no error class, an error class kept out of the message,
+#: one shown as ``[CLASS] message`` (DeltaErrorClassMixin). Each further class takes the same trip; that the marker
+#: each one's ``on_executor`` raises decodes to it is checked without Spark below.
+CROSSING_SHAPES = [errors.CorruptDeletionVectorError, errors.DataFileNotFoundError, errors.CorruptDataFileError]
+
+
+def test_every_codec_and_storage_error_survives_the_executor_wrapper() -> None:
+    """What ``on_executor`` raises for each class (rebuilt with the marker), inside Spark's wrapping text, is typed
+    back to the same class and message: the per-class part of the trip, with no Spark job per class."""
     for cls in CODEC_AND_STORAGE:
-        df = spark.range(1).mapInArrow(_raiser(cls), "id long")
-        with pytest.raises(cls) as info:
-            df.collect()
-        assert type(info.value) is cls, cls
-        assert str(info.value) == str(cls(f"raised on an executor: {cls.__name__}"))  # [ERROR_CLASS] once, if shown
-        with pytest.raises(cls), translated():  # the command boundary gives the same
-            df.count()
+        with pytest.raises(DvlakeError) as info:
+            list(_raiser(cls)(iter([None])))
+        wrapped = RuntimeError(f"Job aborted due to stage failure: PythonException: Traceback ...\n"
+                               f"{type(info.value).__module__}.{type(info.value).__name__}: {info.value}\n\tat ...")
+        typed = typed_error(wrapped)
+        assert type(typed) is cls, cls
+        assert str(typed) == str(cls(f"raised on an executor: {cls.__name__}"))
+
+
+@pytest.mark.parametrize("cls", CROSSING_SHAPES, ids=lambda c: c.__name__)
+def test_codec_and_storage_errors_cross_the_executor_boundary(spark, cls: type[DvlakeError]) -> None:
+    task_errors.install()
+    df = spark.range(1).mapInArrow(_raiser(cls), "id long")
+    with pytest.raises(cls) as info:
+        df.collect()
+    assert type(info.value) is cls, cls
+    assert str(info.value) == str(cls(f"raised on an executor: {cls.__name__}"))  # [ERROR_CLASS] once, if shown
+    with pytest.raises(cls), translated():  # the command boundary gives the same
+        df.count()
 
 
 # --- failures Spark reports in its own words, typed by the driver --------------------------------

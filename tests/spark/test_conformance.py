@@ -9,7 +9,20 @@ from tests.conftest import find_testdata
 from tests.testdata_util import fingerprint, manifest_schema, prepare, tables
 
 ROOT = find_testdata()
-CASES = [(t["name"], int(v)) for t in (tables(ROOT) if ROOT else []) for v in t["versions"]]
+
+
+def _python_path_versions(entry: dict) -> set[int]:
+    """The versions read on the pure-Python path too: the latest and the first with DVs. What differs between the two
+    paths is how a file's DV is applied to its rows; walking the versions is log replay and time travel, which both
+    paths share and the native scan reads at every version (and test_native_scan.py pins the paths to each other)."""
+    versions = {int(v) for v in entry["versions"]}
+    with_dvs = [int(v) for v, e in entry["versions"].items() if e.get("active_files_with_dv")]
+    return {max(versions), *([min(with_dvs)] if with_dvs else [])}
+
+
+CASES = [pytest.param(t["name"], int(v), path, id=f"{path}-{t['name']}-{v}")
+         for t in (tables(ROOT) if ROOT else []) for v in t["versions"]
+         for path in ("native", "python") if path == "native" or int(v) in _python_path_versions(t)]
 pytestmark = pytest.mark.interop
 
 
@@ -18,7 +31,7 @@ def scratch(tmp_path_factory):
     return tmp_path_factory.mktemp("testdata")
 
 
-@pytest.mark.parametrize("name,version", CASES)
+@pytest.mark.parametrize(("name", "version", "scan_path"), CASES, indirect=["scan_path"])
 def test_reads_manifest_rows(spark, testdata, scratch, name, version, scan_path):
     entry = next(t for t in tables(testdata) if t["name"] == name)
     expected = entry["versions"][str(version)]

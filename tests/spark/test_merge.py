@@ -244,28 +244,46 @@ _WORKER = textwrap.dedent("""
     from dvlake import DeltaTable
     spark = local_session(app_name="worker", shuffle_partitions=1)
     dt = DeltaTable.forPath(spark, sys.argv[1])
-    if sys.argv[2] == "update":
-        dt.update("id < 20", {"v": "v + 1000"})
-    else:
-        src = spark.createDataFrame([(i, 5) for i in range(10, 30)], "id long, v long")
-        dt.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"v": "t.v * 2 + s.v"}).execute()
+    print("READY", flush=True)
+    sys.stdin.readline()  # the parent's MERGE starts now too
+    dt.update("id < 20", {"v": "v + 1000"})
     spark.stop()
 """)
 
 
 @pytest.mark.slow
 def test_concurrent_update_and_merge_processes_serialize(spark, tmp_path):
+    """An UPDATE in another process (its own JVM) and a MERGE in this one, started together once the other
+    session is up (one extra JVM, not two): whichever commits second sees the other's commit and the table
+    equals one of the two serial orders."""
     path = str(tmp_path / "t")
     dvlake.write(spark.createDataFrame([(i, i) for i in range(40)], "id long, v long").coalesce(1), path,
                  properties=DV_PROPS)
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    procs = [subprocess.Popen([sys.executable, str(script), path, what], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE) for what in ("update", "merge")]
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err.decode()[-2000:]
+    log = tmp_path / "worker.log"  # a file, not a pipe: Spark's log must not block the worker mid-UPDATE
+    with open(log, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, str(script), path], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err_file, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        for line in proc.stdout:  # whatever the worker prints before it, then READY (EOF: it died)
+            if line.strip() == "READY":
+                break
+        else:
+            pytest.fail(f"the UPDATE worker exited before it was ready:\n{log.read_text()[-2000:]}")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        src = spark.createDataFrame([(i, 5) for i in range(10, 30)], "id long, v long")
+        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(
+            set={"v": "t.v * 2 + s.v"}).execute()
+        proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, log.read_text()[-2000:]
 
     def upd(v, i):
         return v + 1000 if i < 20 else v
