@@ -87,8 +87,8 @@ def schema_plan(spark: SparkSession, snapshot: Snapshot) -> ScanPlan:
 
 def plan_scan_any(spark: SparkSession, snapshot: Snapshot, conditions: list[Condition]) -> ScanPlan:
     """The snapshot's files where one of ``conditions`` may hold, proven from stats and partition values alone: the
-    files ``prune_plan(spark, snapshot, plan_scan(spark, snapshot), conditions)`` keeps, but pruned over Arrow
-    columns before any file is described (one verdict per distinct partition tuple, stats of partition survivors)."""
+    files a whole-table plan pruned by each condition would keep, but pruned over Arrow columns before any file is
+    described (one verdict per distinct partition tuple, stats of partition survivors)."""
     layout = TableLayout.of(snapshot)
     files = snapshot.files
     index = partition_index(files.column("partitionValues"), [k for k, _ in layout.keyed_partitions],
@@ -135,24 +135,6 @@ def _file_facts(spark: SparkSession, snapshot: Snapshot, stats: Any, partition_r
     part_names = [next(f["name"] for f in schema["fields"] if f["name"].lower() == p) for p in parts]
     return FileFacts(stats, part_names, partition_rows, column_types(schema), _physical_paths(schema, mode, parts),
                      session_time_zone(spark), codes)
-
-
-def prune_plan(spark: SparkSession, snapshot: Snapshot, plan: ScanPlan, conditions: list[Condition]) -> ScanPlan:
-    """``plan`` without the files where none of ``conditions`` can hold, proven from stats and partition values
-    alone (``log/predicates.py``; nothing is evaluated by Spark, so a condition may be a parsed tree that is not
-    the user's whole text, e.g. the target-only conjuncts of a MERGE's ON condition)."""
-    if not plan.files or not conditions:
-        return plan
-    stats = snapshot.files.column("stats").take(plan.rows_indexes)
-    facts = _file_facts(spark, snapshot, stats, [tuple(f.partition_values) for f in plan.files])
-    keep = np.zeros(len(plan.files), dtype=bool)
-    for cond in conditions:
-        keep |= prune(cond, facts).keep
-    if keep.all():
-        return plan
-    positions = np.nonzero(keep)[0]
-    return ScanPlan([plan.files[i] for i in positions], plan.data_schema, plan.partition_schema, plan.logical_schema,
-                    plan.physical_to_logical, plan.rows_indexes[positions], plan.confine)
 
 
 def check_condition(spark: SparkSession, snapshot: Snapshot, condition: str | Column | Condition | None,
