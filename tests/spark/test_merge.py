@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-import textwrap
 
 import pytest
 from pyspark.sql import functions as F
@@ -235,65 +232,3 @@ def test_sql_merge_with_subquery_and_not_matched_by_source(spark, tmp_path):
     dvlake.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
     dvlake.sql(spark, stmt)  # with the change feed on, the commit carries change data (test_cdf_write.py)
     assert int(Snapshot.load(path).history(1)[0]["operationMetrics"]["numTargetChangeFilesAdded"]) >= 1
-
-
-_WORKER = textwrap.dedent("""
-    import os, sys
-    os.environ["TZ"] = "UTC"
-    from dvlake.spark.session import local_session
-    from dvlake import DeltaTable
-    spark = local_session(app_name="worker", shuffle_partitions=1)
-    dt = DeltaTable.forPath(spark, sys.argv[1])
-    print("READY", flush=True)
-    sys.stdin.readline()  # the parent's MERGE starts now too
-    dt.update("id < 20", {"v": "v + 1000"})
-    spark.stop()
-""")
-
-
-@pytest.mark.slow
-def test_concurrent_update_and_merge_processes_serialize(spark, tmp_path):
-    """An UPDATE in another process (its own JVM) and a MERGE in this one, started together once the other
-    session is up (one extra JVM, not two): whichever commits second sees the other's commit and the table
-    equals one of the two serial orders."""
-    path = str(tmp_path / "t")
-    dvlake.write(spark.createDataFrame([(i, i) for i in range(40)], "id long, v long").coalesce(1), path,
-                 properties=DV_PROPS)
-    script = tmp_path / "worker.py"
-    script.write_text(_WORKER)
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    log = tmp_path / "worker.log"  # a file, not a pipe: Spark's log must not block the worker mid-UPDATE
-    with open(log, "w") as err_file:
-        proc = subprocess.Popen([sys.executable, str(script), path], env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=err_file, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        for line in proc.stdout:  # whatever the worker prints before it, then READY (EOF: it died)
-            if line.strip() == "READY":
-                break
-        else:
-            pytest.fail(f"the UPDATE worker exited before it was ready:\n{log.read_text()[-2000:]}")
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        src = spark.createDataFrame([(i, 5) for i in range(10, 30)], "id long, v long")
-        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(
-            set={"v": "t.v * 2 + s.v"}).execute()
-        proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log.read_text()[-2000:]
-
-    def upd(v, i):
-        return v + 1000 if i < 20 else v
-
-    def mrg(v, i):
-        return v * 2 + 5 if 10 <= i < 30 else v
-
-    update_first = {i: mrg(upd(i, i), i) for i in range(40)}
-    merge_first = {i: upd(mrg(i, i), i) for i in range(40)}
-    got = {r.id: r.v for r in dvlake.read(spark, path).collect()}
-    assert got in (update_first, merge_first)
-    assert [h.operation for h in DeltaTable.forPath(spark, path).history().collect()][:2] in (["UPDATE", "MERGE"],
-                                                                                                ["MERGE", "UPDATE"])
