@@ -3,8 +3,8 @@
 Structs are matched by field name (nested, in arrays and in maps too), nested fields can be assigned one by
 one, and atomic values are cast under Spark's store-assignment policy. Each test's docstring states the rule;
 expected rows are written out from the rule itself. Writing cases run with deletion vectors and with
-copy-on-write; every refusal leaves the table unchanged, carries delta-spark's (or Spark's) error class and
-names no internal ``__dvlake_…`` column.
+copy-on-write (each form once per mode, not every form in every mode); every refusal leaves the table unchanged,
+carries delta-spark's (or Spark's) error class and names no internal ``__dvlake_…`` column.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
+from itertools import product
 from typing import Any
 
 import pytest
@@ -30,7 +31,10 @@ from dvlake.log.snapshot import Snapshot
 from tests.spark.test_merge_rules import _refused
 
 MODES = pytest.mark.parametrize("dvs", ["true", "false"], ids=["dv", "copy_on_write"])
-FORMS = pytest.mark.parametrize("form", ["python", "sql"])
+#: How a value is fitted to its column is resolved before the write and does not depend on the mode, and the write
+#: does not depend on the form: each form runs once, one with DVs and the other with copy-on-write.
+MODE_FORMS = pytest.mark.parametrize(("dvs", "form"), [("true", "python"), ("false", "sql")],
+                                     ids=["dv-python", "copy_on_write-sql"])
 
 # value.a holds two fields of one type in the table's order (x, y): a positional cast would swap them silently
 NESTED = "key long, value struct<a:struct<x:int,y:int>,b:string>"
@@ -103,8 +107,7 @@ def _merge_star(spark: SparkSession, path: str, form: str, source_ddl: str, sour
 # --- structs by name -----------------------------------------------------------------------------------
 
 
-@MODES
-@FORMS
+@MODE_FORMS
 def test_star_actions_match_struct_fields_by_name_at_every_depth(spark, tmp_path, dvs, form):
     """Rule: UPDATE SET * and INSERT * assign each column from the source column of the same name, and a struct
     value goes into the column field by field by name (not by position), nested structs too; a NULL source
@@ -116,8 +119,7 @@ def test_star_actions_match_struct_fields_by_name_at_every_depth(spark, tmp_path
                                     4: ((40, 41), "four"), 5: ((550, 551), "FIVE"), 6: None}
 
 
-@MODES
-@FORMS
+@MODE_FORMS
 def test_arrays_and_maps_of_structs_are_matched_by_name(spark, tmp_path, dvs, form):
     """Rule: inside arrays (each element) and map values, structs are matched by field name too, for an explicit
     ``SET t.c = s.c`` as for ``INSERT *``; NULL elements and NULL maps stay NULL."""
@@ -136,8 +138,7 @@ def test_arrays_and_maps_of_structs_are_matched_by_name(spark, tmp_path, dvs, fo
                                     3: ([(70, 80)], None)}
 
 
-@MODES
-@FORMS
+@MODE_FORMS
 def test_update_assigns_a_whole_struct_by_field_name(spark, tmp_path, dvs, form):
     """Rule: UPDATE ``SET value = <struct>`` matches the struct's fields to the column's by name, at every depth."""
     path = _table(spark, tmp_path, dvs, NESTED, NESTED_ROWS)
@@ -150,22 +151,22 @@ def test_update_assigns_a_whole_struct_by_field_name(spark, tmp_path, dvs, form)
     assert _by_key(spark, path) == {1: ((10, 11), "one"), 2: ((7, 8), "new"), 3: None, 4: ((40, 41), "four")}
 
 
-@FORMS
-def test_struct_fields_the_column_lacks_or_misses_need_schema_evolution(spark, tmp_path, form):
+def test_struct_fields_the_column_lacks_or_misses_need_schema_evolution(spark, tmp_path):
     """Rule: without schema evolution a struct value must have exactly the column's fields (by name): an extra
     field would be lost and a missing one is not invented, so either is refused with
-    DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION before anything is written."""
+    DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION before anything is written (both forms on one table)."""
     path = _table(spark, tmp_path, "true", "key long, value struct<a:int,b:int>", [(1, (1, 2)), (2, (3, 4))])
-    for ddl, rows in [("key long, value struct<b:int,a:int,c:int>", [(2, (30, 40, 50))]),
-                      ("key long, value struct<a:int>", [(2, (30,))])]:
+    values = [("key long, value struct<b:int,a:int,c:int>", [(2, (30, 40, 50))]),
+              ("key long, value struct<a:int>", [(2, (30,))])]
+    for form, (ddl, rows) in product(("python", "sql"), values):
         _refused(spark, path, UnsafeAssignmentCastError, "DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION",
                  _merge_star(spark, path, form, ddl, rows), "All nested columns must match")
     with pytest.raises(UnsafeAssignmentCastError, match="All nested columns must match"):
         DeltaTable.forPath(spark, path).update("key = 1", {"value": "named_struct('a', 1, 'b', 2, 'c', 3)"})
 
 
-@pytest.mark.parametrize("how", ["builder", "sql_clause", "session_conf"])
-@MODES
+@pytest.mark.parametrize(("how", "dvs"), [("builder", "true"), ("sql_clause", "false"), ("session_conf", "true")],
+                         ids=["builder-dv", "sql_clause-copy_on_write", "session_conf-dv"])
 def test_schema_evolution_adds_new_nested_fields_and_star_update_keeps_the_others(spark, tmp_path, dvs, how):
     """Rule: with schema evolution (withSchemaEvolution, MERGE WITH SCHEMA EVOLUTION or
     spark.databricks.delta.schema.autoMerge.enabled) a source struct field the column lacks is added to the
@@ -189,12 +190,12 @@ def test_schema_evolution_adds_new_nested_fields_and_star_update_keeps_the_other
     assert _by_key(spark, path) == {1: (1, 2, None), 2: (30, 4, "c2"), 3: (50, None, "c3"), 4: (40, None, "c4")}
 
 
-@MODES
-def test_schema_evolution_follows_an_explicit_whole_struct_assignment(spark, tmp_path, dvs):
+def test_schema_evolution_follows_an_explicit_whole_struct_assignment(spark, tmp_path):
     """Rule: with schema evolution an explicit ``SET t.value = s.value`` brings the source struct's new fields into
     the table too (only assigned source fields count: an unassigned new column is not added); unlike SET *, the
-    field the value lacks is NULL, not kept. Without evolution the same MERGE is refused."""
-    path = _table(spark, tmp_path, dvs, "key long, value struct<a:int,b:int>", [(1, (1, 2)), (2, (3, 4))])
+    field the value lacks is NULL, not kept. Without evolution the same MERGE is refused. (DVs; a schema-evolving
+    MERGE with copy-on-write: test_schema_evolution_adds_new_nested_fields…[sql_clause-copy_on_write].)"""
+    path = _table(spark, tmp_path, "true", "key long, value struct<a:int,b:int>", [(1, (1, 2)), (2, (3, 4))])
     source = spark.createDataFrame([(2, (30, "c2"), 7)], "key long, value struct<a:int,c:string>, extra int")
 
     def run() -> object:
@@ -210,13 +211,13 @@ def test_schema_evolution_follows_an_explicit_whole_struct_assignment(spark, tmp
 # --- nested field assignment --------------------------------------------------------------------------
 
 
-@MODES
-def test_nested_fields_are_assigned_one_by_one_and_a_null_parent_becomes_a_struct(spark, tmp_path, dvs):
+def test_nested_fields_are_assigned_one_by_one_and_a_null_parent_becomes_a_struct(spark, tmp_path):
     """Rule: ``SET value.a.x = …`` replaces that field only, its siblings at every level are kept; the parent
     is rebuilt as a struct, so a row whose struct was NULL gets a struct with the assigned field set and the
     others NULL (delta-spark rebuilds the struct; it does not keep it NULL). Alias-qualified names work in
-    UPDATE and MERGE, and through the Python API as dotted keys."""
-    path = _table(spark, tmp_path, dvs, NESTED, NESTED_ROWS)
+    UPDATE and MERGE, and through the Python API as dotted keys. (DVs: the assignment is an expression built before
+    the write; copy-on-write writes struct values in the MODE_FORMS tests.)"""
+    path = _table(spark, tmp_path, "true", NESTED, NESTED_ROWS)
     dvlake.sql(spark, f"UPDATE delta.`{path}` t SET t.value.a.x = t.value.a.x + 100, value.b = 'changed' "
                       "WHERE key IN (1, 3)")
     DeltaTable.forPath(spark, path).update("key = 4", {"value.a.y": F.lit(-1)})
@@ -253,8 +254,7 @@ def test_a_field_inside_a_map_or_an_array_or_in_an_insert_list_cannot_be_assigne
 CASTS = "key long, n int, w int, d decimal(5,2)"
 
 
-@MODES
-@FORMS
+@MODE_FORMS
 def test_values_are_cast_to_the_column_type_as_ansi_store_assignment(spark, tmp_path, dvs, form):
     """Rule: under spark.sql.storeAssignmentPolicy=ANSI (the default) a value of another type is cast with
     Spark's ANSI cast: text to a number, a wider number to a narrower one (fractions rounded into a decimal

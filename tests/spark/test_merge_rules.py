@@ -1,13 +1,14 @@
 """delta-spark's MERGE name-resolution and refusal rules, one rule per test, through the Python builder and SQL.
 
 Each test's docstring states the rule. Rows are checked against a plain-Spark oracle computed from the
-pre-image; writing cases run with deletion vectors and with copy-on-write (the table property); every
-refusal leaves the table unchanged and names no internal ``__dvlake_…`` column.
+pre-image; writing cases run with deletion vectors and with copy-on-write (the table property; each form once per
+mode); every refusal leaves the table unchanged and names no internal ``__dvlake_…`` column.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import product
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -28,7 +29,10 @@ from tests.helpers import table_rows
 
 TARGET = [(1, 10), (2, 20), (3, 30), (4, 40), (5, 50)]
 SOURCE = [(2, 200), (4, 400), (6, 600), (7, 700)]
-MODES = pytest.mark.parametrize("dvs", ["true", "false"], ids=["dv", "copy_on_write"])
+#: Names resolve before anything is written (the mode does not enter), and the write does not depend on the form:
+#: each form runs once, one with DVs and the other with copy-on-write.
+MODE_FORMS = pytest.mark.parametrize(("dvs", "form"), [("true", "python"), ("false", "sql")],
+                                     ids=["dv-python", "copy_on_write-sql"])
 
 
 def _tables(spark: SparkSession, tmp_path, dvs: str, tcols: str, scols: str) -> tuple[str, DataFrame]:
@@ -80,8 +84,7 @@ def _refused(spark: SparkSession, path: str, error: type[DvlakeError], error_cla
 # --- resolution that must work ---------------------------------------------------------------------------
 
 
-@MODES
-@pytest.mark.parametrize("form", ["python", "sql"])
+@MODE_FORMS
 def test_insert_sees_only_the_source_so_shared_names_resolve_unqualified(spark, tmp_path, dvs, form):
     """Rule: WHEN NOT MATCHED clauses are resolved against the source alone, so an unqualified name both sides
     have is the source's column there; the INSERT column list names target columns, bare or alias-qualified."""
@@ -99,8 +102,7 @@ def test_insert_sees_only_the_source_so_shared_names_resolve_unqualified(spark, 
     assert table_rows(spark, path) == expected
 
 
-@MODES
-@pytest.mark.parametrize("form", ["python", "sql"])
+@MODE_FORMS
 def test_names_one_side_has_resolve_unqualified_where_both_sides_are_seen(spark, tmp_path, dvs, form):
     """Rule: in the ON condition and WHEN MATCHED clauses a name only one side has needs no qualifier; WHEN NOT
     MATCHED BY SOURCE clauses see the target alone, so its names (the join key too) resolve unqualified there."""
@@ -119,8 +121,7 @@ def test_names_one_side_has_resolve_unqualified_where_both_sides_are_seen(spark,
     assert table_rows(spark, path) == expected
 
 
-@MODES
-@pytest.mark.parametrize("form", ["python", "sql"])
+@MODE_FORMS
 def test_columns_named_like_the_aliases_are_read_through_their_qualifier(spark, tmp_path, dvs, form):
     """Rule: ``t.s`` is the target's column ``s`` and ``s.t`` the source's column ``t`` even when the target has a
     column named like the source's alias and the source one named like the target's (the benchmark's tables do):
@@ -138,10 +139,10 @@ def test_columns_named_like_the_aliases_are_read_through_their_qualifier(spark, 
     assert table_rows(spark, path) == expected
 
 
-@MODES
-def test_a_non_deterministic_insert_value_is_allowed(spark, tmp_path, dvs):
-    """Rule: only conditions must be deterministic; an inserted value may come from rand() (each row gets one)."""
-    path, source = _tables(spark, tmp_path, dvs, "key long, value long", "key long, value long")
+def test_a_non_deterministic_insert_value_is_allowed(spark, tmp_path):
+    """Rule: only conditions must be deterministic; an inserted value may come from rand() (each row gets one). An
+    insert-only MERGE adds files and marks nothing, so it writes alike with DVs and copy-on-write."""
+    path, source = _tables(spark, tmp_path, "true", "key long, value long", "key long, value long")
     (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.key = s.key")
      .whenNotMatchedInsert(values={"key": "s.key", "value": "CAST(rand() * 0 AS BIGINT) + s.value"}).execute())
     expected = _oracle(spark, TARGET, SOURCE, None, lambda k, sv: (k, sv), None)
@@ -166,21 +167,20 @@ def _merge_sql(spark: SparkSession, path: str, when: str, on: str = "t.key = s.k
     return lambda: dvlake.sql(spark, f"MERGE INTO delta.`{path}` t USING rules_src s ON {on} {when}")
 
 
-@pytest.mark.parametrize("form", ["python", "sql"])
-def test_an_unqualified_name_both_sides_have_is_ambiguous_where_both_are_seen(spark, tmp_path, form):
+def test_an_unqualified_name_both_sides_have_is_ambiguous_where_both_are_seen(spark, tmp_path):
     """Rule: in WHEN MATCHED conditions and values, a name both sides have must be qualified (AMBIGUOUS_REFERENCE)."""
     path, source = _tables(spark, tmp_path, "true", "key long, value long", "key long, value long")
     py = _merge_py(spark, path, source)
     cases = [(py(whenMatchedDelete=("key > 1",)), "WHEN MATCHED AND key > 1 THEN DELETE", "key"),
              (py(whenMatchedUpdate=(None, {"value": "value + 1"})), "WHEN MATCHED THEN UPDATE SET value = value + 1",
               "value")]
-    for run_py, when, name in cases:
+    # both forms on one table: a refusal writes nothing
+    for form, (run_py, when, name) in product(("python", "sql"), cases):
         _refused(spark, path, AmbiguousReferenceError, "AMBIGUOUS_REFERENCE",
                  run_py if form == "python" else _merge_sql(spark, path, when), f"[`s`.`{name}`, `t`.`{name}`]")
 
 
-@pytest.mark.parametrize("form", ["python", "sql"])
-def test_a_name_the_clause_cannot_see_names_the_expression_clause_and_visible_columns(spark, tmp_path, form):
+def test_a_name_the_clause_cannot_see_names_the_expression_clause_and_visible_columns(spark, tmp_path):
     """Rule: DELTA_MERGE_UNRESOLVED_EXPRESSION names the expression, the clause and the columns that clause sees:
     both sides for MATCHED, the source for NOT MATCHED, the target for NOT MATCHED BY SOURCE and for the columns
     SET assigns."""
@@ -202,7 +202,8 @@ def test_a_name_the_clause_cannot_see_names_the_expression_clause_and_visible_co
          "WHEN NOT MATCHED BY SOURCE AND sv > 1 THEN UPDATE SET tv = 0", "sv", "UPDATE condition", tgt),
         (py(on="t.key = s.nope", whenMatchedDelete=()), "WHEN MATCHED THEN DELETE", "s.nope", "search condition", both),
     ]
-    for run_py, when, expr, clause, cols in cases:
+    # both forms on one table: a refusal writes nothing
+    for form, (run_py, when, expr, clause, cols) in product(("python", "sql"), cases):
         on = "t.key = s.nope" if clause == "search condition" else "t.key = s.key"
         run = run_py if form == "python" else _merge_sql(spark, path, when, on)
         _refused(spark, path, MergeUnresolvedExpressionError, "DELTA_MERGE_UNRESOLVED_EXPRESSION", run,
@@ -212,8 +213,7 @@ def test_a_name_the_clause_cannot_see_names_the_expression_clause_and_visible_co
 # --- clause order, aggregates, non-determinism -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("form", ["python", "sql"])
-def test_only_the_last_clause_of_a_kind_may_omit_its_condition(spark, tmp_path, form):
+def test_only_the_last_clause_of_a_kind_may_omit_its_condition(spark, tmp_path):
     """Rule: of several clauses of one kind only the last may be unconditional, one error class per kind."""
     path, source = _tables(spark, tmp_path, "true", "key long, value long", "key long, value long")
     py = _merge_py(spark, path, source)
@@ -227,13 +227,13 @@ def test_only_the_last_clause_of_a_kind_may_omit_its_condition(spark, tmp_path, 
          py(whenNotMatchedBySourceDelete=(), whenNotMatchedBySourceDelete_2=("t.key > 1",)),
          "WHEN NOT MATCHED BY SOURCE THEN DELETE WHEN NOT MATCHED BY SOURCE AND t.key > 1 THEN DELETE"),
     ]
-    for error_class, run_py, when in cases:
+    # both forms on one table: a refusal writes nothing
+    for form, (error_class, run_py, when) in product(("python", "sql"), cases):
         _refused(spark, path, NonLastClauseOmitConditionError, error_class,
                  run_py if form == "python" else _merge_sql(spark, path, when))
 
 
-@pytest.mark.parametrize("form", ["python", "sql"])
-def test_aggregate_and_window_functions_are_refused_in_merge_clauses(spark, tmp_path, form):
+def test_aggregate_and_window_functions_are_refused_in_merge_clauses(spark, tmp_path):
     """Rule: an aggregate in a MERGE condition is DELTA_AGGREGATION_NOT_SUPPORTED (SQLSTATE 42903); a window function
     anywhere, or an aggregate in a SET or INSERT value, is Spark's UNSUPPORTED_EXPR_FOR_OPERATOR (42K0E), which
     delta-spark lets through (its MergeIntoSuite expects "unsupported … Invalid expressions" there)."""
@@ -252,14 +252,14 @@ def test_aggregate_and_window_functions_are_refused_in_merge_clauses(spark, tmp_
          "WHEN MATCHED AND row_number() OVER (ORDER BY s.key) > 1 THEN DELETE", "Invalid expressions",
          "UNSUPPORTED_EXPR_FOR_OPERATOR", "42K0E"),
     ]
-    for run_py, when, text, error_class, state in cases:
+    # both forms on one table: a refusal writes nothing
+    for form, (run_py, when, text, error_class, state) in product(("python", "sql"), cases):
         error = _refused(spark, path, AggregationNotSupportedError, error_class,
                          run_py if form == "python" else _merge_sql(spark, path, when), text)
         assert error.getSqlState() == state
 
 
-@pytest.mark.parametrize("form", ["python", "sql"])
-def test_non_deterministic_merge_conditions_are_refused(spark, tmp_path, form):
+def test_non_deterministic_merge_conditions_are_refused(spark, tmp_path):
     """Rule: the ON condition and every clause condition of a MERGE must be deterministic
     (DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED)."""
     path, source = _tables(spark, tmp_path, "true", "key long, value long", "key long, value long")
@@ -272,7 +272,8 @@ def test_non_deterministic_merge_conditions_are_refused(spark, tmp_path, form):
         (py(whenNotMatchedInsertAll=("uuid() > 'a'",)), "t.key = s.key", "WHEN NOT MATCHED AND uuid() > 'a' THEN INSERT *",
          "INSERT condition of MERGE operation"),
     ]
-    for run_py, on, when, operation in cases:
+    # both forms on one table: a refusal writes nothing
+    for form, (run_py, on, when, operation) in product(("python", "sql"), cases):
         _refused(spark, path, NonDeterministicConditionError, "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
                  run_py if form == "python" else _merge_sql(spark, path, when, on), operation)
 
