@@ -1,5 +1,5 @@
-"""How DML statements resolve the names they assign (issue 40, items 4 and 5 of its list), one rule per test, with
-deletion vectors and with copy-on-write:
+"""How DML statements resolve the names they assign (issue 40, items 4 and 5 of its list), one rule per test. Names
+resolve before anything is written, so each rule runs in one mode, deletion vectors or copy-on-write (both are used):
 
 - ``spark.sql.caseSensitive=true``: UPDATE SET, MERGE SET and INSERT column names match the table's with case
   (delta-spark: ``UNRESOLVED_COLUMN.WITH_SUGGESTION``; MERGE: ``DELTA_MERGE_UNRESOLVED_EXPRESSION``); false, the
@@ -29,7 +29,6 @@ from dvlake.errors import (
 )
 from tests.helpers import table_rows
 
-MODES = pytest.mark.parametrize("dvs", ["true", "false"], ids=["dv", "copy_on_write"])
 ROWS = [("a", 1, 2), ("b", 2, 3), ("c", 3, 4)]
 
 
@@ -57,11 +56,10 @@ def _refused(spark: SparkSession, path: str, error: type[DvlakeError], error_cla
     return str(info.value)
 
 
-@MODES
-def test_case_sensitive_names_must_match_the_tables_case(spark, tmp_path, dvs, case_sensitive):
+def test_case_sensitive_names_must_match_the_tables_case(spark, tmp_path, case_sensitive):
     """Rule: with spark.sql.caseSensitive=true a SET column, a MERGE SET column, an INSERT column and a condition
-    column that differ from the table's only in case do not resolve; nothing changes."""
-    path = _table(spark, str(tmp_path / "t"), dvs)
+    column that differ from the table's only in case do not resolve; nothing changes. (DVs.)"""
+    path = _table(spark, str(tmp_path / "t"), "true")
     t = f"delta.`{path}`"
     message = _refused(spark, path, UnresolvedAssignmentError, "UNRESOLVED_COLUMN.WITH_SUGGESTION",
                        f"UPDATE {t} SET S = 1 WHERE t = 'a'")
@@ -80,11 +78,10 @@ def test_case_sensitive_names_must_match_the_tables_case(spark, tmp_path, dvs, c
     assert table_rows(spark, path) == [("a", 10, 2), ("b", 2, 3), ("c", 3, 4), ("z", 5, 6)]
 
 
-@MODES
-def test_case_insensitive_names_match_without_case_by_default(spark, tmp_path, dvs):
+def test_case_insensitive_names_match_without_case_by_default(spark, tmp_path):
     """Rule: by default (caseSensitive false) ``S`` names ``s``, and ``S`` with ``s`` in one SET is one column
-    assigned twice (DELTA_CONFLICT_SET_COLUMN)."""
-    path = _table(spark, str(tmp_path / "t"), dvs)
+    assigned twice (DELTA_CONFLICT_SET_COLUMN). (Copy-on-write.)"""
+    path = _table(spark, str(tmp_path / "t"), "false")
     t = f"delta.`{path}`"
     assert dvlake.sql(spark, f"UPDATE {t} SET S = 7, T = 'x' WHERE T = 'b'").collect()[0][0] == 1
     _refused(spark, path, UnresolvedAssignmentError, "DELTA_CONFLICT_SET_COLUMN", f"UPDATE {t} SET S = 1, s = 2 WHERE s = 1")
@@ -93,16 +90,15 @@ def test_case_insensitive_names_match_without_case_by_default(spark, tmp_path, d
     assert table_rows(spark, path) == [("a", 1, 2), ("c", 9, 4), ("x", 7, 3), ("z", 5, 6)]
 
 
-@MODES
-@pytest.mark.parametrize("value", ["row_number() OVER (ORDER BY c)", "max(c)", "explode(array(1, 2))",
-                                   "s + sum(c) OVER ()"])
-def test_window_aggregate_and_generator_functions_in_update_set_are_refused(spark, tmp_path, dvs, value):
+def test_window_aggregate_and_generator_functions_in_update_set_are_refused(spark, tmp_path):
     """Rule: UPDATE SET takes a row expression only; a window, aggregate or generator function is Spark's
-    UNSUPPORTED_EXPR_FOR_OPERATOR (delta-spark's message: "unsupported … Invalid expressions"), nothing changes."""
-    path = _table(spark, str(tmp_path / "t"), dvs)
-    message = _refused(spark, path, AggregationNotSupportedError, "UNSUPPORTED_EXPR_FOR_OPERATOR",
-                       f"UPDATE delta.`{path}` SET s = {value} WHERE t = 'a'")
-    assert "Invalid expressions" in message and value[:value.index("(")] in message
+    UNSUPPORTED_EXPR_FOR_OPERATOR (delta-spark's message: "unsupported … Invalid expressions"), nothing changes.
+    Each refusal comes before any write, on one table."""
+    path = _table(spark, str(tmp_path / "t"), "false")
+    for value in ["row_number() OVER (ORDER BY c)", "max(c)", "explode(array(1, 2))", "s + sum(c) OVER ()"]:
+        message = _refused(spark, path, AggregationNotSupportedError, "UNSUPPORTED_EXPR_FOR_OPERATOR",
+                           f"UPDATE delta.`{path}` SET s = {value} WHERE t = 'a'")
+        assert "Invalid expressions" in message and value[:value.index("(")] in message, value
 
 
 def test_a_generator_in_a_merge_assignment_is_refused(spark, tmp_path):
@@ -113,11 +109,10 @@ def test_a_generator_in_a_merge_assignment_is_refused(spark, tmp_path):
              "WHEN MATCHED THEN UPDATE SET x.s = explode(array(1, 2))")
 
 
-@MODES
-def test_set_columns_qualified_by_the_targets_name_or_alias(spark, tmp_path, dvs):
+def test_set_columns_qualified_by_the_targets_name_or_alias(spark, tmp_path):
     """Rule: ``delta.`/path`.col`` and ``alias.col`` name the target's column ``col`` (they once failed with
-    UNRESOLVED_COLUMN on ``delta``)."""
-    path = _table(spark, str(tmp_path / "t"), dvs)
+    UNRESOLVED_COLUMN on ``delta``). (Copy-on-write.)"""
+    path = _table(spark, str(tmp_path / "t"), "false")
     t = f"delta.`{path}`"
     assert dvlake.sql(spark, f"UPDATE {t} SET {t}.s = 5 WHERE t = 'a'").collect()[0][0] == 1
     assert dvlake.sql(spark, f"UPDATE {t} AS x SET x.s = 6, x.c = x.c + 1 WHERE x.t = 'b'").collect()[0][0] == 1
@@ -140,11 +135,10 @@ def test_set_columns_qualified_by_a_catalog_tables_name(spark, tmp_path):
         spark.sql("DROP TABLE IF EXISTS names_db.tab")
 
 
-@MODES
-def test_an_insert_whose_query_has_a_hint_runs(spark, tmp_path, dvs):
+def test_an_insert_whose_query_has_a_hint_runs(spark, tmp_path):
     """Rule: ``INSERT INTO t SELECT /*+ COALESCE(1) */ …`` runs as Spark runs it (it once failed to parse), the
-    hint applied: one file added."""
-    path = _table(spark, str(tmp_path / "t"), dvs)
+    hint applied: one file added. (An append: deletion vectors do not enter.)"""
+    path = _table(spark, str(tmp_path / "t"), "true")
     spark.createDataFrame([("x", 7, 8), ("y", 9, 10)], "t string, s int, c int").repartition(2) \
         .createOrReplaceTempView("names_hint_src")
     dvlake.sql(spark, f"INSERT INTO delta.`{path}` SELECT /*+ COALESCE(1) */ * FROM names_hint_src")
