@@ -5,7 +5,7 @@ source without it) gets values as INSERT does (unique, on the start/step grid, b
 the mark moves to the furthest value in the MERGE's own commit; matched/copied rows keep their ids; GENERATED ALWAYS
 refuses a value given in the clause (DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED) and nothing is committed;
 BY DEFAULT keeps the given value and moves the mark past it (rounded onto the grid). Insert-only path and the general
-path, with deletion vectors and copy-on-write, by path and by catalog name. A MERGE spreads its new rows over
+path, with deletion vectors (by path) and copy-on-write (by catalog name). A MERGE spreads its new rows over
 partitions, so generated values are checked by their rules (grid, uniqueness, mark = furthest), not by position.
 """
 
@@ -54,8 +54,7 @@ def _fresh(ids: list[int], beyond: int) -> None:
     assert all((i - 5) % 3 == 0 and i > beyond for i in ids), ids
 
 
-@pytest.mark.parametrize("by_name", [False, True], ids=["path", "name"])
-@pytest.mark.parametrize("dvs", [True, False], ids=["dv", "cow"])
+@pytest.mark.parametrize(("by_name", "dvs"), [(False, True), (True, False)], ids=["path-dv", "name-cow"])
 @pytest.mark.parametrize("insert_only", [True, False], ids=["insert_only", "upsert"])
 def test_merge_insert_generates_identity_values(dspark: SparkSession, tmp_path: Path, by_name: bool, dvs: bool,
                                                 insert_only: bool) -> None:
@@ -110,8 +109,7 @@ def test_always_refuses_an_explicit_value_in_merge_insert(dspark: SparkSession, 
     assert _rows(dspark, target) == {"a": (5, 1), "b": (8, 2)}
 
 
-@pytest.mark.parametrize("dvs", [True, False], ids=["dv", "cow"])
-@pytest.mark.parametrize("by_name", [False, True], ids=["path", "name"])
+@pytest.mark.parametrize(("by_name", "dvs"), [(False, True), (True, False)], ids=["path-dv", "name-cow"])
 def test_by_default_keeps_a_given_value_and_moves_the_mark(dspark: SparkSession, tmp_path: Path, dvs: bool,
                                                            by_name: bool) -> None:
     """BY DEFAULT: INSERT * with id 100 keeps 100 and the mark rounds onto the grid (101); a later MERGE INSERT
