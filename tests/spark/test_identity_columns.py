@@ -39,8 +39,7 @@ def _rows(spark: SparkSession, target: str) -> list[tuple]:
     return [tuple(r) for r in spark.sql(f"SELECT id, v FROM {target} ORDER BY v").collect()]
 
 
-@pytest.mark.parametrize("by_name", [False, True], ids=["path", "name"])
-@pytest.mark.parametrize("dvs", [True, False], ids=["dv", "cow"])
+@pytest.mark.parametrize(("by_name", "dvs"), [(False, True), (True, False)], ids=["path-dv", "name-cow"])
 def test_always_identity_generates_beyond_the_mark(dspark: SparkSession, tmp_path: Path, by_name: bool,
                                                    dvs: bool) -> None:
     """START WITH 5 INCREMENT BY 3: one-row INSERTs and a DataFrame append get 5, 8, 11, 14; each commit moves the

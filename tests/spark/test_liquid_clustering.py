@@ -60,8 +60,7 @@ def _props(dvs: bool) -> str:
     return f"TBLPROPERTIES ('delta.enableDeletionVectors' = '{str(dvs).lower()}')"
 
 
-@pytest.mark.parametrize("by_name", [False, True], ids=["path", "name"])
-@pytest.mark.parametrize("dvs", [True, False], ids=["dv", "cow"])
+@pytest.mark.parametrize(("by_name", "dvs"), [(False, True), (True, False)], ids=["path-dv", "name-cow"])
 def test_create_writes_the_feature_and_the_domain(dspark: SparkSession, tmp_path: Path, by_name: bool, dvs: bool) -> None:
     """CREATE TABLE … CLUSTER BY (k, id): the protocol gains clustering + domainMetadata, version 0 carries the domain
     exactly as delta-spark serializes it, DESCRIBE DETAIL and DESCRIBE HISTORY show the columns."""
