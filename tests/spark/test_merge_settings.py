@@ -63,8 +63,9 @@ def test_insert_only_merge_with_the_fast_path_on_rewrites_nothing(spark: SparkSe
     assert (_metrics(path)["numTargetFilesRemoved"], _metrics(path)["numTargetRowsCopied"]) == ("0", "0")
 
 
-@pytest.mark.parametrize("dvs", [True, False])
-@pytest.mark.parametrize("condition", ["", "AND s.value = 20"])
+# The multiple-match check comes before any write: each condition runs once, one with DVs, one with copy-on-write.
+@pytest.mark.parametrize(("condition", "dvs"), [("", True), ("AND s.value = 20", False)],
+                         ids=["unconditional-dv", "conditional-copy_on_write"])
 def test_insert_only_merge_with_multiple_matches_fails_with_the_fast_path_off(
         spark: SparkSession, tmp_path, settings, dvs: bool, condition: str) -> None:
     path = _table(spark, str(tmp_path / "t"), [(1, 1)], dvs)
