@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 
 import pytest
@@ -65,10 +66,12 @@ COMMANDS = {
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_driver_and_executor_dv_building_agree(spark, tmp_path, command):
     results = {}
+    base = str(tmp_path / "base")
+    _make(spark, base)  # written once, each path runs on a byte copy
     # 40: below the planned rows but at or above some commands' matched rows: counted first, then either path
     for where, limit in (("driver", "1000000"), ("executors", "0"), ("counted", "40")):
         path = str(tmp_path / where)
-        _make(spark, path)
+        shutil.copytree(base, path)
         spark.conf.set(DML_DRIVER_MARK_ROWS, limit)
         try:
             COMMANDS[command](spark, DeltaTable.forPath(spark, path))
@@ -191,9 +194,11 @@ def test_a_task_holding_more_than_its_share_of_marks_falls_back(spark, tmp_path,
              .whenNotMatchedInsertAll().execute())
 
     results = {}
+    base = str(tmp_path / "base")
+    _one_file_matches(spark, base)  # written once, each bound runs on a byte copy
     for where, limit in (("skewed", "30"), ("free", "1000000")):
         path = str(tmp_path / where)
-        _one_file_matches(spark, path)
+        shutil.copytree(base, path)
         spark.conf.set(DML_DRIVER_MARK_ROWS, limit)
         try:
             run(DeltaTable.forPath(spark, path))
