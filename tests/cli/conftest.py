@@ -1,4 +1,5 @@
-"""Fixtures of the CLI tests: the real console script in a subprocess, and a table with known deletions."""
+"""Fixtures of the CLI tests: the real console script in a subprocess (``run_cli``) or its entry point in this
+process (``invoke``), and a table with known deletions."""
 
 from __future__ import annotations
 
@@ -49,6 +50,18 @@ def run_cli(*args: str, expect: int | None = 0, timeout: float = 900) -> Result:
     if expect is not None:
         assert proc.returncode == expect, f"exit {proc.returncode} != {expect}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return result
+
+
+def invoke(*args: str, expect: int | None = 0) -> Result:
+    """Run ``dvlake ARGS`` in this process through ``main`` (the console script's entry point and exit-code handling),
+    on a pipe-wide console (one table row per line, as ``run_cli``'s pipe); check the exit code when ``expect`` is
+    given. For what a subprocess proves nothing more about: a Spark command reuses the test session's Spark."""
+    from tests.unit.test_cli_output import _run
+
+    code, out, err = _run(*args, columns=1000)
+    if expect is not None:
+        assert code == expect, f"exit {code} != {expect}\nstdout:\n{out}\nstderr:\n{err}"
+    return Result(code, out, err)
 
 
 def build_known_table(spark, path: str) -> str:

@@ -1,6 +1,11 @@
-"""The subcommands that start Spark (sql, optimize, purge, vacuum, restore), through the console script.
+"""The subcommands that start Spark (sql, optimize, purge, vacuum, restore).
 
-Each of these subprocesses starts its own local Spark, so there are few of them.
+Each console-script run starts its own local Spark (tens of seconds), so only the process-level behaviours run the
+real console script: a Spark command that exits 0 with its one-line summary while the JVM it started writes only to
+its log, removed on success (optimize); exit code 1 for a missing table, reported before any Spark start (sql); vacuum
+(no Spark). The others run in this process through ``main`` (``invoke``) on the test session's Spark (the CLI reuses a
+running session), where a subprocess would prove nothing more: exit code, output, error text, the log named on a
+failure and the table left behind are checked the same way.
 """
 
 from __future__ import annotations
@@ -8,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from dvlake.log.snapshot import Snapshot
-from tests.cli.conftest import KNOWN, run_cli
+from tests.cli.conftest import KNOWN, invoke, run_cli
 
 
-def test_sql_runs_dvlake_delete(fresh_table: str) -> None:
-    """One Spark start: a DELETE through dvlake.sql; its result row and the new DV are checked."""
-    res = run_cli("sql", f"DELETE FROM delta.`{fresh_table}` WHERE part = 'd' AND id >= 390", "--json")
+def test_sql_runs_dvlake_delete(spark, fresh_table: str) -> None:
+    """A DELETE through dvlake.sql; its result row and the new DV are checked."""
+    res = invoke("sql", f"DELETE FROM delta.`{fresh_table}` WHERE part = 'd' AND id >= 390", "--json")
     assert res.json() == [{"num_affected_rows": 10}]
     snap = Snapshot.load(fresh_table)
     assert snap.version == KNOWN["version"] + 1 and snap.dv_count() == 5
@@ -26,10 +31,11 @@ def test_sql_error_is_a_message(tmp_path: Path) -> None:
     assert res.err.startswith("error: ") and "is not a Delta table" in res.err and "Traceback" not in res.err
 
 
-def test_sql_analysis_error_is_one_short_line(known_table: str) -> None:
-    """A typo in a query on a Delta table: Spark's message without its plan, Java stack or PySpark's JSON record;
-    the path of Spark's own log is named."""
-    res = run_cli("sql", f"SELECT dya FROM delta.`{known_table}`", expect=1)
+def test_sql_analysis_error_is_one_short_line(spark, known_table: str) -> None:
+    """A typo in a query on a Delta table: exit code 1 and Spark's message without its plan, Java stack or PySpark's
+    JSON record; the path of Spark's own log is named (kept, unlike on success). The message is dvlake's text of the
+    exception, the same in this process; that a fresh JVM's output stays in that log is the optimize run's check."""
+    res = invoke("sql", f"SELECT dya FROM delta.`{known_table}`", expect=1)
     first = res.err.splitlines()[0]
     assert first.startswith("error: AnalysisException: [UNRESOLVED_COLUMN") and "`dya`" in first, res.err
     assert len(res.err) < 1000, res.err
@@ -58,12 +64,12 @@ class TestOptimize:
 
 class TestPurge:
     def test_purge_rewrites_every_file_with_a_dv(self, spark, fresh_table: str) -> None:
-        run_cli("purge", fresh_table, "--json")
+        invoke("purge", fresh_table, "--json")
         assert Snapshot.load(fresh_table).dv_count() == 0
         from dvlake import read
 
         assert read(spark, fresh_table).count() == KNOWN["physical_rows"] - KNOWN["deleted_rows"]
-        doc = run_cli("health", fresh_table, "--json").json()
+        doc = invoke("health", fresh_table, "--json").json()
         assert doc["summary"]["deleted_rows"] == 0 and all(r["action"] == "VACUUM" for r in doc["recommendations"])
 
 
@@ -79,7 +85,7 @@ class TestVacuum:
 
 class TestRestore:
     def test_restore_to_version_brings_deleted_rows_back(self, spark, fresh_table: str) -> None:
-        run_cli("restore", fresh_table, "--version", "1", "--json")
+        invoke("restore", fresh_table, "--version", "1", "--json")
         snap = Snapshot.load(fresh_table)
         assert snap.version == KNOWN["version"] + 1 and snap.dv_count() == 0
         from dvlake import read

@@ -21,7 +21,7 @@ from dvlake.commands.inspection.health import (
     table_health,
 )
 from dvlake.log.snapshot import Snapshot
-from tests.cli.conftest import KNOWN, run_cli
+from tests.cli.conftest import KNOWN, invoke, run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -148,13 +148,14 @@ def test_health_command_text_json_png_html(known_table: str, tmp_path: Path) -> 
     text = page.read_text()
     assert "data:image/png;base64," in text and "REORG TABLE delta.`" in text and "part=b" in text
     assert "est. read cost" in res.out and "to run" in res.out
-    python = run_cli("--conf", "spark.dvlake.scan.native=false", "health", known_table).out
+    # the console script ran once above; the other options in this process (``main``, the same exit-code handling)
+    python = invoke("--conf", "spark.dvlake.scan.native=false", "health", known_table).out
     assert "(pure-Python read path: spark.dvlake.scan.native=false)" in python and "+0.25 s per query" in python
-    doc = run_cli("health", known_table, "--json").json()
+    doc = invoke("health", known_table, "--json").json()
     assert doc["summary"]["deleted_rows"] == 46 and doc["recommendations"][0]["rows_reclaimed"] == 25
     assert [v["live_dvs"] for v in doc["versions"]] == [h[1] for h in KNOWN["dv_history"]]
     assert len(doc["files"]) == 8 and doc["files"][0]["deleted_rows"] == 25 and "_dv_path" not in doc["files"][0]
-    old = run_cli("health", known_table, "--version", "2", "--json").json()
+    old = invoke("health", known_table, "--version", "2", "--json").json()
     assert old["summary"]["deleted_rows"] == 20 and old["summary"]["files_with_dv"] == 2
 
 

@@ -6,6 +6,8 @@ process (one SparkContext per JVM), and a Spark Connect session switches PySpark
 Connect mode for the whole process. So this process keeps its ``spark`` fixture untouched; it
 runs the same scenarios in local mode for the comparison, and the subprocesses report JSON.
 
+The fixtures are package-scoped: the daemons stop when the last cluster test has run, not at the end of the suite.
+
 Executors get dvlake the way a user ships it (see README "Running on a cluster"): the checkout's
 ``dvlake`` package zipped and shipped with ``spark.submit.pyFiles`` (classic) or
 ``spark.addArtifacts(pyfile=True)`` (Connect), executors running a Python that has dvlake's
@@ -31,24 +33,24 @@ from tests.conftest import find_testdata
 RUN_TIMEOUT_S = float(os.environ.get("DVLAKE_CLUSTER_RUN_TIMEOUT", "900"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cluster")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dvlake_zip(cluster_work: Path) -> Path:
     """The checkout's dvlake package as a zip, what executors import."""
     return daemons.pack_dvlake(cluster_work)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def executor_python(cluster_work: Path) -> Path:
     """A Python with dvlake's dependencies and without dvlake, for executors."""
     return daemons.executor_python(cluster_work)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def standalone_cluster(cluster_work: Path) -> Iterator[daemons.StandaloneCluster]:
     """A standalone master and two 1-core workers on 127.0.0.1, stopped by pid at the end (also on failure)."""
     cluster = daemons.start_standalone(cluster_work / "standalone", workers=2)
@@ -58,7 +60,7 @@ def standalone_cluster(cluster_work: Path) -> Iterator[daemons.StandaloneCluster
         cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def connect_server(cluster_work: Path, executor_python: Path) -> Iterator[daemons.ConnectServer]:
     """A Spark Connect server (local[2]) on a loopback port; its Python workers lack dvlake until a client ships it."""
     server = daemons.start_connect_server(cluster_work / "connect", executor_python)
@@ -66,6 +68,38 @@ def connect_server(cluster_work: Path, executor_python: Path) -> Iterator[daemon
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="package")
+def installed_server(cluster_work: Path) -> Iterator[daemons.ConnectServer]:
+    """A Connect server with dvlake installed the way an administrator does it: its Python workers run this
+    interpreter (dvlake importable, what the streaming source's worker needs) and it starts with dvlake's scan jar
+    (``--jars``, when the jar is built). One server for the stream tests and the refused-jar-artifacts test."""
+    import pyspark
+
+    from dvlake.spark import native
+
+    server = daemons.start_connect_server(cluster_work / "connect-installed", Path(sys.executable),
+                                         jars=native.jar_for(pyspark.__version__))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="package")
+def installed_results(installed_server: daemons.ConnectServer, dvlake_zip: Path, cluster_work: Path) -> dict[str, Any]:
+    """One client on ``installed_server`` that refuses jar artifacts for its whole session: a native DV read
+    (under ``refused``), then the streams (``stream_connect.py``)."""
+    return run_script("tests.cluster.stream_connect", ["--remote", installed_server.url, "--artifact", str(dvlake_zip),
+                                                       "--refuse-jar-artifacts"], cluster_work / "installed-run")
+
+
+@pytest.fixture(scope="package")
+def connect_faces(connect_server: daemons.ConnectServer, dvlake_zip: Path, cluster_work: Path) -> dict[str, Any]:
+    """The faces over Connect (``faces_connect.py``) on the artifacts-only server, ending with a stream source there."""
+    return run_script("tests.cluster.faces_connect", ["--remote", connect_server.url, "--artifact", str(dvlake_zip)],
+                      cluster_work / "faces-connect")
 
 
 def run_script(module: str, args: list[str], work: Path, env_extra: dict[str, str] | None = None) -> dict[str, Any]:
@@ -98,7 +132,7 @@ def _tail(path: Path, lines: int = 80) -> str:
     return "\n".join([line for line in text if " WARN " not in line][-lines:])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def standalone_results(standalone_cluster: daemons.StandaloneCluster, dvlake_zip: Path, executor_python: Path,
                        cluster_work: Path) -> dict[str, Any]:
     """The scenarios on the standalone cluster, then a second application whose executors lack dvlake."""
@@ -106,13 +140,13 @@ def standalone_results(standalone_cluster: daemons.StandaloneCluster, dvlake_zip
                          cluster_work / "standalone-run", {"PYSPARK_PYTHON": str(executor_python)})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def connect_results(connect_server: daemons.ConnectServer, dvlake_zip: Path, cluster_work: Path) -> dict[str, Any]:
     """The scenarios through a Spark Connect client that ships dvlake as an artifact."""
     return run_scenarios(["--remote", connect_server.url, "--artifact", str(dvlake_zip)], cluster_work / "connect-run", {})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def local_results(spark: Any, cluster_work: Path) -> dict[str, Any]:
     """The same scenarios in this process's local[2] session: what the other modes must equal."""
     return {"scenarios": scenarios.run_all(spark, cluster_work / "local-run", find_testdata())}

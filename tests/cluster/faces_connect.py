@@ -1,6 +1,9 @@
 """The delta-spark faces over Spark Connect, run in a subprocess (a Connect session switches PySpark's
 functions to Connect mode for the whole process). Each step reports its result or its error, so a
-failure names the step; ``test_faces_connect.py`` asserts on the JSON.
+failure names the step; ``test_faces_connect.py`` asserts on the JSON. The last step reads a stream on this
+artifacts-only server, which must fail clearly (``test_stream_connect.py`` asserts on it): one client per server.
+The jar-artifacts refusal (``refuse_jar_artifacts``, ``native_without_artifacts``) runs in ``stream_connect.py``'s
+client, on the server that has dvlake's jar.
 """
 
 from __future__ import annotations
@@ -79,15 +82,18 @@ def run(spark: Any, root: Path) -> dict[str, Any]:
         spark.range(0, 60, 7).createOrReplaceTempView("other")
         dvlake.read(spark, DeltaTable.forName(spark, "faces_connect_shapes").path).createOrReplaceTempView("truth_t")
         wrong_with, wrong_without, errors_without = [], [], 0
+        # the true rows of each shape, from the view over dvlake.read (a DataFrame the faces do not touch): computed
+        # once, the answer both runs over the name must give
+        truth = {shape: sorted((tuple(r) for r in spark.sql(shape.format(t="truth_t")).collect()), key=repr)
+                 for shape in SHAPES}
         for shape in SHAPES:
-            expected = sorted((tuple(r) for r in spark.sql(shape.format(t="truth_t")).collect()), key=repr)
             got = sorted((tuple(r) for r in spark.sql(shape.format(t="faces_connect_shapes")).collect()), key=repr)
-            if got != expected:
+            if got != truth[shape]:
                 wrong_with.append(shape)
         faces.disable(spark)
         try:
             for shape in SHAPES:
-                expected = sorted((tuple(r) for r in spark.sql(shape.format(t="truth_t")).collect()), key=repr)
+                expected = truth[shape]
                 try:
                     got = sorted((tuple(r) for r in spark.sql(shape.format(t="faces_connect_shapes")).collect()),
                                  key=repr)
@@ -102,34 +108,49 @@ def run(spark: Any, root: Path) -> dict[str, Any]:
                 "errors_without": errors_without}
 
     step("catalog_shapes", catalog_shapes)
+
+    def stream_source_without_dvlake() -> Any:
+        """A DV table read as a stream on this server, whose Python workers have only the shipped zip: Spark starts
+        the streaming source's worker without the session's artifacts, so it must fail with dvlake's clear error
+        (``test_stream_connect.py``). Last: a failed query is left behind."""
+        from tests.cluster.stream_connect import run as stream_run
+
+        return stream_run(spark, root / "stream-artifacts-only", source_only_run=True)["source_only"]
+
+    step("stream_source_without_dvlake", stream_source_without_dvlake)
     return out
 
 
-def native_without_artifacts(spark: Any, root: Path) -> dict[str, Any]:
-    """A DV read when adding the jar as an artifact fails: the server's own jar (``--jars``) must be used."""
-    import dvlake
-    from dvlake import DeltaTable
+def refuse_jar_artifacts() -> list[str]:
+    """From now on in this process, adding a jar as a Connect artifact fails, as on a server that refuses them; other
+    artifacts (the dvlake zip) still go. Returns the list each refused attempt is recorded in."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    added: list[str] = []
-    session_class = type(spark)
-    original = session_class.addArtifacts
+    tried: list[str] = []
+    original = ConnectSession.addArtifacts
 
     def refuse(self: Any, *paths: str, **kwargs: Any) -> None:
         if any(str(p).endswith(".jar") for p in paths):
-            added.append(" ".join(map(str, paths)))
+            tried.append(" ".join(map(str, paths)))
             raise RuntimeError("this server refuses jar artifacts")
         original(self, *paths, **kwargs)
 
-    session_class.addArtifacts = refuse
+    ConnectSession.addArtifacts = refuse  # type: ignore[method-assign]
+    return tried
+
+
+def native_without_artifacts(spark: Any, root: Path, tried: list[str]) -> dict[str, Any]:
+    """A DV read when adding the jar as an artifact fails (``refuse_jar_artifacts`` installed before the session
+    started): the server's own jar (``--jars``) must be used, and no jar artifact tried."""
+    import dvlake
+    from dvlake import DeltaTable
+
     path = str(root / "refused")
-    try:
-        dvlake.write(spark.range(0, 12), path, properties={"delta.enableDeletionVectors": "true"})
-        DeltaTable.forPath(spark, path).delete("id % 3 = 0")
-        df = dvlake.read(spark, path)
-        return {"native_scan": {"ok": "DvlakeParquet" in plan_text(df)}, "rows": {"ok": _ids(df)},
-                "jar_artifacts_tried": {"ok": added}}
-    finally:
-        session_class.addArtifacts = original
+    dvlake.write(spark.range(0, 12), path, properties={"delta.enableDeletionVectors": "true"})
+    DeltaTable.forPath(spark, path).delete("id % 3 = 0")
+    df = dvlake.read(spark, path)
+    return {"native_scan": {"ok": "DvlakeParquet" in plan_text(df)}, "rows": {"ok": _ids(df)},
+            "jar_artifacts_tried": {"ok": list(tried)}}
 
 
 def main() -> None:
@@ -138,8 +159,6 @@ def main() -> None:
     ap.add_argument("--artifact", required=True)
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--refuse-jar-artifacts", action="store_true",
-                    help="jars cannot be added as artifacts (a server that refuses them); only the native read is run")
     args = ap.parse_args()
     from pyspark.sql import SparkSession
 
@@ -147,10 +166,7 @@ def main() -> None:
 
     spark = dvlake.configure_spark(SparkSession.builder.remote(args.remote)).getOrCreate()
     spark.addArtifacts(args.artifact, pyfile=True)
-    if args.refuse_jar_artifacts:
-        results = native_without_artifacts(spark, Path(args.work_dir))
-    else:
-        results = run(spark, Path(args.work_dir))
+    results = run(spark, Path(args.work_dir))
     spark.stop()
     Path(args.out).write_text(json.dumps(results))
 

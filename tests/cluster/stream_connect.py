@@ -1,11 +1,11 @@
 """Structured Streaming with ``format("delta")`` over Spark Connect, run in a subprocess (a Connect session switches
 PySpark to Connect mode for the whole process); ``test_stream_connect.py`` asserts on the JSON it writes.
 
-First the source alone: a DV table read as a stream (the reader runs in the server's Python workers) into Spark's
-Parquet sink. Then one pipeline: the same table streamed into a Delta table (the sink's ``foreachBatch`` function is
-pickled to the server and commits there), ``availableNow``, twice, so the second run shows the restarted query
-resuming from its checkpoint with the same query id. Each step reports its result or
-its error, so a failure names the step.
+One pipeline: a DV table read as a stream (the reader runs in the server's Python workers) into a Delta table (the
+sink's ``foreachBatch`` function is pickled to the server and commits there), ``availableNow``, twice, so the second
+run shows the restarted query resuming from its checkpoint with the same query id. With ``source_only_run`` (a server
+whose Python lacks dvlake, where the source must fail) only the source, into Spark's Parquet sink. Each step reports
+its result or its error, so a failure names the step.
 """
 
 from __future__ import annotations
@@ -56,20 +56,28 @@ def run(spark: Any, root: Path, source_only_run: bool = False) -> dict[str, Any]
                 .awaitTermination())
         return [_ids(spark.read.format("delta").load(silver)), _ids(spark.read.format("delta").load(bronze))]
 
-    def source_only() -> Any:
-        """The source alone (into Spark's Parquet sink): the reader runs in the server's Python workers."""
+    def bronze_table() -> None:
         spark.range(0, 20, numPartitions=2).write.format("delta").option("delta.enableDeletionVectors", "true").save(bronze)
         DeltaTable.forPath(spark, bronze).delete("id % 4 = 0")  # the snapshot's files carry DVs
+
+    def source_only() -> Any:
+        """The source alone (into Spark's Parquet sink): the reader runs in the server's Python workers."""
+        bronze_table()
         target = str(root / "parquet-out")
         started(lambda: spark.readStream.format("delta").load(bronze).writeStream.format("parquet")
                 .option("checkpointLocation", str(root / "chk-parquet")).trigger(availableNow=True).start(target)
                 .awaitTermination())
         return _ids(spark.read.parquet(target))
 
-    step("source_only", source_only)
     if source_only_run:
+        step("source_only", source_only)
         return out
-    step("first_run", pipeline)
+
+    def first_run() -> Any:
+        bronze_table()
+        return pipeline()
+
+    step("first_run", first_run)
 
     def second_run() -> Any:
         spark.range(20, 25).write.format("delta").mode("append").save(bronze)
@@ -99,15 +107,29 @@ def main() -> None:
     ap.add_argument("--artifact", required=True)
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--source-only", action="store_true", help="only the source step (a server without dvlake)")
+    ap.add_argument("--refuse-jar-artifacts", action="store_true",
+                    help="for the whole session, jars cannot be added as artifacts (a server that refuses them, and "
+                         "has dvlake's jar itself): first a native DV read (faces_connect.native_without_artifacts), "
+                         "reported under 'refused', then the streams")
     args = ap.parse_args()
     from pyspark.sql import SparkSession
 
     import dvlake
+    from tests.cluster.faces_connect import native_without_artifacts, refuse_jar_artifacts
 
+    tried = refuse_jar_artifacts() if args.refuse_jar_artifacts else None
     spark = dvlake.configure_spark(SparkSession.builder.remote(args.remote)).getOrCreate()
     spark.addArtifacts(args.artifact, pyfile=True)
-    results = run(spark, Path(args.work_dir), args.source_only)
+    refused: dict[str, Any] = {}
+    if tried is not None:
+        try:
+            refused = native_without_artifacts(spark, Path(args.work_dir), tried)
+        except Exception as e:  # reported, not raised: the streams still run, the test names what failed
+            failed = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+            refused = dict.fromkeys(("native_scan", "rows", "jar_artifacts_tried"), failed)
+    results = run(spark, Path(args.work_dir))
+    if tried is not None:
+        results["refused"] = {**refused, "jar_artifacts_tried_by_the_end": {"ok": list(tried)}}
     spark.stop()
     Path(args.out).write_text(json.dumps(results))
 

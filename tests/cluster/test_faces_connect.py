@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cluster import daemons
-from tests.cluster.conftest import run_script, step_ok
+from tests.cluster.conftest import step_ok
 from tests.conftest import require_native_jar
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
-
-
-@pytest.fixture(scope="module")
-def connect_faces(connect_server: daemons.ConnectServer, dvlake_zip: Path, cluster_work: Path) -> dict[str, Any]:
-    return run_script("tests.cluster.faces_connect", ["--remote", connect_server.url, "--artifact", str(dvlake_zip)],
-                      cluster_work / "faces-connect")
 
 
 def test_format_delta_over_connect(connect_faces: dict[str, Any]) -> None:
@@ -45,30 +36,15 @@ def test_catalog_names_never_answer_wrong_over_connect(connect_faces: dict[str, 
     assert got["errors_without"] > 0  # plain Spark cannot read the name: it says so
 
 
-@pytest.fixture(scope="module")
-def connect_server_with_jar(cluster_work: Path, executor_python: Path) -> Iterator[daemons.ConnectServer]:
-    """A Connect server started with dvlake's scan jar (``--jars``), the way an administrator installs it."""
-    jar = require_native_jar(_pyspark_version())
-    server = daemons.start_connect_server(cluster_work / "connect-with-jar", executor_python, jars=jar)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def _pyspark_version() -> str:
+def test_native_scan_with_the_servers_jar_when_artifacts_are_refused(installed_results: dict[str, Any]) -> None:
+    """The jar cannot be added as an artifact, but the server has it (``--jars``): dvlake resolves the format first
+    and reads through it, without trying the artifact (a fallback to the pure-Python path would give the same rows).
+    The client refuses jar artifacts for its whole session, which then runs the stream tests too: none tried one."""
     import pyspark
 
-    return pyspark.__version__
-
-
-def test_native_scan_with_the_servers_jar_when_artifacts_are_refused(connect_server_with_jar: daemons.ConnectServer,
-                                                                     dvlake_zip: Path, cluster_work: Path) -> None:
-    """The jar cannot be added as an artifact, but the server has it: dvlake resolves the format first and reads
-    through it, without trying the artifact (a fallback to the pure-Python path would give the same rows)."""
-    got = run_script("tests.cluster.faces_connect", ["--remote", connect_server_with_jar.url, "--artifact",
-                                                      str(dvlake_zip), "--refuse-jar-artifacts"],
-                     cluster_work / "refused-artifacts")
+    require_native_jar(pyspark.__version__)
+    got = installed_results["refused"]
     assert step_ok(got, "rows") == [1, 2, 4, 5, 7, 8, 10, 11]
     assert step_ok(got, "native_scan") is True
     assert step_ok(got, "jar_artifacts_tried") == []
+    assert step_ok(got, "jar_artifacts_tried_by_the_end") == []
