@@ -59,10 +59,24 @@ def _dvlake(spark: Any, path: str, start: int, end: int) -> Counter:
     return Counter(_key(r.asDict()) for r in dvlake.read_changes(spark, path, start, end).select(*cols).collect())
 
 
-def _delta_rs(path: str, start: int, end: int) -> Counter:
+def _dvlake_ranges(spark: Any, path: str, ranges: list[tuple[int, int]]) -> dict[tuple[int, int], Counter]:
+    """``_dvlake`` of each range, read as one Spark job (a union of the range reads, each tagged with its range)."""
+    from functools import reduce
+
+    cols = ["id", "v", "p", "_change_type", "_commit_version"]
+    reads = [dvlake.read_changes(spark, path, start, end).select(*cols, F.lit(i).alias("_range"))
+             for i, (start, end) in enumerate(ranges)]
+    out: dict[tuple[int, int], Counter] = {r: Counter() for r in ranges}
+    for r in reduce(lambda a, b: a.unionAll(b), reads).collect():
+        out[ranges[r["_range"]]][_key(r.asDict())] += 1
+    return out
+
+
+def _delta_rs(path: str, start: int, end: int, table: Any = None) -> Counter:
+    """delta-rs' ``load_cdf`` of the range (``table``: the path's delta-rs table, opened once for many ranges)."""
     from deltalake import DeltaTable as RsTable
 
-    reader = RsTable(path).load_cdf(starting_version=start, ending_version=end)
+    reader = (table if table is not None else RsTable(path)).load_cdf(starting_version=start, ending_version=end)
     return Counter(_key(r) for r in pa.RecordBatchReader.from_stream(reader).read_all().to_pylist())
 
 
@@ -93,6 +107,18 @@ def _snapshot_rows(spark: Any, path: str, version: int) -> Counter:
     return Counter((r.id, r.v, r.p) for r in dvlake.read(spark, path, version=version).collect())
 
 
+def _snapshots(spark: Any, path: str, latest: int) -> dict[int, Counter]:
+    """``_snapshot_rows`` of versions -1..latest, the reads of 0..latest as one Spark job."""
+    from functools import reduce
+
+    reads = [dvlake.read(spark, path, version=v).select("id", "v", "p", F.lit(v).alias("_version"))
+             for v in range(latest + 1)]
+    out: dict[int, Counter] = {v: Counter() for v in range(-1, latest + 1)}
+    for r in reduce(lambda a, b: a.unionAll(b), reads).collect():
+        out[r["_version"]][(r.id, r.v, r.p)] += 1
+    return out
+
+
 def _check_against_snapshots(spark: Any, path: str, version: int, changes: Counter,
                              snapshots: dict[int, Counter] | None = None) -> None:
     """Net change of a version (inserts and post-images minus deletes and pre-images) = snapshot(v) - snapshot(v-1)."""
@@ -118,24 +144,29 @@ def test_every_range_equals_delta_rs_load_cdf(spark, tmp_path, props, partitione
     latest = Snapshot.load(path).version
     assert latest == 9
     skip = _lone_file_with_dv_versions(path, latest)
-    full = _dvlake(spark, path, 0, latest)
+    slices = [*[(v, v) for v in range(latest + 1)], (2, 5), (6, latest)]
+    reads = _dvlake_ranges(spark, path, [(0, latest), *slices])  # the full range and its slices: one Spark job
+    full = reads[(0, latest)]
     assert sum(full.values()) > 120  # the feed is not trivially empty
 
     def comparable(c: Counter) -> Counter:
         return Counter({k: n for k, n in c.items() if k[4] not in skip})
 
     # dvlake itself, called per version and for a few wider ranges, is the slice of the full range ...
-    for start, end in [*[(v, v) for v in range(latest + 1)], (2, 5), (6, latest)]:
-        got = _dvlake(spark, path, start, end)
+    for start, end in slices:
+        got = reads[(start, end)]
         assert got == Counter({k: n for k, n in full.items() if start <= k[4] <= end}), (start, end)
     # ... so every range of delta-rs is compared with the matching slice
+    from deltalake import DeltaTable as RsTable
+
+    theirs_table = RsTable(path)
     for start in range(latest + 1):
         for end in range(start, latest + 1):
             mine = comparable(Counter({k: n for k, n in full.items() if start <= k[4] <= end}))
-            theirs = comparable(_delta_rs(path, start, end))
+            theirs = comparable(_delta_rs(path, start, end, theirs_table))
             assert mine == theirs, (f"range [{start}, {end}]: only dvlake {sorted((mine - theirs).elements())[:6]}, "
                                     f"only delta-rs {sorted((theirs - mine).elements())[:6]}")
-    snapshots: dict[int, Counter] = {}
+    snapshots = _snapshots(spark, path, latest)
     for v in range(latest + 1):  # every version, delta-rs' blind spots included, against the snapshots
         _check_against_snapshots(spark, path, v, full, snapshots)
 
@@ -158,7 +189,7 @@ def test_column_mapped_table_against_hand_written_expectations(spark, tmp_path):
     restored = Counter((r.id, r._change_type) for r in dvlake.read_changes(spark, path, 3, 3).collect())
     assert restored[(0, "insert")] == restored[(1, "insert")] == restored[(2, "insert")] == 1
     assert restored[(10, "insert")] == 1 and restored[(10, "delete")] == 1  # the updated copy removed, the old one back
-    whole, snapshots = _dvlake(spark, path, 0, 3), {}
+    whole, snapshots = _dvlake(spark, path, 0, 3), _snapshots(spark, path, 3)
     for v in range(4):
         _check_against_snapshots(spark, path, v, whole, snapshots)
     try:  # delta-rs 1.6: "Column mapping is not supported for read operation 'CHANGE DATA FEED scans' yet"

@@ -76,44 +76,79 @@ def _expected(spark: Any, path: str, version: int) -> list[tuple[Any, ...]]:
     return sorted((tuple(r[c] for c in COLS) for r in dvlake.read(spark, path, version=version).collect()), key=repr)
 
 
-def _check_every_version(spark: Any, path: str) -> int:
+def _expected_by_version(spark: Any, path: str) -> dict[int, list[tuple[Any, ...]]]:
+    """``_expected`` of every version 0..latest, read as one Spark job (a union of the time-travel reads)."""
+    from functools import reduce
+
+    latest = Snapshot.load(path).version
+    reads = [dvlake.read(spark, path, version=v).select(*COLS, F.lit(v).alias("_version")) for v in range(latest + 1)]
+    out: dict[int, list[tuple[Any, ...]]] = {v: [] for v in range(latest + 1)}
+    for r in reduce(lambda a, b: a.unionAll(b), reads).collect():
+        out[r["_version"]].append(tuple(r[c] for c in COLS))
+    return {v: sorted(got, key=repr) for v, got in out.items()}
+
+
+def _check_every_version(spark: Any, path: str, expected_by_version: dict[int, list[tuple[Any, ...]]] | None = None) -> int:
     """Both Iceberg readers return dvlake's rows at every converted version; returns how many had DVs."""
     latest = Snapshot.load(path).version
+    if expected_by_version is None:
+        expected_by_version = _expected_by_version(spark, path)
+    assert sorted(expected_by_version) == list(range(latest + 1))
     with_dvs = 0
     for v in range(latest + 1):
         location = metadata_location(path, v)
-        expected = _expected(spark, path, v)
+        expected = expected_by_version[v]
         assert rows(read_iceberg_with_pyiceberg(location), COLS) == expected, f"pyiceberg, version {v}"
         assert rows(read_iceberg_with_duckdb(location), COLS) == expected, f"DuckDB, version {v}"
         with_dvs += Snapshot.load(path, version=v).dv_count() > 0
     return with_dvs
 
 
-@pytest.mark.parametrize(("partitioned", "chunk", "cold"), [(False, None, False), (True, None, False),
-                                                         (True, 2, False), (True, 2, True)],
-                         ids=["plain", "partitioned", "partitioned-small-chunks", "partitioned-small-chunks-cold"])
+def _delta_readers_agree(spark: Any, path: str, expected_by_version: dict[int, list[tuple[Any, ...]]]) -> None:
+    """delta-rs and DuckDB's delta extension read the UniForm table as Delta: the same rows as dvlake (latest, and
+    delta-rs at version 3). Unpartitioned tables only: DuckDB's delta extension 1.5.5 returns NULL partition values for
+    column-mapped tables (test_peers_read_dvlake_tables.py follows that bug), which has nothing to do with ``metadata/``."""
+    from tests.peers import read_with_deltalake, read_with_duckdb
+
+    latest = Snapshot.load(path).version
+    assert storage_for(path).exists(metadata_location(path, latest))
+    assert rows(read_with_deltalake(path), COLS) == expected_by_version[latest]
+    assert rows(read_with_duckdb(path), COLS) == expected_by_version[latest]
+    assert rows(read_with_deltalake(path, version=3), COLS) == expected_by_version[3]
+
+
+@pytest.mark.parametrize(("partitioned", "chunk", "cold"), [(False, None, False), (True, None, False), (True, 2, True)],
+                         ids=["plain-and-delta-readers", "partitioned", "partitioned-small-chunks-cold-and-warm"])
 def test_dv_table_every_version_synced(spark, tmp_path, monkeypatch, partitioned, chunk, cold):
     """``chunk``: manifests and Puffin files of 2 entries, so steps retire some Puffin files and keep others, and
-    copy still-valid blobs out of the retired ones. ``cold``: every step starts as in a new process, from the
-    manifests' key sidecars (reading only the manifests it rewrites)."""
+    copy still-valid blobs out of the retired ones. ``cold``: every other step (UPDATE, MERGE, OPTIMIZE, RESTORE,
+    PURGE) starts as in a new process, from the manifests' key sidecars (reading only the manifests it rewrites), and
+    the steps between continue from the state the cold ones loaded (the warm small-chunk run and the all-cold one
+    were two cases of the same history). Unpartitioned, delta-rs and DuckDB's delta extension read the synced table
+    as Delta too."""
     if chunk:
         monkeypatch.setattr(convert, "MAX_PUFFIN_BLOBS", chunk)
         monkeypatch.setattr(convert, "MAX_MANIFEST_ENTRIES", chunk)
     path = str(tmp_path / "t")
     dvlake.write(_data(spark, 0, 120), path, partitionBy="p" if partitioned else None, properties={**CM, **DVS})
     sync(path)
+    steps = [0]
 
     def step() -> None:
-        if cold:
+        steps[0] += 1
+        if cold and steps[0] % 2 == 0:
             state.forget(path)
         sync(path)
 
     _history(spark, path, partitioned, step)
-    assert _check_every_version(spark, path) >= 4  # the DV versions are really exercised
+    expected = _expected_by_version(spark, path)
+    assert _check_every_version(spark, path, expected) >= 4  # the DV versions are really exercised
     meta = json.loads(open(metadata_location(path, Snapshot.load(path).version)).read())
     assert meta["format-version"] == 3
     assert len(meta["snapshots"]) == Snapshot.load(path).version + 1
     assert meta["next-row-id"] >= sum(int(s["added-rows"]) for s in meta["snapshots"]) > 0
+    if not partitioned:
+        _delta_readers_agree(spark, path, expected)
 
 
 def test_puffin_entries_point_at_dv_blobs(spark, tmp_path):
@@ -152,15 +187,19 @@ def test_full_resync_equals_incremental(spark, tmp_path):
     assert rows(read_iceberg_with_duckdb(metadata_location(path, version)), COLS) == expected
 
 
-@pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitioned"])
+@pytest.mark.parametrize("partitioned", [False, True], ids=["plain-and-delta-readers", "partitioned"])
 def test_uniform_v2_converts_after_every_commit(spark, tmp_path, partitioned):
+    """Unpartitioned, delta-rs and DuckDB's delta extension also read the UniForm table as Delta."""
     path = str(tmp_path / "t")
     dvlake.write(_data(spark, 0, 120), path, partitionBy="p" if partitioned else None, properties=UNIFORM_V2)
     snap = Snapshot.load(path)
     assert snap.column_mapping_mode == "name" and "icebergCompatV2" in snap.protocol.writer_features
     _history(spark, path, partitioned, lambda: None)  # no sync: the commits convert
     assert Snapshot.load(path).dv_count() == 0
-    _check_every_version(spark, path)
+    expected = _expected_by_version(spark, path)
+    _check_every_version(spark, path, expected)
+    if not partitioned:
+        _delta_readers_agree(spark, path, expected)
 
 
 def test_failed_conversion_leaves_the_commit(spark, tmp_path, caplog):
@@ -291,26 +330,6 @@ def test_vacuum_retain_0_hours_keeps_the_latest_snapshot(spark, tmp_path):
     assert rows(read_iceberg_with_pyiceberg(metadata_location(path, nxt)), COLS) == _expected(spark, path, nxt)
 
 
-@pytest.mark.parametrize("dvs", [False, True], ids=["uniform-v2", "dvs-synced"])
-def test_delta_readers_still_read_uniform_tables(spark, tmp_path, dvs):
-    """delta-rs and DuckDB's delta extension read a UniForm table as Delta: the same rows as dvlake.
-
-    Unpartitioned: DuckDB's delta extension 1.5.5 returns NULL partition values for column-mapped tables
-    (test_peers_read_dvlake_tables.py follows that bug), which has nothing to do with ``metadata/``.
-    """
-    from tests.peers import read_with_deltalake, read_with_duckdb
-
-    path = str(tmp_path / "t")
-    dvlake.write(_data(spark, 0, 120), path, properties={**CM, **DVS} if dvs else UNIFORM_V2)
-    _history(spark, path, False, (lambda: sync(path)) if dvs else (lambda: None))
-    latest = Snapshot.load(path).version
-    assert storage_for(path).exists(metadata_location(path, latest))
-    expected = _expected(spark, path, latest)
-    assert rows(read_with_deltalake(path), COLS) == expected
-    assert rows(read_with_duckdb(path), COLS) == expected
-    assert rows(read_with_deltalake(path, version=3), COLS) == _expected(spark, path, 3)
-
-
 def test_column_mapping_id_mode(spark, tmp_path):
     """Column mapping 'id': both Iceberg readers resolve the Parquet columns by the field ids, every version."""
     path = str(tmp_path / "t")
@@ -324,8 +343,7 @@ def test_column_mapping_id_mode(spark, tmp_path):
     sync(path)
     latest = Snapshot.load(path).version
     assert latest == 2 and Snapshot.load(path).dv_count() > 0
-    for v in range(latest + 1):
-        expected = _expected(spark, path, v)
+    for v, expected in _expected_by_version(spark, path).items():
         assert rows(read_iceberg_with_pyiceberg(metadata_location(path, v)), COLS) == expected, v
         assert rows(read_iceberg_with_duckdb(metadata_location(path, v)), COLS) == expected, v
 
@@ -408,6 +426,20 @@ def _lineage(spark: Any, path: str, version: int) -> list[tuple[Any, ...]]:
     return sorted((r.id, r.v, r.p, r._metadata.row_id, r._metadata.row_commit_version) for r in df.collect())
 
 
+def _lineage_by_version(spark: Any, path: str) -> dict[int, list[tuple[Any, ...]]]:
+    """``_lineage`` of every version 0..latest, read as one Spark job (a union of the time-travel reads)."""
+    from functools import reduce
+
+    latest = Snapshot.load(path).version
+    reads = [dvlake.read(spark, path, version=v, row_tracking=True).select(
+        *COLS, F.col("_metadata.row_id").alias("row_id"), F.col("_metadata.row_commit_version").alias("rcv"),
+        F.lit(v).alias("_version")) for v in range(latest + 1)]
+    out: dict[int, list[tuple[Any, ...]]] = {v: [] for v in range(latest + 1)}
+    for r in reduce(lambda a, b: a.unionAll(b), reads).collect():
+        out[r["_version"]].append((r.id, r.v, r.p, r.row_id, r.rcv))
+    return {v: sorted(got) for v, got in out.items()}
+
+
 def _duckdb_lineage(location: str) -> list[tuple[Any, ...]]:
     from tests.peers import duckdb_connection
 
@@ -473,11 +505,13 @@ def test_uniform_v3_dv_table_converts_every_commit_with_delta_row_lineage(spark,
         snap.protocol.writer_features)
     assert snap.column_mapping_mode == "name" and snap.configuration["delta.enableRowTracking"] == "true"
     _history(spark, path, partitioned, lambda: None)  # no sync: every commit converts
-    assert _check_every_version(spark, path) >= 4
+    lineage = _lineage_by_version(spark, path)  # the rows of each version, with their row ids: one Spark job
+    assert _check_every_version(spark, path, {v: sorted((r[:3] for r in got), key=repr)
+                                              for v, got in lineage.items()}) >= 4
     latest = Snapshot.load(path).version
     for v in range(latest + 1):
         location = metadata_location(path, v)
-        assert _duckdb_lineage(location) == _lineage(spark, path, v), f"row lineage, version {v}"
+        assert _duckdb_lineage(location) == lineage[v], f"row lineage, version {v}"
         delta = Snapshot.load(path, version=v)
         meta = json.loads(open(location).read())
         assert meta["last-sequence-number"] == v == meta["snapshots"][-1]["sequence-number"]

@@ -10,13 +10,21 @@ a DV-file write, before a data file is renamed into place — or ``timer`` / ``n
 kills it from outside at a random moment, or never). Crash children run command ``version + 1``
 each time (command i commits version i); concurrency children (OWNER > 0) run their own
 commands FIRST, FIRST+1, … . Prints ``READY`` once set up and ``DONE i`` after each commit.
+
+A Spark-free child can also be forked from the test process (``ForkedChild``): the same ``main``, without a new
+interpreter's start and imports.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import subprocess
 import sys
+import tempfile
+import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -110,6 +118,88 @@ def install_kill_site(site: str, n: int) -> None:
             real_rename(src, dst, *a, **kw)
 
         os.rename = rename
+
+
+class ForkedChild:
+    """A Spark-free child forked from this process, with the part of ``subprocess.Popen`` the kill loop uses.
+
+    A fork, not a new interpreter: no interpreter start and no imports per kill (most of a Spark-free child's cost).
+    It is a process of its own all the same, in its own session, and dies of the same SIGKILL at the same sites; it
+    starts with an empty snapshot cache, as a new process does, and never touches this process's Spark session.
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        import tests.reliability.engine  # noqa: F401 - imported once in this process, not in every forked child
+
+        out_r, out_w = os.pipe()
+        self._err = tempfile.TemporaryFile()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: run child.py's main, never return into pytest's code
+            code = 1
+            try:
+                os.setsid()
+                gc.disable()  # no collection of objects this process inherited (Spark's py4j proxies among them)
+                os.close(out_r)
+                os.dup2(out_w, 1)
+                os.dup2(self._err.fileno(), 2)
+                sys.stdout = open(1, "w", buffering=1, closefd=False)
+                sys.stderr = open(2, "w", buffering=1, closefd=False)
+                from dvlake.log import snapshot_cache
+
+                snapshot_cache.SHARED = snapshot_cache.SnapshotCache()
+                main(argv)
+                code = 0
+            except BaseException:  # noqa: BLE001 - reported on stderr, the parent fails on the exit code
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)  # never back into the caller's code, whatever happened above
+        os.close(out_w)
+        self.pid = pid
+        self.stdout = open(out_r, encoding="utf-8")  # closed in communicate
+        self.returncode: int | None = None
+        self._out: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        if self._reader is None:
+            self._reader = threading.Thread(target=lambda: self._out.append(self.stdout.read()), daemon=True)
+            self._reader.start()
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0)
+        self.stdout.close()
+        self.wait()
+        self._err.seek(0)
+        return self._out[0], self._err.read().decode("utf-8", "replace")
+
+    def _set(self, status: int) -> None:
+        self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._set(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self._set(os.waitpid(self.pid, 0)[1])
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def main(argv: list[str]) -> None:

@@ -7,9 +7,10 @@ conflict with it, in delta-spark as here), so a DELETE removes the matching rows
 A command that loses a race with a delta-spark-named ``DeltaConcurrentModificationException`` is
 simply not committed; the check replays each commit from what it records (``commands.COMMANDS``:
 appended files, the DELETE predicate), so a command registered there is covered with no change here.
-Spark-free processes (``engine.py``): ``DVLAKE_CONCURRENCY_PROCS`` × ``DVLAKE_CONCURRENCY_COMMANDS``
-(default 4 × 12); plus the real Spark commands in two processes (slow): a child with its own JVM and this test
-process's session, which starts its commands once the child's session is up (one JVM start, not two).
+Spark-free processes (``engine.py``, forked from the test process): ``DVLAKE_CONCURRENCY_PROCS`` ×
+``DVLAKE_CONCURRENCY_COMMANDS`` (default 4 × 12); plus the real Spark commands in two processes (slow): a child
+with its own JVM and this test process's session, which starts its commands once the child's session is up (one
+JVM start, not two).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 from dvlake.errors import DeltaConcurrentModificationException
 from dvlake.log.snapshot import Snapshot
 from tests.conftest import REPO_ROOT
+from tests.reliability.child import ForkedChild
 from tests.reliability.commands import COMMANDS, command_at, create_table, read_state
 from tests.reliability.tables import read_actions
 
@@ -36,7 +38,10 @@ BY_OPERATION = {c.operation: c for c in COMMANDS.values()}
 FIRST = 3  # every owner's first command: an append (``commands.command_at``)
 
 
-def _start(table: str, mode: str, owner: int, count: int, stderr: Any = subprocess.PIPE) -> subprocess.Popen[str]:
+def _start(table: str, mode: str, owner: int, count: int,
+           stderr: Any = subprocess.PIPE) -> subprocess.Popen[str] | ForkedChild:
+    if mode == "engine":  # forked from this process: no interpreter start and imports per child
+        return ForkedChild([table, mode, "none", "1", str(owner), str(count), str(FIRST)])
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen([sys.executable, "-m", "tests.reliability.child", table, mode, "none", "1", str(owner),
                              str(count), str(FIRST)], stdout=subprocess.PIPE, stderr=stderr, text=True,

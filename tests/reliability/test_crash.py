@@ -4,7 +4,8 @@ state before or after the command that was running, every log file is readable, 
 command succeeds.
 
 Counts: ``DVLAKE_CRASH_KILLS`` Spark-free kills (default 14: every site twice, the sites taken in a
-seeded order and a site retried until a kill lands there, so no site is left to chance) and
+seeded order and a site retried until a kill lands there, so no site is left to chance; each child forked
+from the test process, ``ForkedChild``, rather than a new interpreter that imports everything again) and
 ``DVLAKE_CRASH_SPARK_KILLS`` kills of children running the real Spark commands (default 1, one JVM
 each: the child's whole process group, JVM included, killed from outside in the middle of its Spark
 work, which neither the Spark-free children nor ``real_kills.py``'s forks do; the commit-path sites
@@ -34,7 +35,7 @@ import pytest
 import dvlake
 from dvlake.log.snapshot import Snapshot
 from tests.conftest import REPO_ROOT
-from tests.reliability.child import ENGINE_ONLY_SITES, SITES
+from tests.reliability.child import ENGINE_ONLY_SITES, SITES, ForkedChild
 from tests.reliability.commands import check_log_readable, create_table, model_after, read_state
 
 KILLS = int(os.environ.get("DVLAKE_CRASH_KILLS", "14"))
@@ -45,14 +46,16 @@ REAL_COMMANDS = {"OPTIMIZE", "UPDATE", "MERGE", "CDF UPDATE", "PURGE", "RESTORE"
 CHILD_TIMEOUT = 300
 
 
-def _start(table: str, mode: str, site: str, n: int, count: int) -> subprocess.Popen[str]:
+def _start(table: str, mode: str, site: str, n: int, count: int) -> subprocess.Popen[str] | ForkedChild:
+    if mode == "engine":
+        return ForkedChild([table, mode, site, str(n), "0", str(count)])
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen([sys.executable, "-m", "tests.reliability.child", table, mode, site, str(n), "0", str(count)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT), env=env,
                             start_new_session=True)  # its own process group: the child's JVM dies with it
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[str] | ForkedChild) -> None:
     """SIGKILL whatever is left of the child's process group (a Spark child's JVM and Python workers)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -60,7 +63,7 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         pass
 
 
-def _wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
+def _wait_ready(proc: subprocess.Popen[str] | ForkedChild, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
     while time.monotonic() < deadline:

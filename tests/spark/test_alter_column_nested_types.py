@@ -21,9 +21,9 @@ def dspark(spark: SparkSession, tmp_path: Path) -> Iterator[SparkSession]:
         yield session
 
 
-@pytest.mark.parametrize("dvs", [True, False], ids=["dv", "cow"])
-@pytest.mark.parametrize("by_name", [False, True], ids=["path", "name"])
+@pytest.mark.parametrize(("by_name", "dvs"), [(False, True), (True, False)], ids=["path-dv", "name-cow"])
 def test_types_with_commas_widen(dspark: SparkSession, tmp_path: Path, by_name: bool, dvs: bool) -> None:
+    """The two axes pairwise (they were four cases): each way of naming the table and each write mode once."""
     target = "ntype_db.t" if by_name else f"delta.`{tmp_path / 't'}`"
     dspark.sql(f"CREATE TABLE {target} (id INT, m MAP<STRING, INT>, d DECIMAL(5, 2), n INT) USING delta "
                f"TBLPROPERTIES ('delta.enableDeletionVectors' = '{str(dvs).lower()}', 'delta.enableTypeWidening' = 'true')")
