@@ -126,10 +126,23 @@ def check_can_write(protocol: Protocol, metadata: Metadata | None = None, table:
         raise UnsupportedTableFeaturesError(
             f"table {table} needs writer feature(s) {sorted(missing)} "
             f"that dvlake does not implement. {HELP}", error_class=FOR_WRITE)
-    # ``metadata`` is kept in the signature for rules that depend on the schema; CHECK constraints, invariants,
-    # generated and identity columns are all enforced by the commands that write rows (dvlake.spark.constraints,
-    # dvlake.log.generated, dvlake.log.identity)
-    del metadata
+    # CHECK constraints, invariants, generated and identity columns are all enforced by the commands that write rows
+    # (dvlake.spark.constraints, dvlake.log.generated, dvlake.log.identity); the schema rule here is what no command
+    # may commit at all.
+    if metadata is not None:
+        check_schema_types(metadata, table)
+
+
+def check_schema_types(metadata: Metadata, table: str = "") -> None:
+    """Refuse a schema with geospatial columns: dvlake has none of delta-spark's geospatial support."""
+    from dvlake.log.schema import spatial_columns
+
+    spatial = spatial_columns(metadata.schema)
+    if spatial:
+        raise UnsupportedFeatureError(
+            f"table {table or '(new)'}: column(s) {', '.join(spatial)} have a geospatial type (GEOMETRY/GEOGRAPHY); "
+            "dvlake implements none of delta-spark's geospatial support (its statistics, the table feature). "
+            "Store the values as WKB in a BINARY column, or use delta-spark for this table.")
 
 
 def dvs_supported(protocol: Protocol) -> bool:

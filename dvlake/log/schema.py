@@ -176,3 +176,34 @@ def _widened_from_float(field: dict[str, Any]) -> bool:
     """Whether type widening changed this field from float (``delta.typeChanges`` in its metadata)."""
     changes = (field.get("metadata") or {}).get("delta.typeChanges") or []
     return any(isinstance(c, dict) and c.get("fromType") == "float" and "fieldPath" not in c for c in changes)
+
+
+#: Spark's spatial types print as ``geometry(<crs>)`` / ``geography(<crs>, <algorithm>)`` in the schema JSON.
+_SPATIAL_PREFIXES = ("geometry", "geography")
+
+
+def spatial_columns(schema: dict[str, Any]) -> list[str]:
+    """Dotted names of the columns (nested ones too) whose type is a geospatial type, or whose elements are.
+
+    dvlake implements none of delta-spark's geospatial support (its statistics, its table feature), so a schema with
+    such a column is refused before it is committed rather than written in a form delta-spark would not write."""
+    found: list[str] = []
+
+    def visit(t: Any, name: str) -> None:
+        if isinstance(t, str):
+            if t.lower().startswith(_SPATIAL_PREFIXES):
+                found.append(name)
+        elif isinstance(t, dict):
+            kind = t.get("type")
+            if kind == "struct":
+                for f in t.get("fields", []):
+                    visit(f["type"], f"{name}.{f['name']}" if name else f["name"])
+            elif kind == "array":
+                visit(t.get("elementType"), f"{name}.element")
+            elif kind == "map":
+                visit(t.get("keyType"), f"{name}.key")
+                visit(t.get("valueType"), f"{name}.value")
+
+    visit(schema, "")
+    return found
+
