@@ -1,16 +1,20 @@
 """A child process for native-scan tests that need a JVM of their own (a session the shared one cannot be).
 
-    python -m tests.spark.native_child MODE TABLE
+    python -m tests.spark.native_child MODE TABLE [MODE TABLE ...]
+
+The modes run in the order given, one after the other in this one JVM (each starts and stops its own sessions), so
+that one child serves several tests. The tables are built by the parent (its shared session), as the modes say.
 
 MODE ``contexts``: one JVM, several SparkContexts one after the other (local mode with the jar on ``spark.jars``,
-as notebooks and dvlake's own sessions have it: the jar's classes outlive each context). The table is built with
-two DELETEs (versions 1 and 2, each a different DV for the same data file); then a fresh session reads version 1
-natively, stops, and another fresh session reads version 2 natively and on the pure-Python path. Prints
-``@ ROWS <native> <python>`` for version 2.
+as notebooks and dvlake's own sessions have it: the jar's classes outlive each context). The table: 2,000 ids in one
+file, then two DELETEs (versions 1 and 2, each a different DV for the same data file). A fresh session reads version
+1 natively and stops; another fresh session (its broadcasts numbered from 0 again) reads version 2 natively, then on
+the pure-Python path. Prints ``@ ROWS <native> <python>`` for version 2. Run it first: it needs no earlier session.
 
-MODE ``engine``: a session whose ``spark.sql.extensions`` names Comet's class (absent: Spark warns and goes on, and
-dvlake sees only the setting): DML (its row indexes) and reads of files with a DV must refuse, on both paths, unless
-Comet's scan is switched off. Prints one line per case: ``@``, a label, then the result or ``REFUSED <type> <message>``.
+MODE ``engine``: the table: 100 ids in one file, DVs on, no DV yet. A session whose ``spark.sql.extensions`` names
+Comet's class (absent: Spark warns and goes on, and dvlake sees only the setting): DML (its row indexes) and reads of
+files with a DV must refuse, on both paths, unless Comet's scan is switched off. Prints one line per case: ``@``, a
+label, then the result or ``REFUSED <type> <message>``.
 """
 
 from __future__ import annotations
@@ -22,28 +26,27 @@ import dvlake
 from dvlake import DeltaTable
 from dvlake.spark import native
 from dvlake.spark.session import local_session
-from tests.helpers import DV_PROPS
 
 
-def _ids(path: str, version: int, setting: str) -> list[int]:
-    """``path`` at ``version`` read by a session of its own (a new SparkContext in this JVM), then stopped."""
+def _ids(path: str, version: int, settings: tuple[str, ...]) -> list[list[int]]:
+    """``path`` at ``version`` read by a session of its own (a new SparkContext in this JVM) once per native-scan
+    setting in ``settings``, in that order; then the session is stopped."""
     spark = local_session(app_name="dvlake-child")
-    spark.conf.set(native.SETTING, setting)
     try:
-        return sorted(r.id for r in dvlake.read(spark, path, version=version).collect())
+        out = []
+        for setting in settings:
+            spark.conf.set(native.SETTING, setting)
+            out.append(sorted(r.id for r in dvlake.read(spark, path, version=version).collect()))
+        return out
     finally:
         spark.stop()
 
 
 def contexts(path: str) -> None:
-    spark = local_session(app_name="dvlake-child")
-    dvlake.write(spark.range(2000).coalesce(1), path, properties=DV_PROPS)
-    DeltaTable.forPath(spark, path).delete("id % 3 = 0")
-    DeltaTable.forPath(spark, path).delete("id % 5 = 0")
-    spark.stop()
-    # each context numbers its broadcasts from 0: the same steps give the same broadcast ids in both reads
-    _ids(path, 1, "true")
-    print("@ ROWS", len(_ids(path, 2, "true")), len(_ids(path, 2, "false")), flush=True)
+    # each context numbers its broadcasts from 0: the same steps give the same broadcast ids in both native reads
+    _ids(path, 1, ("true",))
+    native_rows, python_rows = _ids(path, 2, ("true", "false"))
+    print("@ ROWS", len(native_rows), len(python_rows), flush=True)
 
 
 def _try(label: str, act: Any) -> None:
@@ -54,9 +57,6 @@ def _try(label: str, act: Any) -> None:
 
 
 def engine(path: str) -> None:
-    spark = local_session(app_name="dvlake-child")
-    dvlake.write(spark.range(100).coalesce(1), path, properties=DV_PROPS)
-    spark.stop()
     spark = local_session(app_name="dvlake-child",
                           extra_conf={"spark.sql.extensions": "org.apache.comet.CometSparkSessionExtensions"})
     _try("PLAIN", lambda: dvlake.read(spark, path).count())  # no DV, no row index: nothing to refuse
@@ -74,4 +74,7 @@ def engine(path: str) -> None:
 
 
 if __name__ == "__main__":
-    {"contexts": contexts, "engine": engine}[sys.argv[1]](sys.argv[2])
+    args = sys.argv[1:]
+    for mode, table in zip(args[::2], args[1::2], strict=True):
+        print("@ MODE", mode, flush=True)
+        {"contexts": contexts, "engine": engine}[mode](table)

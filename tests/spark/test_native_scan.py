@@ -109,6 +109,15 @@ _FILTERS = [None, "id > 26100 AND id < 26500",                       # inside on
             "id >= 29990 AND id < 33010"]                              # around the row group that is all deleted
 
 
+@pytest.fixture(scope="module")
+def edges_table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The table ``_DELETE`` and ``_FILTERS`` are made for (two converted files of 20,000 ids in row groups of 3,000,
+    then ``_DELETE``): built once for the tests that only read it."""
+    path = _converted(spark, str(tmp_path_factory.mktemp("edges") / "rgt"), rows=20_000, row_group=3_000)
+    DeltaTable.forPath(spark, path).delete(_DELETE)
+    return path
+
+
 def _live(condition: str | None) -> list[int]:
     """The ids the table keeps, computed in Python (the DELETE and the filter above, evaluated by hand)."""
     edges = set(_EDGES)
@@ -121,12 +130,24 @@ def _live(condition: str | None) -> list[int]:
 
 
 @pytest.mark.parametrize("batch", [64, 777, 4096])
-def test_row_group_tracking_equals_the_python_path(spark: SparkSession, tmp_path: Path, batch: int) -> None:
+def test_row_group_tracking_gives_the_exact_rows_and_row_indexes(spark: SparkSession, edges_table: str,
+                                                                 batch: int) -> None:
     """Row indexes from each batch's row group (RowGroups.java), not Spark's row-index column: several row groups,
     batch sizes that do and do not divide them, splits across row groups, pushed filters that skip row groups and
-    pages (the column index), DVs at every row group's edges. A wrong row index would be a wrong row, silently."""
-    path = _converted(spark, str(tmp_path / "rgt"), rows=20_000, row_group=3_000)
-    DeltaTable.forPath(spark, path).delete(_DELETE)
+    pages (the column index), DVs at every row group's edges. A wrong row index would be a wrong row, silently.
+    Every read is checked against the rows computed in Python (``_live``); at Spark's default batch size (4096) the
+    pure-Python path reads each query too and must agree (other sizes would only test Spark's reader there)."""
+    path = edges_table
+
+    def read(query: Callable[[], DataFrame]) -> tuple[list[tuple[object, ...]], str]:
+        if batch != 4096:
+            spark.conf.set(native.SETTING, "true")
+            df = query()
+            return sorted((tuple(r) for r in df.collect()), key=repr), df._jdf.queryExecution().executedPlan().toString()
+        fast, slow, plan = _both(spark, query)
+        assert fast == slow
+        return fast, plan
+
     spark.conf.set("spark.sql.parquet.columnarReaderBatchSize", str(batch))
     spark.conf.set("spark.sql.files.maxPartitionBytes", "65536")  # several splits per file, across row groups
     try:
@@ -135,16 +156,15 @@ def test_row_group_tracking_equals_the_python_path(spark: SparkSession, tmp_path
             def query(condition: str | None = condition) -> DataFrame:
                 df = dvlake.read(spark, path)
                 return df if condition is None else df.filter(condition)
-            fast, slow, plan = _both(spark, query)
-            assert fast == slow, condition
-            assert sorted(r[0] for r in fast) == _live(condition), condition  # type: ignore[type-var]
+            fast, plan = read(query)
+            assert fast == sorted(((i, 3 * i, f"s{i}") for i in _live(condition)), key=repr), condition
             assert "DvlakeParquet" in plan and (condition is None or "PushedFilters: [" in plan)
             assert condition is None or "PushedFilters: []" not in plan  # the filter reached the Parquet reader
             # the query's own row index (DML's scans): the format fills it from the row groups; ids are in file order
-            indexed, slow_indexed, _ = _both(spark, lambda q=query: q().select("id", "_metadata.row_index"))
-            assert indexed == slow_indexed and [r[1] for r in indexed] == [r[0] % 20_000 for r in indexed], condition
-        summed = _both(spark, lambda: dvlake.read(spark, path).selectExpr("sum(v)", "count(*)"))
-        assert summed[0] == summed[1] == [(3 * sum(_live(None)), len(_live(None)))]
+            indexed, _ = read(lambda q=query: q().select("id", "_metadata.row_index"))
+            assert indexed == sorted(((i, i % 20_000) for i in _live(condition)), key=repr), condition
+        summed, _ = read(lambda: dvlake.read(spark, path).selectExpr("sum(v)", "count(*)"))
+        assert summed == [(3 * sum(_live(None)), len(_live(None)))]
         used = _delta(before, _row_index_counts(spark))
     finally:
         spark.conf.unset("spark.sql.parquet.columnarReaderBatchSize")
@@ -290,22 +310,30 @@ def _objects(gateway: Any, jvm: Any, values: list[Any]) -> Any:
     return array
 
 
-@pytest.mark.parametrize("nulls_at", ["deleted", "kept", "both"])
-def test_nullable_column_with_nulls_on_deleted_or_kept_rows(spark: SparkSession, tmp_path: Path, nulls_at: str) -> None:
-    path = str(tmp_path / nulls_at)
-    null_if = {"deleted": "id % 5 = 0", "kept": "id % 5 = 1", "both": "id % 5 < 2"}[nulls_at]
-    dvlake.write(spark.range(20_000).selectExpr("id", f"IF({null_if}, NULL, id) AS n", f"IF({null_if}, NULL, 's') AS s")
-                 .repartition(2), path, properties=DV_PROPS)
+_NULLS_AT = {"deleted": "id % 5 = 0", "kept": "id % 5 = 1", "both": "id % 5 < 2"}
+
+
+def test_nullable_columns_with_nulls_on_deleted_or_kept_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """One table, a pair of nullable columns (long ``n_*``, string ``s_*``) per place of the nulls: on deleted rows
+    only, on kept rows only, on both; each column's vector counts its own nulls."""
+    path = str(tmp_path / "nulls")
+    columns = [f"IF({cond}, NULL, {value}) AS {kind}_{at}" for at, cond in _NULLS_AT.items()
+               for kind, value in (("n", "id"), ("s", "'s'"))]
+    dvlake.write(spark.range(20_000).selectExpr("id", *columns).repartition(2), path, properties=DV_PROPS)
     DeltaTable.forPath(spark, path).delete("id % 5 = 0")
-    for query in (lambda: dvlake.read(spark, path),
-                  lambda: dvlake.read(spark, path).selectExpr("count(n)", "sum(n)", "count(s)", "sum(IF(n IS NULL, 1, 0))"),
-                  lambda: dvlake.read(spark, path).filter("n IS NULL").selectExpr("count(*)"),
-                  lambda: dvlake.read(spark, path).selectExpr("coalesce(n, -1) AS c").groupBy("c").count()):
+    queries = [lambda: dvlake.read(spark, path),
+               lambda: dvlake.read(spark, path).selectExpr(*(f"{f}({c})" for at in _NULLS_AT for f, c in (
+                   ("count", f"n_{at}"), ("sum", f"n_{at}"), ("count", f"s_{at}"), ("sum", f"IF(n_{at} IS NULL, 1, 0)"))))]
+    for at in _NULLS_AT:
+        queries += [lambda at=at: dvlake.read(spark, path).filter(f"n_{at} IS NULL").selectExpr("count(*)"),
+                    lambda at=at: dvlake.read(spark, path).selectExpr(f"coalesce(n_{at}, -1) AS c").groupBy("c").count()]
+    for query in queries:
         fast, slow, plan = _both(spark, query)
         assert fast == slow
         assert "DvlakeParquet" in plan
-    fast, _, _ = _both(spark, lambda: dvlake.read(spark, path).selectExpr("count(n)", "count(*)"))
-    assert fast == [(16_000 if nulls_at == "deleted" else 12_000, 16_000)]
+    fast, _, _ = _both(spark, lambda: dvlake.read(spark, path).selectExpr(
+        "count(n_deleted)", "count(n_kept)", "count(n_both)", "count(*)"))
+    assert fast == [(16_000, 12_000, 12_000, 16_000)]
 
 
 # --- reader settings: row mode, off-heap vectors, wide rows -------------------------------------------------------
@@ -322,10 +350,9 @@ def _with_conf(spark: SparkSession, key: str, value: str) -> Callable[[], None]:
     ("spark.sql.parquet.enableVectorizedReader", "false", "files_spark_column"),  # parquet-mr's rows, Spark's index
     ("spark.sql.columnVector.offheap.enabled", "true", "files_tracked"),          # off-heap vectors under the mapping
 ])
-def test_reader_settings_equal_the_python_path(spark: SparkSession, tmp_path: Path, key: str, value: str,
+def test_reader_settings_equal_the_python_path(spark: SparkSession, edges_table: str, key: str, value: str,
                                                source: str) -> None:
-    path = _converted(spark, str(tmp_path / "settings"), rows=20_000, row_group=3_000)
-    DeltaTable.forPath(spark, path).delete(_DELETE)
+    path = edges_table
     restore = _with_conf(spark, key, value)
     try:
         before = _row_index_counts(spark)
@@ -344,14 +371,15 @@ def test_reader_settings_equal_the_python_path(spark: SparkSession, tmp_path: Pa
 def test_rows_wider_than_codegen_max_fields(spark: SparkSession, tmp_path: Path) -> None:
     """Above ``spark.sql.codegen.maxFields`` (100) Spark's scan returns rows, not batches (the vectorized reader still
     reads): the format must read those files with Spark's row-index column and project it away, here from 120 data
-    columns plus a partition column; a narrow query of the same table reads batches again."""
+    columns plus a partition column; a narrow query of the same table reads batches again. Wide, not long: 500 rows
+    per file (one batch each, as 2,000 were) keep the collects of 121 columns small."""
     path = str(tmp_path / "wide")
     columns = ["id"] + [f"id * {c} + {c} AS c{c}" for c in range(1, 120)] + ["cast(id % 3 AS int) AS p"]
-    dvlake.write(spark.range(6000).selectExpr(*columns).repartition(3, "p"), path, partitionBy="p", properties=DV_PROPS)
-    DeltaTable.forPath(spark, path).delete("id % 7 = 0 OR (id > 1000 AND id < 1200)")
-    live = [i for i in range(6000) if not (i % 7 == 0 or 1000 < i < 1200)]
+    dvlake.write(spark.range(1500).selectExpr(*columns).repartition(3, "p"), path, partitionBy="p", properties=DV_PROPS)
+    DeltaTable.forPath(spark, path).delete("id % 7 = 0 OR (id > 250 AND id < 300)")
+    live = [i for i in range(1500) if not (i % 7 == 0 or 250 < i < 300)]
     for query, shape in ((lambda: dvlake.read(spark, path), "files_spark_column"),
-                         (lambda: dvlake.read(spark, path).filter("id > 900 AND id < 1300"), "files_spark_column"),
+                         (lambda: dvlake.read(spark, path).filter("id > 225 AND id < 325"), "files_spark_column"),
                          (lambda: dvlake.read(spark, path).select("id", "c7", "p"), "files_tracked")):
         before = _row_index_counts(spark)
         fast, slow, plan = _both(spark, query)
@@ -360,10 +388,10 @@ def test_rows_wider_than_codegen_max_fields(spark: SparkSession, tmp_path: Path)
         assert _delta(before, _row_index_counts(spark))[shape] > 0, shape
     assert sorted(r[0] for r in _both(spark, lambda: dvlake.read(spark, path))[0]) == live
     single = str(tmp_path / "wide1")  # one scan (no partitions): the query's own _metadata columns resolve
-    dvlake.write(spark.range(3000).selectExpr(*columns[:-1]).coalesce(1), single, properties=DV_PROPS)
+    dvlake.write(spark.range(1000).selectExpr(*columns[:-1]).coalesce(1), single, properties=DV_PROPS)
     DeltaTable.forPath(spark, single).delete("id % 5 = 2")
     fast, slow, plan = _both(spark, lambda: dvlake.read(spark, single).select("*", "_metadata.row_index"))
-    assert fast == slow and len(fast) == 2400 and all(r[0] == r[120] for r in fast)
+    assert fast == slow and len(fast) == 800 and all(r[0] == r[120] for r in fast)
 
 
 # --- DV kinds and damage: the same rows, or the same typed error, on both paths --------------------------------------
@@ -572,11 +600,10 @@ def test_the_dv_cache_is_bounded_by_bytes(spark: SparkSession, tmp_path: Path) -
 
 @pytest.mark.parametrize("columns", [["_metadata.file_path"], ["_metadata.row_index"],
                                      ["_metadata.file_name", "_metadata.row_index", "_metadata.file_size"]])
-def test_user_metadata_columns(spark: SparkSession, tmp_path: Path, columns: list[str]) -> None:
+def test_user_metadata_columns(spark: SparkSession, edges_table: str, columns: list[str]) -> None:
     """The query's own ``_metadata.row_index`` is the physical row index, as on the pure-Python path, and does not
     collide with the row-index column the native reader needs for the DVs."""
-    path = _converted(spark, str(tmp_path / "meta"), rows=20_000, row_group=3_000)
-    DeltaTable.forPath(spark, path).delete("id % 7 = 0 OR (id > 3000 AND id < 9000)")
+    path = edges_table
     for query in (lambda: dvlake.read(spark, path).select("id", *columns),
                   lambda: dvlake.read(spark, path).select("id", "s", *columns).filter("id > 15000"),
                   lambda: dvlake.read(spark, path).select(*columns)):
@@ -586,7 +613,7 @@ def test_user_metadata_columns(spark: SparkSession, tmp_path: Path, columns: lis
     if "_metadata.row_index" in columns:  # ids were written in order: the physical row index is id - file's first id
         fast, _, _ = _both(spark, lambda: dvlake.read(spark, path).selectExpr("id", "_metadata.row_index AS r"))
         assert all(r == i % 20_000 for i, r in fast)  # type: ignore[operator]
-        assert len(fast) == 40_000 - len([i for i in range(40_000) if i % 7 == 0 or 3000 < i < 9000])
+        assert sorted(i for i, _ in fast) == _live(None)  # type: ignore[type-var]
 
 
 def test_user_row_index_in_row_mode(spark: SparkSession, tmp_path: Path) -> None:
@@ -657,7 +684,7 @@ def _task_binary_bytes(df: DataFrame) -> int:
 # --- scans that keep each row's file and row index: DML and the change feed's whole files ---------------------------
 
 
-def test_keyed_scan_gives_each_rows_file_and_physical_row_index(spark: SparkSession, tmp_path: Path) -> None:
+def test_keyed_scan_gives_each_rows_file_and_physical_row_index(spark: SparkSession, edges_table: str) -> None:
     """``logical_frame(include_row_index=True)`` (what MERGE and copy-on-write DML read): the native reader drops the
     deleted rows and the row index stays the physical one (MERGE marks it in a DV: a shifted index deletes the wrong
     row). Ids were written in order, so a row's physical index is its id minus its file's first id."""
@@ -665,8 +692,7 @@ def test_keyed_scan_gives_each_rows_file_and_physical_row_index(spark: SparkSess
     from dvlake.spark.dv_scan import FILE_INDEX_COL, ROW_INDEX_COL
     from dvlake.spark.scan import logical_frame, plan_scan
 
-    path = _converted(spark, str(tmp_path / "keyed"), rows=20_000, row_group=3_000)
-    DeltaTable.forPath(spark, path).delete(_DELETE)
+    path = edges_table
 
     def keyed() -> DataFrame:
         snapshot = Snapshot.load(path)
@@ -767,11 +793,12 @@ def test_change_feed_whole_files_with_dvs_read_natively(spark: SparkSession, tmp
 def test_many_partition_tuples_are_read_natively(spark: SparkSession, tmp_path: Path) -> None:
     """More partition tuples than the pure-Python path's literal-tagged scans (``MAX_LITERAL_PARTITION_GROUPS``): the
     native reader drops the deleted rows and fills the partition values from its listing, all files in one relation
-    (no join, no union), with and without a data filter and a partition filter."""
+    (no join, no union), with and without a data filter and a partition filter (which leaves more than that too)."""
     from dvlake.spark import dv_scan
 
     path = str(tmp_path / "many")
-    tuples = 3 * dv_scan.MAX_LITERAL_PARTITION_GROUPS
+    tuples = dv_scan.MAX_LITERAL_PARTITION_GROUPS + 8  # a file per tuple: more files only cost time
+    assert tuples > 20 > dv_scan.MAX_LITERAL_PARTITION_GROUPS
     dvlake.write(spark.range(0, 100 * tuples).selectExpr("id", f"id % {tuples} AS p", "cast(id AS string) AS s")
                  .repartition(tuples, "p"), path, partitionBy="p", properties=DV_PROPS)
     DeltaTable.forPath(spark, path).delete("id % 7 = 0")
@@ -823,29 +850,42 @@ def test_a_listing_of_another_protocol_is_refused_by_the_jar(spark: SparkSession
 # --- a JVM that outlives a SparkContext ----------------------------------------------------------------------------
 
 
-def _child(mode: str, table: str) -> list[str]:
-    """``tests/spark/native_child.py`` in a process (and JVM) of its own; its result lines."""
+@pytest.fixture(scope="module")
+def child_lines(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """``tests/spark/native_child.py`` in a process (and JVM) of its own, run once for the tests below (each JVM
+    start costs seconds): its result lines per mode. The tables are built here, in the shared session."""
+    root = tmp_path_factory.mktemp("native-child")
+    contexts, engine = str(root / "contexts"), str(root / "engine")
+    dvlake.write(spark.range(2000).coalesce(1), contexts, properties=DV_PROPS)
+    DeltaTable.forPath(spark, contexts).delete("id % 3 = 0")  # version 1: a DV for the one data file
+    DeltaTable.forPath(spark, contexts).delete("id % 5 = 0")  # version 2: another DV for the same file
+    dvlake.write(spark.range(100).coalesce(1), engine, properties=DV_PROPS)  # no DV yet
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run([sys.executable, "-m", "tests.spark.native_child", mode, table], capture_output=True,
-                          text=True, cwd=str(REPO_ROOT), env=env, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "tests.spark.native_child", "contexts", contexts, "engine", engine],
+                          capture_output=True, text=True, cwd=str(REPO_ROOT), env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
-    return [line[2:] for line in done.stdout.splitlines() if line.startswith("@ ")]
+    lines: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("@ MODE "):
+            lines[line.removeprefix("@ MODE ")] = []
+        elif line.startswith("@ "):
+            lines[list(lines)[-1]].append(line[2:])
+    return lines
 
 
-def test_a_new_spark_context_in_the_same_jvm_reads_its_own_dvs(tmp_path: Path) -> None:
+def test_a_new_spark_context_in_the_same_jvm_reads_its_own_dvs(child_lines: dict[str, list[str]]) -> None:
     """Spark numbers broadcasts from 0 in every SparkContext while the jar's classes (on the driver's class path)
     outlive it: a listing cached by broadcast id gave the second context the first one's DV for the same data file,
     silently (1333 rows of version 1 instead of version 2's 1067)."""
-    lines = _child("contexts", str(tmp_path / "t"))
     expected = len([i for i in range(2000) if i % 3 and i % 5])
-    assert lines == [f"ROWS {expected} {expected}"]
+    assert child_lines["contexts"] == [f"ROWS {expected} {expected}"]
 
 
-def test_an_engine_that_replaces_parquet_scans_is_refused(tmp_path: Path) -> None:
+def test_an_engine_that_replaces_parquet_scans_is_refused(child_lines: dict[str, list[str]]) -> None:
     """Comet, Gluten, RAPIDS swap Spark's Parquet scan for their own, which applies no DV: a read of files with a DV
     (on either path) and DML's row indexes are refused with a typed error naming the engine, until its scans are off.
     A fake Comet extension class stands in (Spark skips a missing extension class with a warning)."""
-    lines = {line.split(" ")[0]: line.split(" ", 1)[1] for line in _child("engine", str(tmp_path / "t"))}
+    lines = {line.split(" ")[0]: line.split(" ", 1)[1] for line in child_lines["engine"]}
     assert lines.pop("PLAIN") == "100"
     assert lines.pop("DELETE_SCAN_OFF") == "None"
     assert lines.pop("READ_SCAN_OFF") == str(len([i for i in range(100) if i % 3]))

@@ -58,16 +58,18 @@ def test_optimize_retries_over_a_delete_of_other_files(spark, tmp_path, monkeypa
 def test_delete_in_another_process_wins_and_optimize_raises_without_resurrecting(spark, tmp_path, monkeypatch):
     path = str(tmp_path / "t")
     _make(spark, path)
+    # another process (nothing shared with this one but the files), Spark-free: tests/reliability's DELETE commits
+    # what dvlake's DELETE commits (a remove and an add with the OR-ed DV per touched file) without a JVM start;
+    # the real DELETE racing a paused OPTIMIZE is test_concurrency_pairs.py's DELETE/OPTIMIZE pairs
     child = textwrap.dedent(f"""
-        from dvlake import DeltaTable
-        from dvlake.spark.session import local_session
-        spark = local_session(cores=1, shuffle_partitions=1, driver_memory="1g")
-        DeltaTable.forPath(spark, {path!r}).delete("id % 10 = 2")
+        from tests.reliability.engine import engine_delete
+        engine_delete({path!r}, "id % 10 = 2")  # run once per rewritten bin: the second finds nothing to delete
     """)
 
     def delete_in_other_process():
         env = {**os.environ, "PYTHONPATH": REPO}
-        subprocess.run([sys.executable, "-c", child], check=True, env=env, timeout=600, capture_output=True)
+        done = subprocess.run([sys.executable, "-c", child], env=env, timeout=600, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-4000:]
 
     _race(monkeypatch, delete_in_other_process)
     version = Snapshot.load(path).version

@@ -24,12 +24,14 @@ NOTES = [(1, 'say "hi"', "12"), (2, "it's", "oops"), (3, "back\\slash", "7"), (4
 SCHEMA = "id BIGINT, note STRING, x STRING"
 
 
-@pytest.fixture
-def tables(spark: SparkSession, tmp_path) -> Iterator[dict[str, str]]:
-    """The same rows as a Delta path, a Delta catalog name and two parquet tables: {placeholder: table text}."""
+@pytest.fixture(scope="module")
+def tables(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The same rows as a Delta path, a Delta catalog name and two parquet tables: {placeholder: table text}. Built
+    once for the module: the tests only read them (a test that changes a table writes its own)."""
     if importlib.util.find_spec("dvlake.spark.catalog") is None:
         pytest.skip("dvlake.spark.catalog (catalog table names) is not in this build")
-    p, named = str(tmp_path / "notes"), str(tmp_path / "named")
+    root = tmp_path_factory.mktemp("query-text")
+    p, named = str(root / "notes"), str(root / "named")
     df = spark.createDataFrame(NOTES, SCHEMA)
     dvlake.write(df, p)
     dvlake.write(df, named)
@@ -86,8 +88,9 @@ def test_cast_shorthand_on_a_bad_value_raises_as_in_plain_spark(spark: SparkSess
     assert "CAST_INVALID_INPUT" in str(ours.value)
 
 
-def test_time_travel_suffixes_are_replaced_with_the_reference(spark: SparkSession, tables: dict[str, str], tmp_path) -> None:
+def test_time_travel_suffixes_are_replaced_with_the_reference(spark: SparkSession, tmp_path) -> None:
     p = str(tmp_path / "notes")
+    dvlake.write(spark.createDataFrame(NOTES, SCHEMA), p)  # its own table: the DELETE below changes it
     sql(spark, f"DELETE FROM delta.`{p}` WHERE note = 'it''s'")
     old = sql(spark, f"SELECT id FROM delta.`{p}` VERSION AS OF 0 AS v WHERE v.note = \"it's\"")
     assert rows(old) == [(2,)]

@@ -26,16 +26,22 @@ def _values_table(spark: SparkSession, path: str, files: list[list[int]], proper
 def test_two_dv_deletes_of_one_file_in_one_batch_read_each_commits_own_dv(dspark: SparkSession, tmp_path: Path,
                                                                             engine: str) -> None:
     """DeltaSourceDeletionVectorsSuite's shape: the file comes back twice in one batch, once per DELETE; the first
-    re-add still has 4 (only 3 deleted), the second has only 5. Reading both with the latest DV would lose the 4."""
+    re-add still has 4 (only 3 deleted), the second has only 5. Reading both with the latest DV would lose the 4.
+    ``skipChangeCommits=false`` beside ``ignoreChanges`` changes nothing: the options are the planning both engines
+    share (``log/stream_plan.py``), so that second query runs on the JVM engine only (each query start of the Python
+    engine costs a Python worker)."""
     path = str(tmp_path / "t")
     _values_table(dspark, path, [[3, 4, 5], [10, 11, 12], [20, 21, 22], [30, 31, 32], [40, 41, 42]])
-    for options, chk in (({"ignoreChanges": "true"}, "a"), ({"ignoreChanges": "true", "skipChangeCommits": "false"}, "b")):
+    cases = [({"ignoreChanges": "true"}, "a")]
+    if engine == "jvm":
+        cases.append(({"ignoreChanges": "true", "skipChangeCommits": "false"}, "b"))
+    for options, chk in cases:
         first = _collect(dvlake.read_stream(dspark, path, **options), tmp_path / chk)
         assert [b for _, b in first] == [[3, 4, 5, 10, 11, 12, 20, 21, 22, 30, 31, 32, 40, 41, 42]]
     table = DeltaTable.forPath(dspark, path)
     table.delete("value = 3")
     table.delete("value = 4")
-    for options, chk in (({"ignoreChanges": "true"}, "a"), ({"ignoreChanges": "true", "skipChangeCommits": "false"}, "b")):
+    for options, chk in cases:
         got = _collect(dspark.readStream.format("delta").options(**options).load(path), tmp_path / chk)
         assert [b for _, b in got] == [[4, 5, 5]]
 
@@ -174,15 +180,18 @@ def _run(stream: DataFrame, checkpoint: Path, got: list[list[int]]) -> None:
 def test_a_protocol_the_stream_cannot_read_fails_the_query_where_it_lands(dspark: SparkSession, tmp_path: Path,
                                                                           engine: str) -> None:
     """DeltaSourceSuite's protocol checks: a commit raising minReaderVersion, or adding a reader feature dvlake does not
-    implement, fails the running stream; the rows committed before it are delivered first."""
+    implement, fails the running stream; the rows committed before it are delivered first. Which protocols are
+    refused is the planning both engines share (``log/stream_plan.py``): the Python engine (each query start costs a
+    Python worker) runs the reader-version case only, to prove the error reaches its query too."""
     import pytest
 
     from dvlake.errors import UnsupportedFeatureError
     from dvlake.log.snapshot import Snapshot
 
-    for name, protocol in (("version", {"minReaderVersion": 4, "minWriterVersion": 7}),
-                           ("feature", {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["fooBar"],
-                                        "writerFeatures": ["fooBar"]})):
+    protocols = [("version", {"minReaderVersion": 4, "minWriterVersion": 7}),
+                 ("feature", {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["fooBar"],
+                              "writerFeatures": ["fooBar"]})]
+    for name, protocol in protocols if engine == "jvm" else protocols[:1]:
         path, chk = str(tmp_path / name), tmp_path / f"c_{name}"
         _table(dspark, path, (0, 2))
         stream = dvlake.read_stream(dspark, path)  # made before the upgrade, restarted after it
@@ -200,7 +209,9 @@ def test_a_table_re_created_at_the_path_is_detected_on_restart_of_the_same_strea
                                                                                   tmp_path: Path, engine: str) -> None:
     """DeltaSourceSuite's "restarting a query should pick up latest table schema and recover": the same streaming
     DataFrame restarted after the table was deleted and re-created fails with
-    DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE, as a freshly loaded one does."""
+    DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE, as a freshly loaded one does (the check of the checkpoint's
+    table id is the planning both engines share: the freshly loaded DataFrame runs on the JVM engine only, each query
+    start of the Python engine costing a Python worker)."""
     import shutil
 
     import pytest
@@ -215,7 +226,7 @@ def test_a_table_re_created_at_the_path_is_detected_on_restart_of_the_same_strea
     assert got == [[0, 1]]
     shutil.rmtree(path)
     _table(dspark, path, (5, 7))
-    for again in (stream, dvlake.read_stream(dspark, path)):
+    for again in (stream, dvlake.read_stream(dspark, path)) if engine == "jvm" else (stream,):
         with pytest.raises(DifferentTableReadByStreamError) as info:
             _run(again, chk, got)
         assert info.value.error_class == "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE"
@@ -264,7 +275,8 @@ def test_starting_version_after_log_cleanup_streams_the_commits_left(dspark: Spa
                                                                       engine: str) -> None:
     """DeltaSourceSuite's "startingTimestamp" end: with a checkpoint at version 2 and 0.json deleted, a stream from
     version 1 (or from a timestamp before every commit: the earliest commit left) reads versions 1 and 2 without
-    rebuilding version 1's snapshot."""
+    rebuilding version 1's snapshot. Where a start version or timestamp lands is the planning both engines share
+    (``log/stream_plan.py``): the Python engine (each query start costs a Python worker) reads from the version."""
     from dvlake.txn.transaction import checkpoint
 
     path = str(tmp_path / "t")
@@ -273,8 +285,9 @@ def test_starting_version_after_log_cleanup_streams_the_commits_left(dspark: Spa
     (Path(path) / "_delta_log" / f"{0:020d}.json").unlink()
     got = _collect(dvlake.read_stream(dspark, path, startingVersion=1), tmp_path / "a")
     assert [b for _, b in got] == [[2, 3, 4, 5]]
-    got = _collect(dvlake.read_stream(dspark, path, startingTimestamp="2000-01-01"), tmp_path / "b")
-    assert [b for _, b in got] == [[2, 3, 4, 5]]
+    if engine == "jvm":
+        got = _collect(dvlake.read_stream(dspark, path, startingTimestamp="2000-01-01"), tmp_path / "b")
+        assert [b for _, b in got] == [[2, 3, 4, 5]]
 
 
 # -- sink ------------------------------------------------------------------------------------------------

@@ -327,17 +327,22 @@ def test_rate_limits_and_triggers(dspark: SparkSession, tmp_path: Path, engine: 
 
 
 def test_dv_delete_fails_the_stream_unless_skipped(dspark: SparkSession, tmp_path: Path, engine: str) -> None:
+    """Which commits are skipped is the planning both engines share (``log/stream_plan.py``): the Python engine (each
+    query start costs a Python worker) runs the failing stream only, to prove the typed error reaches its query."""
     path = str(tmp_path / "t")
+    skip = engine == "jvm"
     _table(dspark, path, (0, 4))
     _collect(dvlake.read_stream(dspark, path), tmp_path / "strict")
-    _collect(dvlake.read_stream(dspark, path, skipChangeCommits="true"), tmp_path / "skip")
+    if skip:
+        _collect(dvlake.read_stream(dspark, path, skipChangeCommits="true"), tmp_path / "skip")
     DeltaTable.forPath(dspark, path).delete("id = 1")  # a DV: remove + add of the same file
     dvlake.write(dspark.range(4, 6).coalesce(1), path, "append")
     with pytest.raises(DeltaSourceIgnoreChangesError) as info:
         _collect(dvlake.read_stream(dspark, path), tmp_path / "strict")
     assert info.value.error_class == "DELTA_SOURCE_TABLE_IGNORE_CHANGES"
-    assert [b for _, b in _collect(dvlake.read_stream(dspark, path, skipChangeCommits="true"), tmp_path / "skip")] \
-        == [[4, 5]]
+    if skip:
+        assert [b for _, b in _collect(dvlake.read_stream(dspark, path, skipChangeCommits="true"),
+                                       tmp_path / "skip")] == [[4, 5]]
 
 
 def test_whole_file_delete_and_optimize(dspark: SparkSession, tmp_path: Path) -> None:
