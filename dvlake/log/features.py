@@ -137,7 +137,11 @@ def check_schema_types(metadata: Metadata, table: str = "") -> None:
     """Refuse a schema with geospatial columns: dvlake has none of delta-spark's geospatial support."""
     from dvlake.log.schema import spatial_columns
 
-    spatial = spatial_columns(metadata.schema)
+    try:
+        schema = metadata.schema
+    except ValueError:  # an unreadable schema string is reported by the code that needs the schema, with its context
+        return
+    spatial = spatial_columns(schema)
     if spatial:
         raise UnsupportedFeatureError(
             f"table {table or '(new)'}: column(s) {', '.join(spatial)} have a geospatial type (GEOMETRY/GEOGRAPHY); "
