@@ -36,13 +36,6 @@ def testdata() -> Path:
     return root
 
 
-#: JVM options of the suite's driver (``DVLAKE_TEST_JVM_OPTIONS`` overrides; empty = the JVM's defaults). The suite runs
-#: thousands of small queries on 2 cores: the JIT's optimising tier (C2) spends CPU the tests need and rarely pays back
-#: within a query this small, so the suite's JVM stops at C1 (measured A/B on DML rounds: 18-36 % less time, session
-#: start faster too). Results do not depend on it; production sessions keep the JVM's defaults.
-TEST_JVM_OPTIONS = os.environ.get("DVLAKE_TEST_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
-
-
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
     """One local[2] SparkSession for the whole test run (starting Spark costs seconds).
@@ -56,10 +49,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     from dvlake.spark.session import local_session
 
     warehouse = tmp_path_factory.mktemp("warehouse")
-    conf = {"spark.sql.warehouse.dir": str(warehouse)}
-    if TEST_JVM_OPTIONS:
-        conf["spark.driver.extraJavaOptions"] = TEST_JVM_OPTIONS
-    session = local_session(app_name="dvlake-tests", shuffle_partitions=4, extra_conf=conf)
+    session = local_session(app_name="dvlake-tests", shuffle_partitions=4,
+                            extra_conf={"spark.sql.warehouse.dir": str(warehouse)})
     yield session
     session.stop()
 
