@@ -6,6 +6,7 @@ never one Python object per file, so a million-file table stays cheap to load an
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -128,3 +129,34 @@ def take_rows(data: pa.Table | pa.ChunkedArray | pa.Array, indexes: Any) -> pa.T
     if isinstance(data, pa.Table):
         return pa.concat_tables([data.slice(int(i), 1) for i in rows]) if len(rows) else data.slice(0, 0)
     return pa.chunked_array([c for i in rows for c in data.slice(int(i), 1).chunks], data.type)
+
+
+_OFFSET_TYPES = {pa.string(): np.int32, pa.binary(): np.int32, pa.large_string(): np.int64, pa.large_binary(): np.int64}
+
+
+def any_value_contains(values: pa.Array | pa.ChunkedArray, byte: bytes) -> bool:
+    """Whether any string of ``values`` contains ``byte`` (one byte, e.g. ``b"%"``).
+
+    Replay asks this of every live path before each incremental update (does any path need URL-decoding?), and
+    Arrow's ``match_substring`` visits a million paths one by one (0.3 s). The bytes of a string array's values
+    lie in one range of its data buffer, so one regex search over that range answers it (no copy). Bytes of
+    null slots in the range can only make it answer True, which callers treat as "take the general path"."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        offset_type = _OFFSET_TYPES.get(chunk.type)
+        if offset_type is None:  # string views and other layouts: Arrow's kernel
+            import pyarrow.compute as pc
+
+            if pc.any(pc.match_substring(chunk.cast(pa.string()), byte.decode())).as_py():
+                return True
+            continue
+        _, offsets_buffer, data_buffer = chunk.buffers()
+        if data_buffer is None:
+            continue
+        offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=chunk.offset + len(chunk) + 1)
+        start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
+        if re.search(re.escape(byte), memoryview(data_buffer)[start:end]):  # no copy of the buffer
+            return True
+    return False

@@ -24,6 +24,7 @@ from dvlake.errors import (
 from dvlake.log import features, snapshot_cache, type_widening
 from dvlake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from dvlake.log.arrow import take_rows
+from dvlake.log.partition_index import PartitionCodes, partition_codes
 from dvlake.log.replay import LogState, read_commit, replay
 from dvlake.log.schema import column_mapping_mode
 from dvlake.log.segment import LogListing, commit_timestamps, earliest_version, list_log
@@ -125,6 +126,15 @@ class Snapshot:
     @property
     def configuration(self) -> dict[str, str]:
         return self.metadata.configuration
+
+    def partition_codes(self, keys: tuple[str, ...]) -> PartitionCodes:
+        """The live files' partition values under the physical ``keys`` as codes into their distinct tuples,
+        computed once per state and moved forward by the snapshot cache's replays (``log/partition_index.py``)."""
+        known = self.state.derived.codes_for(self.files)
+        if known is None or known.keys != keys:
+            known = partition_codes(self.files.column("partitionValues"), keys)
+            self.state.derived.codes_of, self.state.derived.partition_codes = self.files, known
+        return known
 
     def add_files(self) -> list[AddFile]:
         """Live files as action objects (for commands that touch a modest number of files)."""

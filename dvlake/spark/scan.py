@@ -66,7 +66,7 @@ def plan_scan(spark: SparkSession, snapshot: Snapshot, condition: str | Column |
     files = snapshot.files
     n = files.num_rows
     keep = np.ones(n, dtype=bool)
-    index = partition_index(files.column("partitionValues"), [k for k, _ in layout.keyed_partitions],
+    index = partition_index(snapshot.partition_codes(tuple(k for k, _ in layout.keyed_partitions)),
                             layout.typed_partitions)
     cond = Condition.of(condition)
     if cond is not None and n:
@@ -91,7 +91,7 @@ def plan_scan_any(spark: SparkSession, snapshot: Snapshot, conditions: list[Cond
     described (one verdict per distinct partition tuple, stats of partition survivors)."""
     layout = TableLayout.of(snapshot)
     files = snapshot.files
-    index = partition_index(files.column("partitionValues"), [k for k, _ in layout.keyed_partitions],
+    index = partition_index(snapshot.partition_codes(tuple(k for k, _ in layout.keyed_partitions)),
                             layout.typed_partitions)
     keep = np.ones(files.num_rows, dtype=bool)
     if conditions and files.num_rows:

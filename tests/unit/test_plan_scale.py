@@ -22,9 +22,9 @@ import pytest
 from dvlake.commands.dml import template
 from dvlake.dv import descriptor
 from dvlake.errors import CorruptLogError
-from dvlake.log import actions, predicates, snapshot_cache, stats
+from dvlake.log import actions, partition_index, predicates, snapshot_cache, stats
 from dvlake.log import snapshot as snapshot_module
-from dvlake.log.arrow import take_rows
+from dvlake.log.arrow import any_value_contains, take_rows
 from dvlake.log.condition import Condition
 from dvlake.log.replay import replay_onto
 from dvlake.log.segment import list_log
@@ -168,6 +168,56 @@ def test_replay_onto_a_known_state_matches_a_fresh_load(table: str, tmp_path: Pa
             (log / f"{2:020d}.json").unlink()
     finally:
         snapshot_cache.enable(None)
+
+
+def test_replay_onto_moves_partition_codes_and_url_encoded_paths_forward(table: str) -> None:
+    """The partition codes a plan computed ride along an incremental replay (the dropped rows out, the added files
+    coded, a new partition appended) and equal codes computed afresh; a URL-encoded path in a commit turns the
+    state's 'no path needs decoding' off, so a later remove naming the decoded path still drops that file."""
+    snapshot_cache.enable(False)
+    log = Path(table) / "_delta_log"
+    try:
+        base = Snapshot.load(table)
+        assert base.state.encoded_paths is False
+        base.partition_codes(("part",))
+        commits = {2: [{"remove": {"path": "part=p3/f-3.parquet", "deletionTimestamp": 1, "dataChange": True}},
+                       _add("part=new/n-1.parquet", "new", 7, dv=False), _add("part=p4/a%20b.parquet", "p4", 8, dv=False)],
+                   3: [{"remove": {"path": "part=p4/a b.parquet", "deletionTimestamp": 1, "dataChange": True}},
+                       {"remove": {"path": "part=new/n-1.parquet", "deletionTimestamp": 1, "dataChange": True}}]}
+        state = base.state
+        try:
+            for version, lines in commits.items():
+                (log / f"{version:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+                state = replay_onto(base.storage, base.table_root, list_log(base.storage, base.table_root), state,
+                                    version)
+                carried = state.derived.codes_for(state.files)
+                assert carried is not None and state.encoded_paths is True
+                fresh = partition_index.partition_codes(state.files.column("partitionValues"), ("part",))
+                assert [carried.raw[c] for c in carried.codes] == [fresh.raw[c] for c in fresh.codes]
+                if version == 2:
+                    assert state.files.num_rows == PHANTOM + HOT + 1 and ("new",) in carried.raw
+            paths = set(state.files.column("path").to_pylist())
+            assert state.files.num_rows == PHANTOM + HOT - 1 and not paths & {"part=p4/a%20b.parquet", "part=new/n-1.parquet"}
+            index = partition_index.partition_index(state.derived.codes_for(state.files), lambda v: (v["part"],))
+            assert ("new",) not in index.rows and len(index.rows) == 101  # a partition no file has is not judged
+            assert sorted(state.files.to_pylist(), key=lambda r: r["path"]) == \
+                sorted(Snapshot.load(table).files.to_pylist(), key=lambda r: r["path"])
+        finally:
+            for version in commits:
+                (log / f"{version:020d}.json").unlink(missing_ok=True)
+    finally:
+        snapshot_cache.enable(None)
+
+
+def test_any_value_contains_reads_only_the_values_of_a_slice() -> None:
+    """The byte search behind 'does a path need URL-decoding' sees exactly a (sliced, chunked) column's values."""
+    values = pa.array(["a%b", "plain", "c", "d%"])
+    assert any_value_contains(values, b"%")
+    assert not any_value_contains(values.slice(1, 2), b"%")
+    assert any_value_contains(pa.chunked_array([values.slice(1, 2), values.slice(3)]), b"%")
+    assert not any_value_contains(pa.chunked_array([], pa.string()), b"%")
+    assert any_value_contains(pa.array(["x%"], pa.large_string()), b"%")
+    assert not any_value_contains(pa.array([None, "x"]), b"%")
 
 
 def test_replay_onto_a_known_state_still_refuses_a_path_live_twice(table: str) -> None:
