@@ -202,8 +202,10 @@ def build_checkpoint_table(protocol: Protocol, metadata: Metadata, adds: pa.Tabl
     return pa.concat_tables(parts)
 
 
-def write_checkpoint(storage: Storage, table_root: str, version: int, table: pa.Table, num_adds: int) -> str:
-    """Write ``N.checkpoint.parquet`` (never over an existing one) and point ``_last_checkpoint`` at it."""
+def write_checkpoint(storage: Storage, table_root: str, version: int, table: pa.Table, num_adds: int,
+                     written: list[bool] | None = None) -> str:
+    """Write ``N.checkpoint.parquet`` (never over an existing one) and point ``_last_checkpoint`` at it;
+    ``written`` (when given) gets whether this call wrote it."""
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
     data = buf.getvalue()
@@ -212,6 +214,8 @@ def write_checkpoint(storage: Storage, table_root: str, version: int, table: pa.
         storage.write_if_absent(path, data)
     except FileExistsError:
         return path  # a checkpoint of a version is deterministic in content; someone wrote it already
+    if written is not None:
+        written.append(True)
     hint = {"version": version, "size": table.num_rows, "sizeInBytes": len(data), "numOfAddFiles": num_adds}
     storage.write(join(log_path(table_root), "_last_checkpoint"), json.dumps(hint).encode("utf-8"))
     return path

@@ -11,7 +11,9 @@ checks that the commit file of the cached version is the very file the state was
 - anything else (no entry yet, the cached commit gone or rewritten, the table deleted and recreated, a gap left by
   log cleanup, a checkpoint the state was not read from): a full replay, as without the cache. A new checkpoint is
   read rather than applied over: its writer dropped the tombstones older than the retention then, and a fresh load
-  starts from it, so only reading it gives the same tombstones (once per checkpoint interval).
+  starts from it, so only reading it gives the same tombstones (once per checkpoint interval). Except the one this
+  process just wrote from the cached state itself (``adopt_checkpoint``): the tombstones it kept are known, so the
+  entry takes them and stands as read from it.
 
 Which file is "the very file" (``commit_identity``): its path, modification time and size, plus the store's entity
 tag where the listing gives one (S3, GCS, Azure: a new ETag on every write), else a digest of its bytes (one small
@@ -49,6 +51,8 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
+
+import pyarrow as pa
 
 from dvlake.config import SNAPSHOT_CACHE_ENV, SNAPSHOT_CACHE_MAX_FILES_ENV
 from dvlake.errors import InvalidArgumentError
@@ -142,6 +146,7 @@ class CacheStats:
     commits_read: int = 0
     full_replays: int = 0
     evictions: int = 0
+    adopted_checkpoints: int = 0
 
 
 #: a commit file as the listing shows it: (path, mtime ms, size, entity tag or None)
@@ -231,6 +236,22 @@ class SnapshotCache:
         if target_commit is not None and state.version == latest:
             self._remember(key, state, target_commit, segment)
         return listing, _copy(state)
+
+    def adopt_checkpoint(self, root: str, storage: Storage, state: LogState, tombstones: pa.Table) -> bool:
+        """After this process wrote the checkpoint of ``state``'s version from ``state`` itself (its files, and
+        ``tombstones``: the ones the writer kept), the cached entry of that very state stands as read from the
+        checkpoint: the next load moves forward from it instead of reading a million-file checkpoint back (what a
+        fresh load reads from it is what was just written). Only the entry whose files are ``state``'s (the same
+        immutable table) is changed; False when there is none."""
+        key = (root, storage.cache_identity())
+        with self._lock:
+            entry = self._tables.get(key)
+            if entry is None or entry.state.files is not state.files or entry.state.version != state.version:
+                return False
+            adopted = replace(entry.state, tombstones=tombstones, checkpoint_version=state.version, commit_info=None)
+            self._tables[key] = _Entry(adopted, entry.commit, {}, adopted.files.num_rows + tombstones.num_rows)
+            self.stats.adopted_checkpoints += 1
+        return True
 
     def _remember(self, key: tuple[str, object], state: LogState, commit: CommitIdentity,
                   segment: dict[int, Listed | None]) -> None:

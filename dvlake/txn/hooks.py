@@ -74,7 +74,7 @@ def run(event: AfterCommit) -> None:
 def _manifest(event: AfterCommit) -> None:
     """Auto manifests (``delta.compatibility.symlinkFormatManifest.enabled``): rewritten after every commit."""
     if table_bool(event.metadata.configuration, AUTO_MANIFEST):
-        write_manifests(Snapshot.load(event.table_root, version=event.version, storage=event.storage))
+        write_manifests(_snapshot_at(event.table_root, event.version, event.storage))
 
 
 def _uniform(event: AfterCommit) -> None:
@@ -113,7 +113,11 @@ def checkpoint(table_root: str, version: int | None = None, storage: Storage | N
         tombstones = tombstones.filter(pc.fill_null(pc.greater(tombstones.column("deletionTimestamp"), horizon), True))
     table = build_checkpoint_table(snap.protocol, snap.metadata, snap.files, tombstones, list(snap.txns.values()),
                                    list(snap.domains.values()))
-    return write_checkpoint(snap.storage, snap.table_root, snap.version, table, snap.num_files)
+    written: list[bool] = []
+    path = write_checkpoint(snap.storage, snap.table_root, snap.version, table, snap.num_files, written)
+    if written:  # the cached state now stands as read from this checkpoint: the next load need not read it back
+        snapshot_cache.SHARED.adopt_checkpoint(snap.table_root, snap.storage, snap.state, tombstones)
+    return path
 
 
 def _snapshot_at(table_root: str, version: int | None, storage: Storage | None) -> Snapshot:

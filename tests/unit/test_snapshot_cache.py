@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from dvlake.log import snapshot_cache
+from dvlake.log.actions import now_ms
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.snapshot_cache import SnapshotCache
 from dvlake.storage.base import RandomAccessFile, storage_for
+from dvlake.txn import hooks
 from dvlake.txn.transaction import checkpoint
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
@@ -166,5 +168,35 @@ def test_snapshot_load_uses_the_shared_cache_only_when_on(tmp_path: Path) -> Non
         assert snapshot_cache.SHARED.stats.hits == before + 1
         assert Snapshot.load(root, version=0).num_files == 3  # time travel replays, as always
         assert snapshot_cache.SHARED.stats.hits == before + 1
+    finally:
+        snapshot_cache.enable(None)
+
+
+def test_a_checkpoint_this_process_wrote_is_adopted_not_read_back(tmp_path: Path) -> None:
+    """The post-commit checkpoint written from the cached state leaves the entry standing as read from it: the
+    next load moves forward by the new commit alone (no million-file read back), and gives what a fresh load from
+    the checkpoint gives: the expired tombstones gone, the recent one kept, DVs, txns, domains as before."""
+    root = _table(tmp_path / "t")
+    recent = {"remove": {"path": "c.parquet", "deletionTimestamp": now_ms(), "dataChange": True}}
+    _commit(Path(root), 1, [_remove("a.parquet"), _add("a.parquet", _dv(1)), recent,
+                            {"txn": {"appId": "app", "version": 1}},
+                            {"domainMetadata": {"domain": "d", "configuration": "{}", "removed": False}}])
+    _commit(Path(root), 2, [_remove("b.parquet")])  # deletionTimestamp 1: expired at the checkpoint
+    snapshot_cache.enable(True)
+    try:
+        stats = snapshot_cache.SHARED.stats
+        assert Snapshot.load(root).version == 2
+        adopted, replays = stats.adopted_checkpoints, stats.full_replays
+        hooks.checkpoint(root, 2)
+        assert stats.adopted_checkpoints == adopted + 1
+        at_checkpoint = Snapshot.load(root)
+        assert at_checkpoint.state.checkpoint_version == 2
+        assert at_checkpoint.tombstones.column("path").to_pylist() == ["c.parquet"]  # a and b: expired
+        _commit(Path(root), 3, [_add("d.parquet")])
+        moved = Snapshot.load(root)
+        assert stats.full_replays == replays  # moved forward from the adopted entry
+        snapshot_cache.enable(False)
+        for cached, fresh in ((at_checkpoint, Snapshot.load(root, version=2)), (moved, Snapshot.load(root))):
+            _same(cached, fresh)
     finally:
         snapshot_cache.enable(None)
