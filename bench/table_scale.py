@@ -6,7 +6,7 @@ directly as JSON commits plus a checkpoint (``bench/log_replay.py``'s shape: the
 do not exist and are never read; only planning sees them). The ``dv`` table has DVs on the hot files (a DELETE) and
 on 20 % of the others; the ``plain`` one has none. A third table holds the hot partition alone (10 files).
 
-Cells, each the median of ``--repeat``:
+Cells, each the median of ``--repeat`` (the two sides of a ratio run alternately, ``paired_median_times``):
 
 - snapshot load of the ``dv`` table: dvlake (log replay, cache off) beside delta-rs ``DeltaTable(path)``, and a load
   answered by the snapshot cache (``log/snapshot_cache.py``);
@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import median_time  # noqa: E402
+from bench.common import median_time, paired_median_times  # noqa: E402
 
 HEADING = "## Cost at scale: large logs, small work (bench/table_scale.py)"
 HOT_FILES = 10
@@ -131,8 +131,9 @@ def _scale(spark: Any, work: str, files: int, rows: int, repeat: int) -> dict[st
 
     expected = rows - (rows + 9) // 10
     assert hot_read(big).count() == expected and hot_read(plain).count() == rows
-    out["read_dv"] = median_time(lambda: hot_read(big).write.format("noop").mode("overwrite").save(), repeat)
-    out["read_plain"] = median_time(lambda: hot_read(plain).write.format("noop").mode("overwrite").save(), repeat)
+    out["read_dv"], out["read_plain"] = paired_median_times(
+        lambda: hot_read(big).write.format("noop").mode("overwrite").save(),
+        lambda: hot_read(plain).write.format("noop").mode("overwrite").save(), repeat)
     out["plan_chars"] = connect_chars(hot_read(big))
     out["plan_chars_plain"] = connect_chars(hot_read(plain))
 
@@ -144,8 +145,7 @@ def _scale(spark: Any, work: str, files: int, rows: int, repeat: int) -> dict[st
         k = next(counter)  # other rows every run: each DELETE touches the 10 hot files and commits
         dvlake.DeltaTable.forPath(spark, root).delete(f"part = 'hot' AND id % 1000 = {k}")
 
-    out["delete_big"] = median_time(lambda: delete(big), repeat)
-    out["delete_small"] = median_time(lambda: delete(small), repeat)
+    out["delete_big"], out["delete_small"] = paired_median_times(lambda: delete(big), lambda: delete(small), repeat)
     snapshot_cache.enable(None)
     for root in (big, plain, small):
         shutil.rmtree(root, ignore_errors=True)
@@ -154,13 +154,15 @@ def _scale(spark: Any, work: str, files: int, rows: int, repeat: int) -> dict[st
 
 def _markdown(results: dict[int, dict[str, float]], repeat: int, rows: int) -> str:
     lines = [f"Per scale: a real partition of {HOT_FILES} files ({rows:,} rows) plus a log-only rest, 20 % of all files "
-             f"with DVs (the `plain` twin has none); median of {repeat}; {time.strftime('%Y-%m-%d')}, local[2].", "",
+             f"with DVs (the `plain` twin has none); median of {repeat}, the two sides of each ratio run alternately "
+             f"(seconds in brackets); {time.strftime('%Y-%m-%d')}, local[2].", "",
              "| files | snapshot load / delta-rs (target <= 1.0x) | cached load s | one-partition read, DVs / none "
              "(target <= 1.2x) | 10-file DELETE, large / 10-file table (target <= 2x) | read plan chars, DVs / none |",
              "|---:|---:|---:|---:|---:|---:|"]
     for files, r in sorted(results.items()):
         lines.append(f"| {files:,} | {r['load'] / r['load_rs']:.2f}x ({r['load']:.2f} s) | {r['load_cached']:.3f} | "
-                     f"{r['read_dv'] / r['read_plain']:.2f}x | {r['delete_big'] / r['delete_small']:.2f}x | "
+                     f"{r['read_dv'] / r['read_plain']:.2f}x ({r['read_dv']:.2f} / {r['read_plain']:.2f}) | "
+                     f"{r['delete_big'] / r['delete_small']:.2f}x ({r['delete_big']:.2f} / {r['delete_small']:.2f}) | "
                      f"{int(r['plan_chars']):,} / {int(r['plan_chars_plain']):,} |")
     return "\n".join(lines)
 
