@@ -53,7 +53,7 @@ def partition_codes(partition_values: pa.ChunkedArray | pa.Array, keys: tuple[st
         return PartitionCodes(keys, np.zeros(0, dtype=np.int64), [])
     codes = np.zeros(n, dtype=np.int64)
     raw: list[RawTuple] = [()]
-    for key in keys:
+    for position, key in enumerate(keys):
         values = pc.map_lookup(partition_values, key, "last")
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
@@ -65,7 +65,7 @@ def partition_codes(partition_values: pa.ChunkedArray | pa.Array, keys: tuple[st
         else:
             indices = encoded.indices
         indices = indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        if len(raw) == 1:  # the first key: the dictionary's codes are already compact
+        if position == 0:  # the first key: the dictionary's codes are already compact
             codes, raw = indices, [(value,) for value in dictionary]
             continue
         combined = codes * len(dictionary) + indices

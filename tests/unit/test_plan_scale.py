@@ -209,6 +209,22 @@ def test_replay_onto_moves_partition_codes_and_url_encoded_paths_forward(table: 
         snapshot_cache.enable(None)
 
 
+def test_partition_codes_of_several_keys_match_each_files_values() -> None:
+    """Each file's codes give back its own values under every key: a first key with one value, nulls, a missing key,
+    a null map, and codes moved forward over a new tuple."""
+    values = pa.array([[("p", "a"), ("d", "1")], [("p", "a"), ("d", "2")], [("p", "a")], None, [("p", "a"), ("d", None)]],
+                      pa.map_(pa.string(), pa.string()))
+    expected = [("a", "1"), ("a", "2"), ("a", None), (None, None), ("a", None)]
+    codes = partition_index.partition_codes(values, ("p", "d"))
+    assert [codes.raw[c] for c in codes.codes] == expected
+    one_first = partition_index.partition_codes(values.slice(0, 3), ("p", "d"))  # 'p' has a single value here
+    assert [one_first.raw[c] for c in one_first.codes] == expected[:3]
+    moved = partition_index.moved_forward(codes, np.array([1]), pa.array([[("p", "b"), ("d", "1")]], values.type))
+    assert [moved.raw[c] for c in moved.codes] == [expected[0], *expected[2:], ("b", "1")]
+    index = partition_index.partition_index(moved, lambda v: (v.get("p"), v.get("d")))
+    assert [index.rows[c] for c in index.codes] == [expected[0], *expected[2:], ("b", "1")] and len(index.rows) == 4
+
+
 def test_any_value_contains_reads_only_the_values_of_a_slice() -> None:
     """The byte search behind 'does a path need URL-decoding' sees exactly a (sliced, chunked) column's values."""
     values = pa.array(["a%b", "plain", "c", "d%"])
