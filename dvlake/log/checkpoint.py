@@ -202,20 +202,22 @@ def build_checkpoint_table(protocol: Protocol, metadata: Metadata, adds: pa.Tabl
     return pa.concat_tables(parts)
 
 
-def write_checkpoint(storage: Storage, table_root: str, version: int, table: pa.Table, num_adds: int,
-                     written: list[bool] | None = None) -> str:
-    """Write ``N.checkpoint.parquet`` (never over an existing one) and point ``_last_checkpoint`` at it;
-    ``written`` (when given) gets whether this call wrote it."""
+def classic_checkpoint_path(table_root: str, version: int) -> str:
+    """Where the classic checkpoint of ``version`` lives (``N.checkpoint.parquet``)."""
+    return join(log_path(table_root), f"{version:020d}.checkpoint.parquet")
+
+
+def write_checkpoint(storage: Storage, table_root: str, version: int, table: pa.Table, num_adds: int) -> bool:
+    """Write ``N.checkpoint.parquet`` (never over an existing one) and point ``_last_checkpoint`` at it; whether
+    this call wrote it (False: someone had)."""
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
     data = buf.getvalue()
-    path = join(log_path(table_root), f"{version:020d}.checkpoint.parquet")
+    path = classic_checkpoint_path(table_root, version)
     try:
         storage.write_if_absent(path, data)
     except FileExistsError:
-        return path  # a checkpoint of a version is deterministic in content; someone wrote it already
-    if written is not None:
-        written.append(True)
+        return False  # a checkpoint of a version is deterministic in content; someone wrote it already
     hint = {"version": version, "size": table.num_rows, "sizeInBytes": len(data), "numOfAddFiles": num_adds}
     storage.write(join(log_path(table_root), "_last_checkpoint"), json.dumps(hint).encode("utf-8"))
-    return path
+    return True

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from dvlake.config import checkpoint_interval, deleted_file_retention_ms, table_bool
 from dvlake.log import snapshot_cache
 from dvlake.log.actions import Metadata, now_ms
-from dvlake.log.checkpoint import build_checkpoint_table, write_checkpoint
+from dvlake.log.checkpoint import build_checkpoint_table, classic_checkpoint_path, write_checkpoint
 from dvlake.log.cleanup import ENABLE_CLEANUP, cleanup_expired_logs
 from dvlake.log.snapshot import Snapshot
 from dvlake.log.symlink_manifest import AUTO_MANIFEST, write_manifests
@@ -113,11 +113,10 @@ def checkpoint(table_root: str, version: int | None = None, storage: Storage | N
         tombstones = tombstones.filter(pc.fill_null(pc.greater(tombstones.column("deletionTimestamp"), horizon), True))
     table = build_checkpoint_table(snap.protocol, snap.metadata, snap.files, tombstones, list(snap.txns.values()),
                                    list(snap.domains.values()))
-    written: list[bool] = []
-    path = write_checkpoint(snap.storage, snap.table_root, snap.version, table, snap.num_files, written)
-    if written:  # the cached state now stands as read from this checkpoint: the next load need not read it back
+    if write_checkpoint(snap.storage, snap.table_root, snap.version, table, snap.num_files):
+        # the cached state now stands as read from this checkpoint: the next load need not read it back
         snapshot_cache.SHARED.adopt_checkpoint(snap.table_root, snap.storage, snap.state, tombstones)
-    return path
+    return classic_checkpoint_path(snap.table_root, snap.version)
 
 
 def _snapshot_at(table_root: str, version: int | None, storage: Storage | None) -> Snapshot:
